@@ -1,0 +1,3 @@
+"""orchestrator: a durable, verifier-gated workflow orchestrator."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,96 @@
+"""One error tree; each class carries the exit status the CLI turns it into.
+
+Exit statuses follow sysexits(3) where one fits (DESIGN §9). The CLI maps an
+`OrchestratorError` to `Error: <message>` on stderr and `exit_code`, in one
+place, so a user's mistake never prints a traceback.
+"""
+
+from __future__ import annotations
+
+
+class OrchestratorError(Exception):
+    """Something the orchestrator refused or could not do."""
+
+    exit_code: int = 1
+
+
+class RefusedError(OrchestratorError):
+    """A request that is not allowed: unknown task, illegal transition, bad field."""
+
+    exit_code = 1
+
+
+class UnknownTaskError(RefusedError):
+    """No task has that slug."""
+
+
+class InvalidSlugError(RefusedError):
+    """A slug breaks the slug rule (and could escape the workspace root)."""
+
+
+class IllegalTransitionError(RefusedError):
+    """The state machine has no edge for this event from the task's state."""
+
+
+class NoVerdictError(OrchestratorError):
+    """`verdict` found no JSON verdict in its input (EX_DATAERR)."""
+
+    exit_code = 65
+
+
+class DatabaseBusyError(OrchestratorError):
+    """Another writer held the database past the busy timeout (EX_UNAVAILABLE)."""
+
+    exit_code = 69
+
+
+class DatabaseUnreadableError(OrchestratorError):
+    """Not a database, corrupt, disk full or an I/O error (EX_IOERR)."""
+
+    exit_code = 74
+
+
+class LockBusyError(OrchestratorError):
+    """Another tick holds this host's tick lock (EX_TEMPFAIL)."""
+
+    exit_code = 75
+
+
+class PermissionDeniedError(OrchestratorError):
+    """Permission denied on the database, lock or workspace (EX_NOPERM)."""
+
+    exit_code = 77
+
+
+class ConfigError(OrchestratorError):
+    """Missing or invalid configuration (EX_CONFIG)."""
+
+    exit_code = 78
+
+
+class SchemaError(ConfigError):
+    """Database missing, empty, behind or ahead of the code (EX_CONFIG)."""
+
+
+class Interrupted(OrchestratorError):  # noqa: N818 - it is a signal, not a bug
+    """The process was stopped by a signal after cleaning up (128 + signo)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+EXIT_CODES: dict[int, str] = {
+    0: "done (also: nothing to do)",
+    1: "refused: unknown task, transition not allowed, bad slug or field",
+    2: "usage error (bad option or argument)",
+    65: "`verdict` found no verdict in its input",
+    69: "database busy past the busy timeout",
+    74: "database unreadable: not a database, corrupt, disk full, I/O error",
+    75: "another tick holds the lock",
+    77: "permission denied on the database, lock or workspace",
+    78: "configuration or schema problem",
+    130: "interrupted by SIGINT, after stopping children and recording the attempt",
+    143: "interrupted by SIGTERM, after stopping children and recording the attempt",
+}
