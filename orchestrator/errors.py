@@ -72,7 +72,7 @@ class SchemaError(ConfigError):
     """Database missing, empty, behind or ahead of the code (EX_CONFIG)."""
 
 
-class Interrupted(OrchestratorError):  # noqa: N818 - it is a signal, not a bug
+class Interrupted(OrchestratorError):
     """The process was stopped by a signal after cleaning up (128 + signo)."""
 
     def __init__(self, signum: int) -> None:

@@ -1,0 +1,64 @@
+"""Alembic environment for orchestrator.
+
+The connection comes, in order, from `config.attributes["connection"]` (a
+Connection or an Engine: how `orchestrator db upgrade` and the tests call
+us, the Alembic cookbook and pytest-alembic conventions), `-x db=URL`, or
+`ORCHESTRATOR_DB_URL`. `render_as_batch` lets SQLite ALTER tables by copy.
+On PostgreSQL a transaction-level advisory lock serialises two hosts
+upgrading at once (never a session-level one: it leaks under PgBouncer).
+"""
+
+from __future__ import annotations
+
+import os
+
+from alembic import context
+from sqlalchemy import Connection, Engine, text
+
+from orchestrator.storage.db import enable_wal, make_engine
+from orchestrator.storage.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+UPGRADE_LOCK_KEY = 0x6F7263  # "orc"
+
+
+def _run(connection: Connection) -> None:
+    if connection.dialect.name == "sqlite" and not connection.in_transaction():
+        enable_wal(connection)
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=True,
+        compare_type=True,
+        transaction_per_migration=False,
+    )
+    with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": UPGRADE_LOCK_KEY})
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    given = config.attributes.get("connection")
+    if isinstance(given, Connection):
+        _run(given)
+        return
+    if isinstance(given, Engine):
+        with given.connect() as connection:
+            _run(connection)
+        return
+    url = context.get_x_argument(as_dictionary=True).get("db") or os.environ.get(
+        "ORCHESTRATOR_DB_URL"
+    )
+    if not url:
+        raise SystemExit("set ORCHESTRATOR_DB_URL (or pass -x db=URL) to run alembic")
+    engine = make_engine(url, create=True)
+    with engine.connect() as connection:
+        _run(connection)
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    raise SystemExit("offline (--sql) migrations are not supported; connect to a database")
+run_migrations_online()

@@ -1,0 +1,207 @@
+"""The human commands: add, approve, reject, halt, resume, cancel.
+
+Each is one short write transaction: read the task, ask the state machine
+for the next state, compare-and-set it with its transition row. On SQLite
+the transaction begins IMMEDIATE, so concurrent commands queue behind the
+busy timeout instead of failing; on PostgreSQL the task row is locked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine
+
+from orchestrator.config import Settings
+from orchestrator.domain.decide import HaltReason
+from orchestrator.domain.pipeline import Event, State, Status, next_state
+from orchestrator.domain.slug import validate_slug
+from orchestrator.domain.text import clean_text
+from orchestrator.errors import IllegalTransitionError, RefusedError, UnknownTaskError
+from orchestrator.storage import repo
+from orchestrator.storage.db import db_now, write_tx
+
+MAX_TITLE_BYTES = 1024
+MAX_BODY_BYTES = 1_048_576
+MAX_NOTE_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    slug: str
+    changed: bool
+    state: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    slug: str
+    title: str
+    pipeline: str = "default"
+    priority: int = 0
+    body: str = ""
+
+
+def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], actor: str) -> int:
+    """Create tasks in one transaction: all of them, or none (exit 1 says why)."""
+    new: list[repo.NewTask] = []
+    seen: set[str] = set()
+    for spec in specs:
+        validate_slug(spec.slug)
+        if spec.slug in seen:
+            raise RefusedError(f"slug {spec.slug!r} appears twice in the input")
+        seen.add(spec.slug)
+        title = clean_text(spec.title, MAX_TITLE_BYTES).strip()
+        if not title:
+            raise RefusedError(f"task {spec.slug!r} needs a non-empty title")
+        if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
+            raise RefusedError(f"task {spec.slug!r}: priority must be an integer")
+        if abs(spec.priority) > 2**31 - 1:
+            raise RefusedError(f"task {spec.slug!r}: priority out of range")
+        pipeline = settings.pipeline(spec.pipeline)
+        if pipeline is None:
+            known = ", ".join(sorted(settings.pipelines)) or "none configured"
+            raise RefusedError(f"unknown pipeline {spec.pipeline!r} (known: {known})")
+        new.append(
+            repo.NewTask(
+                slug=spec.slug,
+                title=title,
+                pipeline=spec.pipeline,
+                first_stage=pipeline.first_stage(),
+                priority=spec.priority,
+                body=clean_text(spec.body, MAX_BODY_BYTES),
+            )
+        )
+    with write_tx(engine) as conn:
+        taken = repo.existing_slugs(conn, [t.slug for t in new])
+        if taken:
+            raise RefusedError(f"task {sorted(taken)[0]!r} already exists")
+        repo.insert_tasks(conn, new, db_now(conn), actor)
+    return len(new)
+
+
+def _load(conn: Connection, slug: str) -> repo.TaskSnapshot:
+    task = repo.get_task(conn, slug, for_update=True)
+    if task is None:
+        raise UnknownTaskError(f"no task {slug!r}")
+    return task
+
+
+def _transition(
+    engine: Engine,
+    slug: str,
+    event: Event,
+    actor: str,
+    *,
+    note: str | None = None,
+    reason: str,
+    halt_reason: str | None = None,
+    next_hint: str | None = None,
+    hint_source: str | None = None,
+    new_run: bool = False,
+) -> ActionResult:
+    with write_tx(engine) as conn:
+        task = _load(conn, slug)
+        target = _target(task, event)
+        after = repo.apply_transition(
+            conn,
+            task,
+            event,
+            target,
+            now=db_now(conn),
+            actor=actor,
+            reason=reason,
+            note=note,
+            halt_reason=halt_reason,
+            next_hint=next_hint,
+            hint_source=hint_source,
+            new_run=new_run,
+        )
+    return ActionResult(slug, True, str(after.state), f"{slug}: {task.state} -> {after.state}")
+
+
+def _target(task: repo.TaskSnapshot, event: Event) -> State:
+    # Human events never move a task to another stage, so the pipeline's
+    # stage list is not needed (ADVANCE is the tick's).
+    try:
+        return next_state(task.state, event, ())
+    except IllegalTransitionError:
+        raise IllegalTransitionError(
+            f"cannot {event.value} {task.slug!r}: it is {task.state}"
+            + (f" ({task.halt_reason})" if task.halt_reason else "")
+        ) from None
+
+
+def approve(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:
+    """Open a gate. Approving twice is not an error: the second writes nothing."""
+    with write_tx(engine) as conn:
+        task = _load(conn, slug)
+        if task.status is Status.AWAITING_APPROVAL:
+            after = repo.apply_transition(
+                conn,
+                task,
+                Event.APPROVE,
+                _target(task, Event.APPROVE),
+                now=db_now(conn),
+                actor=actor,
+                reason="approved",
+                note=_note(note),
+            )
+            return ActionResult(slug, True, str(after.state), f"{slug}: approved {task.stage}")
+        approved = repo.last_event_seq(conn, task.id, [Event.APPROVE.value])
+        awaiting = repo.last_event_seq(conn, task.id, [Event.AWAIT_APPROVAL.value])
+        if approved is not None and (awaiting is None or approved > awaiting):
+            return ActionResult(
+                slug, False, str(task.state), f"{slug}: already approved (now {task.state})"
+            )
+        _target(task, Event.APPROVE)  # raises with the reason
+        raise AssertionError("unreachable")
+
+
+def reject(engine: Engine, slug: str, actor: str, note: str) -> ActionResult:
+    """Send a gate back: its stage runs again with the note as the hint."""
+    text = _note(note)
+    if not text:
+        raise RefusedError("reject needs a --note saying what to change")
+    return _transition(
+        engine,
+        slug,
+        Event.REJECT,
+        actor,
+        note=text,
+        reason="rejected",
+        next_hint=text,
+        hint_source="reject",
+        new_run=True,
+    )
+
+
+def halt(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:
+    return _transition(
+        engine,
+        slug,
+        Event.HALT,
+        actor,
+        note=_note(note),
+        reason="halted by a person",
+        halt_reason=HaltReason.MANUAL.value,
+    )
+
+
+def resume(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:
+    """Restart a halted task at its stage; the plateau window starts afresh."""
+    return _transition(
+        engine, slug, Event.RESUME, actor, note=_note(note), reason="resumed", new_run=True
+    )
+
+
+def cancel(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:
+    return _transition(
+        engine, slug, Event.CANCEL, actor, note=_note(note), reason="cancelled by a person"
+    )
+
+
+def _note(note: str | None) -> str | None:
+    return None if note is None else clean_text(note, MAX_NOTE_BYTES)

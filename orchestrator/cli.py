@@ -1,0 +1,815 @@
+"""The command line: parse, call, render. Exit statuses are decided here only.
+
+Imports are lazy on purpose: a tick that finds the lock busy must exit in a
+fraction of the time a tick that opens the database takes (DESIGN §11), so
+SQLAlchemy is imported only after the lock is ours, by the commands that
+need it.
+"""
+
+from __future__ import annotations
+
+import csv
+import getpass
+import io
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from orchestrator import __version__
+from orchestrator.config import Settings, load_settings
+from orchestrator.errors import (
+    Interrupted,
+    LockBusyError,
+    NoVerdictError,
+    OrchestratorError,
+    RefusedError,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from orchestrator.locking import TickLock
+
+
+class CliError(click.ClickException):
+    """An OrchestratorError on its way out: `Error: …` and its exit status."""
+
+    def __init__(self, error: OrchestratorError, verbose: bool) -> None:
+        super().__init__(str(error))
+        # click reads exit_code per instance; ours varies with the error.
+        self.exit_code = error.exit_code  # type: ignore[misc]
+        self.error = error
+        self.verbose = verbose
+
+    def show(self, file: Any = None) -> None:
+        stream = file if file is not None else sys.stderr
+        click.echo(f"Error: {self.message}", file=stream)
+        if self.verbose:
+            cause = self.error.__cause__ or self.error.__context__
+            while cause is not None:
+                click.echo(f"  caused by {type(cause).__name__}: {cause}", file=stream)
+                cause = cause.__cause__ or cause.__context__
+
+
+@dataclass
+class App:
+    config: str | None
+    db: str | None
+    verbose: bool
+    _settings: Settings | None = None
+
+    def settings(self, *, require_config: bool = False) -> Settings:
+        if self._settings is None or (require_config and self._settings.config_path is None):
+            self._settings = load_settings(
+                config=self.config, db_url=self.db, require_config=require_config
+            )
+        return self._settings
+
+    def engine(self, settings: Settings | None = None, *, check: bool = True) -> Engine:
+        """Open the database, refusing (78) a missing file or a schema not at head."""
+        from orchestrator.storage.db import make_engine, translate_errors
+        from orchestrator.storage.schema import require_head
+
+        settings = settings or self.settings()
+        engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout)
+        if check:
+            with translate_errors(), engine.connect() as conn:
+                require_head(conn)
+        return engine
+
+
+class OrchestratorGroup(click.Group):
+    """Turns our errors into exit statuses, in one place."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OrchestratorError as error:
+            raise CliError(error, _verbose(ctx)) from error
+        except Exception as error:
+            from orchestrator.storage.db import translate
+
+            mapped = translate(error)
+            if mapped is None:
+                raise
+            raise CliError(mapped, _verbose(ctx)) from error
+
+
+def _verbose(ctx: click.Context) -> bool:
+    obj = ctx.find_object(App)
+    return bool(obj and obj.verbose)
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+@click.group(cls=OrchestratorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    envvar="ORCHESTRATOR_CONFIG",
+    help="orchestrator.toml to use (default: ./orchestrator.toml).",
+)
+@click.option(
+    "--db",
+    metavar="URL",
+    envvar="ORCHESTRATOR_DB_URL",
+    help="Database URL; overrides the config (sqlite:///file.db, postgresql+psycopg://…).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="On errors, show the chain of causes.")
+@click.version_option(__version__, prog_name="orchestrator")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, db: str | None, verbose: bool) -> None:
+    """A durable orchestrator for staged, verifier-gated work.
+
+    Tasks move through a pipeline of stages; in each, a worker command does
+    the work and a verifier prints a JSON verdict. Cron runs `orchestrator
+    tick`; people open gates with `approve`; everything is a row in SQL.
+    """
+    ctx.obj = App(config=config, db=db, verbose=verbose)
+
+
+# -- rendering -------------------------------------------------------------------
+
+
+def _emit_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                [dict(zip(columns, row, strict=True)) for row in rows],
+                indent=2,
+                default=str,
+                ensure_ascii=False,
+            )
+        )
+    elif fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        click.echo(buffer.getvalue(), nl=False)
+    else:
+        click.echo(_table(columns, rows))
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, float):
+            return f"{value:.2f}"
+        return str(value).replace("\n", " ")[:60]
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _format_options(csv_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        if csv_ok:
+            f = click.option("--csv", "fmt", flag_value="csv", help="Print CSV with a header row.")(
+                f
+            )
+        json_flag = click.option("--json", "fmt", flag_value="json", help="Print JSON.")
+        return json_flag(f)
+
+    return decorate
+
+
+def _actor(by: str | None) -> str:
+    if by:
+        return by
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid:{os.getuid()}"
+
+
+def _human_only() -> None:
+    """An agent must not approve its own gate: its environment names its task."""
+    if os.environ.get("ORCHESTRATOR_TASK"):
+        raise RefusedError(
+            "refusing a human command from inside an attempt (ORCHESTRATOR_TASK is set)"
+        )
+
+
+# -- verdict -------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("source", default="-", metavar="[FILE | -]")
+def verdict(source: str) -> None:
+    """Print the normalized verdict found in FILE (or stdin) as JSON.
+
+    Applies exactly the rules the tick uses, so you can check what a verifier's
+    output would count as. Exits 65 when the text holds no verdict.
+    """
+    from orchestrator.domain.verdict import parse_verdict
+
+    if source == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise RefusedError(f"cannot read {source}: {exc.strerror}") from exc
+    found = parse_verdict(data.decode("utf-8", errors="replace"))
+    if found is None:
+        raise NoVerdictError("no JSON verdict found in the input")
+    click.echo(json.dumps(found.to_dict(), ensure_ascii=False))
+
+
+# -- database --------------------------------------------------------------------
+
+
+@cli.group()
+def db() -> None:
+    """Create, migrate and inspect the database schema."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+@click.option("--force", is_flag=True, help="Upgrade even while a tick runs (not advised).")
+@pass_app
+def db_upgrade(app: App, revision: str, force: bool) -> None:
+    """Create the database or migrate it to REVISION (default: head).
+
+    Refuses (exit 75) while a tick holds the lock or attempts are unfinished,
+    since running code would meet a schema it does not know.
+    """
+    from orchestrator.storage import migrate
+    from orchestrator.storage.db import make_engine
+
+    settings = app.settings()
+    engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, create=True)
+    with _quiesced(settings, engine, force):
+        before = migrate.current(engine)
+        migrate.upgrade(engine, revision)
+        after = migrate.current(engine)
+    click.echo(f"database at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+
+
+@db.command("downgrade")
+@click.argument("revision")
+@click.option("--force", is_flag=True, help="Downgrade even while a tick runs (not advised).")
+@pass_app
+def db_downgrade(app: App, revision: str, force: bool) -> None:
+    """Migrate the database back to REVISION (`base` removes every table)."""
+    from orchestrator.storage import migrate
+
+    settings = app.settings()
+    engine = app.engine(settings, check=False)
+    with _quiesced(settings, engine, force):
+        migrate.downgrade(engine, revision)
+        click.echo(f"database at {migrate.current(engine) or 'base'}")
+
+
+@db.command("current")
+@pass_app
+def db_current(app: App) -> None:
+    """Print the schema revision of the database and of this code."""
+    from orchestrator.storage import migrate
+    from orchestrator.storage.schema import HEAD
+
+    engine = app.engine(check=False)
+    click.echo(f"database: {migrate.current(engine) or 'empty'}\ncode:     {HEAD}")
+
+
+@contextmanager
+def _quiesced(settings: Settings, engine: Engine, force: bool) -> Iterator[None]:
+    """Hold the tick lock and require no unfinished attempts, unless forced."""
+    from orchestrator.locking import TickLock
+
+    lock = TickLock(settings.lock_file)
+    if force:
+        yield
+        return
+    lock.acquire()
+    try:
+        from sqlalchemy import inspect
+
+        from orchestrator.storage import repo
+        from orchestrator.storage.db import read_tx
+
+        if inspect(engine).has_table("attempts"):
+            with read_tx(engine) as conn:
+                if repo.unfinished_attempts(conn):
+                    raise LockBusyError("attempts are still running; wait for them or pass --force")
+        yield
+    finally:
+        lock.release()
+
+
+# -- tasks -----------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("slug", required=False)
+@click.option("--title", help="One line saying what the task is.")
+@click.option(
+    "--pipeline", default="default", show_default=True, help="Pipeline to run it through."
+)
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first.")
+@click.option("--body", help="The full description handed to agents (prompt {body}).")
+@click.option(
+    "--body-file", type=click.Path(dir_okay=False, exists=True), help="Read the body from a file."
+)
+@click.option(
+    "--from",
+    "from_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Add tasks from JSON lines (slug, title, pipeline, priority, body) in one transaction.",
+)
+@pass_app
+def add(
+    app: App,
+    slug: str | None,
+    title: str | None,
+    pipeline: str,
+    priority: int,
+    body: str | None,
+    body_file: str | None,
+    from_file: str | None,
+) -> None:
+    """Add a task at the first stage of its pipeline.
+
+    SLUG names the task and its workspace folder: 1-63 characters of a-z 0-9 . _ -.
+    """
+    from orchestrator.actions import TaskSpec, add_tasks
+
+    if from_file is not None:
+        if slug or title:
+            raise click.UsageError("--from cannot be combined with SLUG or --title")
+        specs = _read_specs(from_file)
+    else:
+        if slug is None or title is None:
+            raise click.UsageError("give SLUG and --title (or --from FILE)")
+        if body is not None and body_file is not None:
+            raise click.UsageError("give --body or --body-file, not both")
+        if body_file is not None:
+            body = Path(body_file).read_text(encoding="utf-8", errors="replace")
+        specs = [TaskSpec(slug, title, pipeline, priority, body or "")]
+    settings = app.settings()
+    count = add_tasks(app.engine(settings), settings, specs, _actor(None))
+    click.echo(f"added {specs[0].slug}" if count == 1 else f"added {count} tasks")
+
+
+def _read_specs(source: str) -> list[Any]:
+    from orchestrator.actions import TaskSpec
+
+    stream = sys.stdin if source == "-" else None
+    try:
+        text = stream.read() if stream else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RefusedError(f"cannot read {source}: {exc.strerror}") from exc
+    specs = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if not isinstance(item, dict):
+                raise TypeError("not an object")
+            unknown = set(item) - {"slug", "title", "pipeline", "priority", "body"}
+            if unknown:
+                raise TypeError(f"unknown field {sorted(unknown)[0]!r}")
+            specs.append(
+                TaskSpec(
+                    slug=item["slug"],
+                    title=item["title"],
+                    pipeline=item.get("pipeline", "default"),
+                    priority=item.get("priority", 0),
+                    body=item.get("body", ""),
+                )
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RefusedError(f"{source} line {number}: {exc}") from None
+        if not all(isinstance(v, str) for v in (item["slug"], item["title"], item.get("body", ""))):
+            raise RefusedError(f"{source} line {number}: slug, title and body must be strings")
+    if not specs:
+        raise RefusedError(f"{source} holds no tasks")
+    return specs
+
+
+@cli.command("list")
+@click.option(
+    "--state",
+    help="Only tasks in this state (`implement`, `research:halted`) or status (`halted`).",
+)
+@_format_options(csv_ok=True)
+@pass_app
+def list_(app: App, state: str | None, fmt: str | None) -> None:
+    """List tasks with their state, attempts at this stage and last score."""
+    from orchestrator.reports import list_tasks
+
+    rows = list_tasks(app.engine(), state)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    columns = ["slug", "state", "attempt", "score", "halt_reason", "title"]
+    _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
+
+
+@cli.command()
+@click.argument("slug")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the task, its transitions and attempts as JSON."
+)
+@pass_app
+def show(app: App, slug: str, as_json: bool) -> None:
+    """Show one task: its state, transitions and attempts, oldest first."""
+    from orchestrator.reports import show_task
+
+    data = show_task(app.engine(), slug)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    click.echo(f"{data['slug']}: {data['title']}")
+    click.echo(
+        f"  state     {data['state']}"
+        + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
+    )
+    click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
+    if data["next_hint"]:
+        click.echo(f"  next hint {data['next_hint'][:200]}")
+    click.echo("\ntransitions:")
+    click.echo(
+        _table(
+            ["seq", "at", "from", "to", "actor", "reason"],
+            [
+                [
+                    t["seq"],
+                    t["at"][:19],
+                    t["from_state"],
+                    t["to_state"],
+                    t["actor"],
+                    t["reason"] or t["note"],
+                ]
+                for t in data["transitions"]
+            ],
+        )
+    )
+    if data["attempts"]:
+        click.echo("\nattempts:")
+        click.echo(
+            _table(
+                ["stage", "n", "outcome", "pass", "score", "error / next hint"],
+                [
+                    [
+                        a["stage"],
+                        a["number"],
+                        a["outcome"] or "running",
+                        a["pass"],
+                        a["score"],
+                        a["error"] or a["next_hint"],
+                    ]
+                    for a in data["attempts"]
+                ],
+            )
+        )
+
+
+def _human_command(
+    name: str, action: Callable[..., Any], doc: str, note_required: bool = False
+) -> None:
+    @click.argument("slug")
+    @click.option("--by", metavar="NAME", help="Who is acting (default: the login name).")
+    @click.option("--note", required=note_required, help="Why; stored on the transition.")
+    @pass_app
+    def command(app: App, slug: str, by: str | None, note: str | None) -> None:
+        _human_only()
+        result = action(app.engine(), slug, _actor(by), note)
+        click.echo(result.message)
+
+    command.__doc__ = doc
+    cli.command(name)(command)
+
+
+def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> Any:
+    from orchestrator.actions import approve
+
+    return approve(engine, slug, actor, note)
+
+
+def _reject(engine: Engine, slug: str, actor: str, note: str | None) -> Any:
+    from orchestrator.actions import reject
+
+    return reject(engine, slug, actor, note or "")
+
+
+def _lazy(name: str) -> Callable[..., Any]:
+    def call(engine: Engine, slug: str, actor: str, note: str | None) -> Any:
+        from orchestrator import actions
+
+        return getattr(actions, name)(engine, slug, actor, note)
+
+    return call
+
+
+_human_command(
+    "approve",
+    _approve,
+    """Open a gate: SLUG moves from STAGE:awaiting_approval to STAGE:approved.
+
+    The next tick moves it to the next stage. Approving again is harmless.
+    """,
+)
+_human_command(
+    "reject",
+    _reject,
+    """Send a gate back: SLUG runs its stage again with --note as the hint.
+
+    The note reaches the next attempt as ORCHESTRATOR_NEXT_HINT and {hint}.
+    """,
+    note_required=True,
+)
+_human_command(
+    "halt",
+    _lazy("halt"),
+    """Stop SLUG where it is (halt_reason manual); a running attempt stops within seconds.""",
+)
+_human_command(
+    "resume",
+    _lazy("resume"),
+    """Make a halted SLUG ready again at its stage, with a fresh plateau window.""",
+)
+_human_command(
+    "cancel",
+    _lazy("cancel"),
+    """End SLUG for good (terminal); a running attempt stops within seconds.""",
+)
+
+
+@cli.command()
+@click.argument("slug", required=False)
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
+@_format_options()
+@pass_app
+def history(app: App, slug: str | None, limit: int | None, fmt: str | None) -> None:
+    """Print transitions, oldest first: every task, or SLUG's."""
+    from orchestrator.reports import history as fetch
+
+    rows = fetch(app.engine(), slug, limit)
+    columns = ["task", "seq", "at", "from_state", "to_state", "event", "actor", "reason", "note"]
+    _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
+
+
+@cli.command()
+@click.argument("slug")
+@click.option("--stage", help="Only this stage.")
+@_format_options()
+@pass_app
+def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
+    """Print SLUG's score history: one row per attempt with a valid verdict."""
+    from orchestrator.reports import scores as fetch
+
+    rows = fetch(app.engine(), slug, stage)
+    columns = ["stage", "attempt", "score", "pass", "at"]
+    _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
+
+
+@cli.command()
+@click.argument("query")
+@_format_options()
+@pass_app
+def sql(app: App, query: str, fmt: str | None) -> None:
+    """Run a read-only SQL QUERY (tables tasks, attempts, transitions, ticks;
+    views task_states, score_history, timeline). Writes are refused."""
+    from orchestrator.reports import run_sql
+
+    columns, rows = run_sql(app.engine(), query)
+    _emit_rows(columns, rows, fmt or "table")
+
+
+# -- tick and run ------------------------------------------------------------------
+
+
+def _tick_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--max-tasks", type=click.IntRange(min=1), help="Claim at most N attempts."),
+        click.option(
+            "--max-seconds",
+            type=click.FloatRange(min=0),
+            help="Stop claiming after S seconds (running attempts finish).",
+        ),
+        click.option(
+            "--jobs",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Attempts to run side by side.",
+        ),
+        click.option(
+            "--task",
+            "only",
+            metavar="SLUG",
+            help="Claim only this task (recovery still covers all).",
+        ),
+        click.option(
+            "-q",
+            "--quiet",
+            is_flag=True,
+            help="Print nothing for a busy lock or a quiet tick (for cron).",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@contextmanager
+def _signals_to(stop: threading.Event) -> Iterator[list[int]]:
+    """SIGTERM/SIGINT set `stop` instead of killing us mid-write: the running
+    attempts then stop their process groups and are recorded `interrupted`."""
+    received: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {}
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _run_one_tick(
+    app: App,
+    settings: Settings,
+    lock: TickLock,
+    stop: threading.Event,
+    received: list[int],
+    *,
+    max_tasks: int | None,
+    max_seconds: float | None,
+    jobs: int,
+    only: str | None,
+    dry_run: bool,
+    quiet: bool,
+) -> None:
+    from orchestrator.engine import Ticker, TickOptions
+
+    say: Callable[[str], None] = (lambda line: None) if quiet else click.echo
+    ticker = Ticker(settings, app.engine(settings), stop=stop, say=say)
+    report = ticker.tick(
+        TickOptions(
+            max_tasks=max_tasks, max_seconds=max_seconds, jobs=jobs, task=only, dry_run=dry_run
+        )
+    )
+    if received:
+        ticker.finish(128 + received[0])
+        raise Interrupted(received[0])
+    if report.did_work and not quiet:
+        outcomes = ", ".join(f"{n} {k}" for k, n in sorted(report.outcomes.items()))
+        click.echo(
+            f"tick: {report.claimed} attempts"
+            + (f" ({outcomes})" if outcomes else "")
+            + f", {report.advanced} advanced, {report.recovered} recovered, {report.halted} halted"
+            + (f"; stopped claiming: {report.stopped_claiming}" if report.stopped_claiming else "")
+        )
+
+
+@cli.command()
+@_tick_options
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    help="Wait up to S seconds for the lock instead of exiting 75.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print what each task would do and why; write nothing."
+)
+@pass_app
+def tick(
+    app: App,
+    max_tasks: int | None,
+    max_seconds: float | None,
+    jobs: int,
+    only: str | None,
+    quiet: bool,
+    wait: float,
+    dry_run: bool,
+) -> None:
+    """Advance every task one step: recover, move approved gates on, run attempts.
+
+    Run it from cron. A tick that finds another holding the host lock exits 75
+    at once (silently with --quiet); SIGTERM/SIGINT stop the running attempts,
+    record them `interrupted` and exit 143/130.
+    """
+    from orchestrator.locking import TickLock
+
+    settings = app.settings(require_config=True)
+    lock = TickLock(settings.lock_file)
+    try:
+        lock.acquire(wait)
+    except LockBusyError:
+        if quiet:
+            sys.exit(75)
+        raise
+    stop = threading.Event()
+    try:
+        with _signals_to(stop) as received:
+            _run_one_tick(
+                app,
+                settings,
+                lock,
+                stop,
+                received,
+                max_tasks=max_tasks,
+                max_seconds=max_seconds,
+                jobs=jobs,
+                only=only,
+                dry_run=dry_run,
+                quiet=quiet,
+            )
+    finally:
+        lock.release()
+
+
+@cli.command()
+@_tick_options
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=60,
+    show_default=True,
+    help="Seconds between ticks.",
+)
+@pass_app
+def run(
+    app: App,
+    max_tasks: int | None,
+    max_seconds: float | None,
+    jobs: int,
+    only: str | None,
+    quiet: bool,
+    interval: float,
+) -> None:
+    """Tick forever, every --interval seconds (a foreground alternative to cron).
+
+    Takes the same host lock for each tick, so cron ticks and `run` never
+    overlap. SIGTERM between ticks exits 0; during a tick it stops the
+    attempts like `tick` does and exits 143.
+    """
+    from orchestrator.locking import TickLock
+
+    stop = threading.Event()
+    with _signals_to(stop) as received:
+        while not stop.is_set():
+            settings = load_settings(config=app.config, db_url=app.db, require_config=True)
+            lock = TickLock(settings.lock_file)
+            try:
+                lock.acquire()
+            except LockBusyError as busy:
+                if not quiet:
+                    click.echo(f"run: {busy}; skipping this round", err=True)
+            else:
+                try:
+                    _run_one_tick(
+                        app,
+                        settings,
+                        lock,
+                        stop,
+                        received,
+                        max_tasks=max_tasks,
+                        max_seconds=max_seconds,
+                        jobs=jobs,
+                        only=only,
+                        dry_run=False,
+                        quiet=quiet,
+                    )
+                finally:
+                    lock.release()
+            stop.wait(interval)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point."""
+    try:
+        cli.main(args=argv, prog_name="orchestrator")
+    except KeyboardInterrupt:
+        click.echo("Error: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)
+
+
+__all__ = ["cli", "main"]

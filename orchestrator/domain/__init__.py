@@ -1,0 +1,1 @@
+"""The pure core: verdicts, plateaus, the state machine. Standard library only."""

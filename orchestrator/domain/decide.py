@@ -1,0 +1,146 @@
+"""What happens after an attempt: one pure function, `decide`.
+
+The engine gathers facts (the attempt's outcome and verdict, the run's score
+history, the stage's policy) and records whatever `decide` returns; it never
+chooses a state itself. Keeping the choice here means every rule of DESIGN §2
+(plateau before max_attempts, interrupts that count toward nothing, which
+hint the next attempt sees) is testable with plain tables, as procrastinate
+does with its `RetryDecision`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from orchestrator.domain.pipeline import Event, State, Status, next_state
+from orchestrator.domain.plateau import PlateauDecision, PlateauPolicy, detect_plateau
+from orchestrator.domain.verdict import Verdict
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    INVALID_VERDICT = "invalid_verdict"
+    WORKER_ERROR = "worker_error"
+    VERIFIER_ERROR = "verifier_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    INTERRUPTED = "interrupted"
+
+
+class HaltReason(StrEnum):
+    SCORE_PLATEAU = "score_plateau"
+    MAX_ATTEMPTS = "max_attempts"
+    INTERRUPTED = "interrupted"
+    UNKNOWN_STAGE = "unknown_stage"
+    MANUAL = "manual"
+
+
+@dataclass(frozen=True)
+class StagePolicy:
+    gate: bool = False
+    max_attempts: int = 5
+    pass_score: float = 0.0
+    plateau: PlateauPolicy = field(default_factory=PlateauPolicy)
+    max_interrupts: int = 3
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    """The current run of the stage, before the attempt being decided."""
+
+    scores: tuple[float, ...] = ()  # valid verdict scores, oldest first
+    counted_attempts: int = 0  # attempts that count toward max_attempts
+    interrupt_streak: int = 0  # interrupted attempts in a row, newest last
+    hint: str = ""  # the hint the attempt being decided was given
+
+
+@dataclass(frozen=True)
+class Decision:
+    event: Event
+    state: State
+    halt_reason: HaltReason | None
+    next_hint: str
+    reason: str
+    plateau: PlateauDecision | None = None
+
+
+def verdict_outcome(verdict: Verdict, pass_score: float) -> Outcome:
+    """A verdict passes when `pass` is true and its score reaches `pass_score`."""
+    return Outcome.PASSED if verdict.passed and verdict.score >= pass_score else Outcome.FAILED
+
+
+def decide(
+    stage: str,
+    stage_names: Sequence[str],
+    policy: StagePolicy,
+    history: RunHistory,
+    outcome: Outcome,
+    verdict: Verdict | None = None,
+) -> Decision:
+    """Choose the transition out of `stage:running` for an attempt that ended."""
+    running = State(stage, Status.RUNNING)
+
+    def to(
+        event: Event,
+        reason: str,
+        *,
+        halt_reason: HaltReason | None = None,
+        hint: str | None = None,
+        plateau: PlateauDecision | None = None,
+    ) -> Decision:
+        return Decision(
+            event=event,
+            state=next_state(running, event, stage_names),
+            halt_reason=halt_reason,
+            next_hint=history.hint if hint is None else hint,
+            reason=reason,
+            plateau=plateau,
+        )
+
+    if outcome is Outcome.INTERRUPTED:
+        streak = history.interrupt_streak + 1
+        if streak >= policy.max_interrupts:
+            return to(
+                Event.GIVE_UP,
+                f"interrupted {streak} times in a row",
+                halt_reason=HaltReason.INTERRUPTED,
+            )
+        return to(Event.RETRY, "attempt interrupted; it counts toward nothing")
+
+    if outcome is Outcome.PASSED:
+        if policy.gate:
+            return to(Event.AWAIT_APPROVAL, "verdict passed; waiting for approval")
+        return to(Event.STAGE_PASSED, "verdict passed", hint="")
+
+    scores = history.scores
+    hint = history.hint
+    if verdict is not None:
+        scores = (*scores, verdict.score)
+        hint = verdict.next_hint
+    counted = history.counted_attempts + 1
+    plateau = detect_plateau(scores, policy.plateau)
+    if plateau.plateau:
+        return to(
+            Event.GIVE_UP,
+            plateau.reason,
+            halt_reason=HaltReason.SCORE_PLATEAU,
+            plateau=plateau,
+            hint=hint,
+        )
+    if counted >= policy.max_attempts:
+        return to(
+            Event.GIVE_UP,
+            f"{counted} of {policy.max_attempts} attempts used",
+            halt_reason=HaltReason.MAX_ATTEMPTS,
+            plateau=plateau,
+            hint=hint,
+        )
+    return to(
+        Event.RETRY,
+        f"attempt {outcome.value}; {policy.max_attempts - counted} left",
+        plateau=plateau,
+        hint=hint,
+    )

@@ -1,0 +1,131 @@
+"""The state machine of DESIGN §2 as one table.
+
+A task's state is a stage plus a status. Every change of state is an *event*
+applied to that pair; `TRANSITIONS` is the single list of legal edges, and
+both the engine and the human commands go through `next_state`, so a state
+the table does not allow can never be written. The table is data, so tests
+walk every (status, event) pair and the README's diagram can be checked
+against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from orchestrator.errors import IllegalTransitionError
+
+COMPLETE = "complete"
+
+
+class Status(StrEnum):
+    READY = "ready"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    APPROVED = "approved"
+    HALTED = "halted"
+    CANCELLED = "cancelled"
+    COMPLETE = "complete"
+
+
+TERMINAL = frozenset({Status.CANCELLED, Status.COMPLETE})
+
+
+class Event(StrEnum):
+    CLAIM = "claim"  # a tick starts an attempt
+    STAGE_PASSED = "stage_passed"  # verdict passed, stage not gated
+    AWAIT_APPROVAL = "await_approval"  # verdict passed, stage gated
+    RETRY = "retry"  # failed, crashed or interrupted; the stage runs again
+    GIVE_UP = "give_up"  # plateau, max_attempts, max_interrupts
+    APPROVE = "approve"
+    REJECT = "reject"
+    ADVANCE = "advance"  # an approved gate moves on to the next stage
+    RESUME = "resume"
+    HALT = "halt"  # a human stops the task
+    CANCEL = "cancel"
+
+
+class Target(StrEnum):
+    """Where an edge leads: a status at the same stage, or the next stage."""
+
+    SAME_READY = "ready"
+    SAME_RUNNING = "running"
+    SAME_AWAITING = "awaiting_approval"
+    SAME_APPROVED = "approved"
+    SAME_HALTED = "halted"
+    SAME_CANCELLED = "cancelled"
+    NEXT_STAGE = "next_stage"
+
+
+_LIVE = (Status.READY, Status.RUNNING, Status.AWAITING_APPROVAL, Status.APPROVED)
+
+TRANSITIONS: dict[tuple[Status, Event], Target] = {
+    (Status.READY, Event.CLAIM): Target.SAME_RUNNING,
+    (Status.RUNNING, Event.STAGE_PASSED): Target.NEXT_STAGE,
+    (Status.RUNNING, Event.AWAIT_APPROVAL): Target.SAME_AWAITING,
+    (Status.RUNNING, Event.RETRY): Target.SAME_READY,
+    (Status.RUNNING, Event.GIVE_UP): Target.SAME_HALTED,
+    (Status.AWAITING_APPROVAL, Event.APPROVE): Target.SAME_APPROVED,
+    (Status.AWAITING_APPROVAL, Event.REJECT): Target.SAME_READY,
+    (Status.APPROVED, Event.ADVANCE): Target.NEXT_STAGE,
+    (Status.HALTED, Event.RESUME): Target.SAME_READY,
+    **{(status, Event.HALT): Target.SAME_HALTED for status in _LIVE},
+    **{(status, Event.CANCEL): Target.SAME_CANCELLED for status in (*_LIVE, Status.HALTED)},
+}
+
+# Events after which the stage starts a fresh *run*: max_attempts and the
+# plateau window count only the attempts of the current run (DESIGN §2).
+STARTS_RUN = frozenset({Event.STAGE_PASSED, Event.ADVANCE, Event.REJECT, Event.RESUME})
+
+
+@dataclass(frozen=True)
+class State:
+    stage: str
+    status: Status
+
+    def __str__(self) -> str:
+        return state_string(self.stage, self.status)
+
+
+def state_string(stage: str, status: Status | str) -> str:
+    """`research`, `research:halted`, `complete`: the form users read and filter on."""
+    if status in (Status.READY, Status.COMPLETE):
+        return stage
+    return f"{stage}:{status}"
+
+
+def parse_state(text: str) -> State:
+    """Inverse of `state_string`; raises IllegalTransitionError-free ValueError on junk."""
+    stage, _, status = text.partition(":")
+    if not stage:
+        raise ValueError(f"invalid state {text!r}")
+    if not status:
+        return State(stage, Status.COMPLETE if stage == COMPLETE else Status.READY)
+    try:
+        parsed = Status(status)
+    except ValueError:
+        raise ValueError(f"invalid state {text!r}: unknown status {status!r}") from None
+    if parsed in (Status.READY, Status.COMPLETE):
+        raise ValueError(f"invalid state {text!r}: write it as {stage!r}")
+    return State(stage, parsed)
+
+
+def following_stage(stage: str, stage_names: Sequence[str]) -> str:
+    """The stage after `stage`, or `complete` after the last one."""
+    try:
+        index = stage_names.index(stage)
+    except ValueError:
+        raise IllegalTransitionError(f"stage {stage!r} is not in the pipeline") from None
+    return stage_names[index + 1] if index + 1 < len(stage_names) else COMPLETE
+
+
+def next_state(state: State, event: Event, stage_names: Sequence[str]) -> State:
+    """Apply `event` to `state`, or raise IllegalTransitionError naming both."""
+    target = TRANSITIONS.get((state.status, event))
+    if target is None:
+        raise IllegalTransitionError(f"cannot {event.value} a task in state {state}")
+    if target is Target.NEXT_STAGE:
+        stage = following_stage(state.stage, stage_names)
+        return State(stage, Status.COMPLETE if stage == COMPLETE else Status.READY)
+    return State(state.stage, Status(target.value))

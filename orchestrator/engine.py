@@ -1,0 +1,830 @@
+"""The tick: recover, move approved gates on, claim, run, record (DESIGN §5).
+
+The engine composes the pure core (what to do) with the adapters (storage,
+runner): it gathers facts, asks `decide`, and writes the answer in one short
+transaction. No transaction stays open while a worker or verifier runs; each
+attempt is opened and committed first, then run, then closed in one
+transaction fenced by the task's version and the attempt's lease token. A
+result that lost its fence is kept as `late_result` and changes nothing.
+
+Attempts run in a thread pool (`--jobs`); threads only wait on child
+processes and do short transactions, so the GIL is no bottleneck. Signals are
+the CLI's business: it sets `stop`, and every running attempt sees it within
+a poll interval, stops its process group and is recorded `interrupted`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from orchestrator import runner
+from orchestrator.config import PipelineConfig, Settings, StageConfig, config_fingerprint
+from orchestrator.domain.decide import (
+    Decision,
+    HaltReason,
+    Outcome,
+    StagePolicy,
+    decide,
+    verdict_outcome,
+)
+from orchestrator.domain.pipeline import Event, State, Status, next_state
+from orchestrator.domain.slug import slug_problem
+from orchestrator.domain.text import clean_text
+from orchestrator.domain.verdict import Verdict, parse_verdict
+from orchestrator.storage import repo
+from orchestrator.storage.db import db_now, read_tx, write_tx
+from orchestrator.storage.schema import HEAD, current_revision
+from orchestrator.testing import fault_point
+
+ACTOR = "tick"
+FENCE_CHECK_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class TickOptions:
+    max_tasks: int | None = None
+    max_seconds: float | None = None
+    jobs: int = 1
+    task: str | None = None
+    dry_run: bool = False
+
+
+@dataclass
+class TickReport:
+    recovered: int = 0
+    advanced: int = 0
+    claimed: int = 0
+    halted: int = 0
+    stale: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    stopped_claiming: str | None = None
+
+    @property
+    def did_work(self) -> bool:
+        return bool(self.recovered or self.advanced or self.claimed or self.halted)
+
+
+@dataclass(frozen=True)
+class Claim:
+    task: repo.TaskSnapshot  # as it stands after the claim (running)
+    pipeline: PipelineConfig
+    stage: StageConfig
+    attempt_id: int
+    number: int
+    token: str
+    hint: str
+    prev_outcome: str
+    prev_score: str
+
+
+@dataclass
+class AttemptRun:
+    """What running worker and verifier produced, before it is recorded."""
+
+    outcome: Outcome
+    verdict: Verdict | None = None
+    error: str | None = None
+    worker_exit: int | None = None
+    verifier_exit: int | None = None
+    fence_lost: bool = False
+
+
+class Ticker:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        *,
+        stop: threading.Event | None = None,
+        say: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.stop = stop or threading.Event()
+        self.say = say
+        self.host = runner.host_name()
+        self.boot = runner.boot_id()
+        self.pid = os.getpid()
+        self.start_token = runner.process_start_time(self.pid)
+        self.report = TickReport()
+        self._tick_id: int | None = None
+        self._tick_lock = threading.Lock()
+
+    # -- the tick ------------------------------------------------------------
+
+    def tick(self, options: TickOptions = TickOptions()) -> TickReport:
+        if options.dry_run:
+            self._dry_run(options)
+            return self.report
+        self.recover()
+        self.advance_approved()
+        self._claim_and_run(options)
+        self._close_tick(exit_code=0)
+        return self.report
+
+    def _ensure_tick(self, conn: Connection, now: datetime) -> int:
+        with self._tick_lock:
+            if self._tick_id is None:
+                self._tick_id = repo.open_tick(conn, host=self.host, pid=self.pid, now=now)
+            return self._tick_id
+
+    def _close_tick(self, exit_code: int) -> None:
+        if self._tick_id is None:
+            return  # an idle tick writes nothing (cron runs it 1,440 times a day)
+        with write_tx(self.engine) as conn:
+            repo.close_tick(
+                conn,
+                self._tick_id,
+                now=db_now(conn),
+                claimed=self.report.claimed,
+                recovered=self.report.recovered,
+                advanced=self.report.advanced,
+                exit_code=exit_code,
+            )
+
+    def finish(self, exit_code: int) -> None:
+        """Record the tick's end when it was stopped by a signal."""
+        self._close_tick(exit_code)
+
+    # -- 1. recovery -------------------------------------------------------------
+
+    def _orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
+        if attempt.lease_expires_at < now:
+            return "lease expired"
+        if attempt.host != self.host:
+            return None
+        if attempt.boot_id != self.boot:
+            return "host rebooted"
+        if attempt.tick_pid == self.pid and attempt.tick_start == self.start_token:
+            return None
+        if not runner.pid_alive(attempt.tick_pid):
+            return "tick process is gone"
+        started = runner.process_start_time(attempt.tick_pid)
+        if attempt.tick_start is not None and started is not None and started != attempt.tick_start:
+            return "tick process is gone (pid reused)"
+        return None
+
+    def recover(self) -> None:
+        """Close attempts whose tick died, killing their process groups first.
+
+        Killing happens outside any transaction (it may wait a grace period);
+        the close is fenced on the lease token, so a tick that came back to
+        life in between keeps its attempt and this one changes nothing.
+        """
+        with read_tx(self.engine) as conn:
+            now = db_now(conn)
+            found = [(a, self._orphaned(a, now)) for a in repo.unfinished_attempts(conn)]
+        for attempt, why in found:
+            if why is None:
+                continue
+            if attempt.pid is not None and attempt.pgid is not None:
+                runner.kill_process_group(
+                    runner.ProcessIdentity(
+                        pid=attempt.pid,
+                        pgid=attempt.pgid,
+                        start_time=attempt.proc_start,
+                        host=attempt.host,
+                        boot_id=attempt.boot_id,
+                    ),
+                    grace=self.settings.kill_grace_seconds,
+                )
+            try:
+                self._close_crashed(attempt, why)
+            except repo.ConflictError:
+                continue
+
+    def _close_crashed(self, attempt: repo.AttemptSnapshot, why: str) -> None:
+        with write_tx(self.engine) as conn:
+            now = db_now(conn)
+            closed = repo.close_attempt(
+                conn,
+                attempt.id,
+                attempt.lease_token,
+                outcome=Outcome.CRASHED.value,
+                error=f"crashed: {why}",
+                finished_at=now,
+            )
+            if not closed:
+                return
+            self._ensure_tick(conn, now)
+            self.report.recovered += 1
+            task = repo.get_task_by_id(conn, attempt.task_id)
+            if task is None or task.status is not Status.RUNNING or task.stage != attempt.stage:
+                return  # halted or cancelled meanwhile: the attempt just ends
+            stage = self._stage_of(task)
+            if stage is None:
+                self._halt_unknown(conn, task, now)
+                return
+            decision = decide(
+                task.stage,
+                self._stage_names(task),
+                self._policy(stage),
+                repo.run_history(conn, task, excluding=attempt.id),
+                Outcome.CRASHED,
+            )
+            self._apply(conn, task, decision, attempt.id, now)
+        self.say(f"{task.slug}: attempt {attempt.number} at {attempt.stage} crashed ({why})")
+
+    # -- 2. approved gates move on ---------------------------------------------------
+
+    def advance_approved(self) -> None:
+        with read_tx(self.engine) as conn:
+            approved = repo.tasks_with_status(conn, Status.APPROVED)
+        for task in approved:
+            try:
+                with write_tx(self.engine) as conn:
+                    current = repo.get_task_by_id(conn, task.id)
+                    if current is None or current.status is not Status.APPROVED:
+                        continue
+                    now = db_now(conn)
+                    self._ensure_tick(conn, now)
+                    pipeline = self.settings.pipeline(current.pipeline)
+                    if pipeline is None or pipeline.stage(current.stage) is None:
+                        self._halt_unknown(conn, current, now)
+                        continue
+                    to = next_state(current.state, Event.ADVANCE, pipeline.stage_names)
+                    repo.apply_transition(
+                        conn,
+                        current,
+                        Event.ADVANCE,
+                        to,
+                        now=now,
+                        actor=ACTOR,
+                        reason="gate approved",
+                        next_hint="",
+                        hint_source=None,
+                    )
+                    self.report.advanced += 1
+                self.say(f"{task.slug}: {task.stage}:approved -> {to}")
+            except repo.ConflictError:
+                continue
+
+    # -- 3. claim and run -----------------------------------------------------------
+
+    def _claim_and_run(self, options: TickOptions) -> None:
+        jobs = max(1, options.jobs)
+        started = time.monotonic()
+        ended_at: dict[int, float] = {}
+        running: dict[Future[None], Claim] = {}
+        claims = 0
+        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="attempt") as pool:
+            exhausted = False
+            while True:
+                while (
+                    not exhausted
+                    and not self.stop.is_set()
+                    and len(running) < jobs
+                    and self._may_claim(options, claims, started)
+                ):
+                    now_mono = time.monotonic()
+                    exclude = {
+                        task_id
+                        for task_id, ended in ended_at.items()
+                        if now_mono - ended < self.settings.retry_interval
+                    }
+                    exclude.update(c.task.id for c in running.values())
+                    claim = self._claim(exclude, options.task)
+                    if claim is None:
+                        exhausted = True
+                        break
+                    claims += 1
+                    running[pool.submit(self._attempt, claim)] = claim
+                if not running:
+                    break
+                done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    claim = running.pop(future)
+                    ended_at[claim.task.id] = time.monotonic()
+                    error = future.exception()
+                    if error is not None:
+                        self.report.errors.append(f"{claim.task.slug}: {error}")
+                        self.say(f"{claim.task.slug}: error: {error}")
+                if done and not self.stop.is_set():
+                    self.advance_approved()
+                    exhausted = False
+
+    def _may_claim(self, options: TickOptions, claims: int, started: float) -> bool:
+        if options.max_tasks is not None and claims >= options.max_tasks:
+            return False
+        if options.max_seconds is not None and time.monotonic() - started >= options.max_seconds:
+            return False
+        if config_fingerprint(self.settings.config_path) != self.settings.fingerprint:
+            self.report.stopped_claiming = "the configuration changed"
+            return False
+        return self.report.stopped_claiming is None
+
+    def _claim(self, exclude: set[int], only: str | None) -> Claim | None:
+        """Claim the next task, halting the ones whose stage the config lost."""
+        while True:
+            with write_tx(self.engine) as conn:
+                if current_revision(conn) != HEAD:
+                    self.report.stopped_claiming = "the schema revision changed"
+                    return None
+                task = repo.find_claimable(
+                    conn,
+                    host=self.host,
+                    any_host=self.settings.affinity == "any",
+                    exclude=exclude,
+                    slug=only,
+                )
+                if task is None:
+                    return None
+                now = db_now(conn)
+                self._ensure_tick(conn, now)
+                pipeline = self.settings.pipeline(task.pipeline)
+                stage = None if pipeline is None else pipeline.stage(task.stage)
+                if pipeline is None or stage is None:
+                    self._halt_unknown(conn, task, now)
+                    continue
+                claim = self._open_attempt(conn, task, pipeline, stage, now)
+            fault_point("after_claim_commit")
+            self.report.claimed += 1
+            return claim
+
+    def _open_attempt(
+        self,
+        conn: Connection,
+        task: repo.TaskSnapshot,
+        pipeline: PipelineConfig,
+        stage: StageConfig,
+        now: datetime,
+    ) -> Claim:
+        number = repo.next_attempt_number(conn, task.id, task.stage)
+        previous = repo.attempts_of(conn, task.id, task.stage)[-1:] if number > 1 else []
+        token = uuid.uuid4().hex
+        attempt_id = repo.open_attempt(
+            conn,
+            task_id=task.id,
+            stage=task.stage,
+            run=task.run,
+            number=number,
+            hint=task.next_hint,
+            tick_id=self._tick_id,
+            lease_token=token,
+            lease_expires_at=repo.lease_expiry(now, self.settings.lease_seconds),
+            host=self.host,
+            boot_id=self.boot,
+            tick_pid=self.pid,
+            tick_start=self.start_token,
+            started_at=now,
+        )
+        claimed = repo.apply_transition(
+            conn,
+            task,
+            Event.CLAIM,
+            State(task.stage, Status.RUNNING),
+            now=now,
+            actor=ACTOR,
+            reason=f"attempt {number}",
+            attempt_id=attempt_id,
+            host=self.host if task.host is None else None,
+        )
+        prev = previous[0] if previous else None
+        return Claim(
+            task=claimed,
+            pipeline=pipeline,
+            stage=stage,
+            attempt_id=attempt_id,
+            number=number,
+            token=token,
+            hint=task.next_hint,
+            prev_outcome=(prev.outcome or "") if prev else "",
+            prev_score="" if prev is None or prev.score is None else repr(prev.score),
+        )
+
+    # -- 4. one attempt (runs in a pool thread) ------------------------------------------
+
+    def _attempt(self, claim: Claim) -> None:
+        try:
+            result = self._execute(claim)
+        except Exception as exc:  # one task's failure never stops the tick
+            result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
+        fault_point("before_record")
+        self._record(claim, result)
+
+    def _execute(self, claim: Claim) -> AttemptRun:
+        slug, stage = claim.task.slug, claim.stage
+        workspace, problem = self._workspace(claim)
+        if problem is not None:
+            return AttemptRun(Outcome.WORKER_ERROR, error=problem)
+        state_dir = self.settings.state_root / slug / f"{stage.name}-{claim.number:03d}"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
+        values = {
+            "task": slug,
+            "stage": stage.name,
+            "attempt": str(claim.number),
+            "workspace": str(workspace),
+            "prompt_file": str(prompt_file) if prompt_file else "",
+            "hint": claim.hint,
+        }
+        env = runner.child_environment(
+            os.environ,
+            deny=self.settings.env_deny,
+            extra=dict(stage.env),
+            orchestrator_vars={
+                "ORCHESTRATOR_TASK": slug,
+                "ORCHESTRATOR_STAGE": stage.name,
+                "ORCHESTRATOR_ATTEMPT": str(claim.number),
+                "ORCHESTRATOR_WORKSPACE": str(workspace),
+                "ORCHESTRATOR_NEXT_HINT": claim.hint,
+                "ORCHESTRATOR_PREV_SCORE": claim.prev_score,
+                "ORCHESTRATOR_PREV_OUTCOME": claim.prev_outcome,
+                "ORCHESTRATOR_PROMPT_FILE": values["prompt_file"],
+            },
+        )
+        guard = _FenceGuard(self, claim)
+        stdin = (
+            clean_text(prompt_text).encode() if stage.stdin == "prompt" and prompt_text else None
+        )
+
+        def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
+            return runner.run_command(
+                runner.render_argv(argv, values),
+                cwd=workspace,
+                env=env,
+                timeout=stage.timeout_seconds,
+                stdin_data=stdin,
+                stdout_path=state_dir / f"{name}.out",
+                stderr_path=state_dir / f"{name}.err",
+                output_cap=self.settings.output_cap_bytes,
+                grace=self.settings.kill_grace_seconds,
+                on_start=lambda ident: self._record_process(claim, ident),
+                should_stop=guard,
+            )
+
+        verdict_text: str | None = None
+        worker_exit: int | None = None
+        if stage.worker is not None:
+            worker = run("worker", stage.worker)
+            worker_exit = worker.exit_code
+            stopped = _stopped(worker, guard, "worker")
+            if stopped is not None:
+                stopped.worker_exit = worker_exit
+                return stopped
+            if not worker.ok:
+                return AttemptRun(
+                    Outcome.WORKER_ERROR, error=_failure("worker", worker), worker_exit=worker_exit
+                )
+            verdict_text = worker.stdout
+        fault_point("after_worker")
+        verifier_exit: int | None = None
+        if stage.verifier is not None:
+            verifier = run("verifier", stage.verifier)
+            verifier_exit = verifier.exit_code
+            stopped = _stopped(verifier, guard, "verifier")
+            if stopped is not None:
+                stopped.worker_exit, stopped.verifier_exit = worker_exit, verifier_exit
+                return stopped
+            if verifier.start_error is not None:
+                return AttemptRun(
+                    Outcome.VERIFIER_ERROR,
+                    error=f"verifier could not start: {verifier.start_error}",
+                    worker_exit=worker_exit,
+                )
+            verdict_text = verifier.stdout
+        verdict = parse_verdict(verdict_text or "")
+        if verdict is None:
+            source = "verifier" if stage.verifier is not None else "worker"
+            return AttemptRun(
+                Outcome.INVALID_VERDICT,
+                error=f"no JSON verdict in the {source}'s output",
+                worker_exit=worker_exit,
+                verifier_exit=verifier_exit,
+            )
+        return AttemptRun(
+            verdict_outcome(verdict, stage.pass_score),
+            verdict=verdict,
+            worker_exit=worker_exit,
+            verifier_exit=verifier_exit,
+        )
+
+    def _workspace(self, claim: Claim) -> tuple[Path, str | None]:
+        """The task's workspace, created on first use; never outside the root."""
+        root = self.settings.workspace_root
+        slug = claim.task.slug
+        problem = slug_problem(slug)
+        if problem is not None:
+            return root, problem
+        workspace = root / slug
+        root_real = root.resolve()
+        if workspace.is_symlink() or workspace.exists():
+            if not workspace.resolve().is_relative_to(root_real) or workspace.is_symlink():
+                return workspace, f"workspace {workspace} is a link leading out of the root"
+            return workspace, None
+        root.mkdir(parents=True, exist_ok=True)
+        setup = claim.pipeline.setup
+        if setup is None:
+            workspace.mkdir()
+            return workspace, None
+        values = {
+            "task": slug,
+            "stage": claim.stage.name,
+            "attempt": str(claim.number),
+            "workspace": str(workspace),
+            "prompt_file": "",
+            "hint": "",
+        }
+        result = runner.run_command(
+            runner.render_argv(setup, values),
+            cwd=root,
+            env=runner.child_environment(
+                os.environ,
+                deny=self.settings.env_deny,
+                extra={},
+                orchestrator_vars={
+                    "ORCHESTRATOR_TASK": slug,
+                    "ORCHESTRATOR_WORKSPACE": str(workspace),
+                },
+            ),
+            timeout=claim.stage.timeout_seconds,
+            output_cap=self.settings.output_cap_bytes,
+            grace=self.settings.kill_grace_seconds,
+        )
+        if not result.ok:
+            return workspace, _failure("setup", result)
+        workspace.mkdir(exist_ok=True)
+        return workspace, None
+
+    def _render_prompt(
+        self, claim: Claim, workspace: Path, state_dir: Path
+    ) -> tuple[Path | None, str]:
+        template_path = claim.stage.prompt
+        if template_path is None:
+            return None, ""
+        template = template_path.read_text(encoding="utf-8", errors="replace")
+        values = {
+            "task": claim.task.slug,
+            "title": claim.task.title,
+            "body": claim.task.body,
+            "stage": claim.stage.name,
+            "attempt": str(claim.number),
+            "workspace": str(workspace),
+            "hint": claim.hint,
+            "prev_outcome": claim.prev_outcome,
+            "prev_score": claim.prev_score,
+        }
+        text = _PROMPT_FIELD.sub(lambda m: clean_text(values[m.group(1)]), template)
+        path = state_dir / "prompt.md"
+        path.write_text(text, encoding="utf-8")
+        return path, text
+
+    def _record_process(self, claim: Claim, ident: runner.ProcessIdentity) -> None:
+        with write_tx(self.engine) as conn:
+            repo.record_process(
+                conn,
+                claim.attempt_id,
+                claim.token,
+                pid=ident.pid,
+                pgid=ident.pgid,
+                proc_start=ident.start_time,
+            )
+        fault_point("after_spawn_recorded")
+
+    # -- 5. record -----------------------------------------------------------------
+
+    def _record(self, claim: Claim, run: AttemptRun) -> None:
+        verdict = run.verdict
+        fields: dict[str, Any] = {
+            "outcome": run.outcome.value,
+            "passed": None if verdict is None else verdict.passed,
+            "score": None if verdict is None else verdict.score,
+            "reasons": None if verdict is None else json.dumps(list(verdict.reasons)),
+            "next_hint": None if verdict is None else verdict.next_hint,
+            "error": None if run.error is None else clean_text(run.error, 4096),
+            "worker_exit": run.worker_exit,
+            "verifier_exit": run.verifier_exit,
+        }
+        columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
+        with write_tx(self.engine) as conn:
+            now = db_now(conn)
+            task = repo.get_task_by_id(conn, claim.task.id)
+            fenced = task is not None and task.version == claim.task.version
+            if not fenced or task is None:
+                late = repo.close_attempt(
+                    conn,
+                    claim.attempt_id,
+                    claim.token,
+                    **{
+                        **columns,
+                        "outcome": Outcome.INTERRUPTED.value
+                        if run.fence_lost
+                        else run.outcome.value,
+                        "finished_at": now,
+                        "error": "the task changed while the attempt ran; result not applied",
+                    },
+                )
+                if not late:
+                    repo.record_late_result(
+                        conn, claim.attempt_id, {**columns, "at": now.isoformat()}
+                    )
+                    self.report.stale += 1
+                self._count(run.outcome)
+                return
+            decision = decide(
+                task.stage,
+                claim.pipeline.stage_names,
+                self._policy(claim.stage),
+                repo.run_history(conn, task, excluding=claim.attempt_id),
+                run.outcome,
+                verdict,
+            )
+            if decision.plateau is not None:
+                columns["plateau"] = json.dumps(decision.plateau.to_dict(), sort_keys=True)
+            closed = repo.close_attempt(
+                conn, claim.attempt_id, claim.token, **columns, finished_at=now
+            )
+            if not closed:
+                repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
+                self.report.stale += 1
+                return
+            fault_point("inside_record_tx")
+            self._apply(conn, task, decision, claim.attempt_id, now)
+        fault_point("after_record_commit")
+        self._count(run.outcome)
+        score = "" if verdict is None else f" score {verdict.score:.2f}"
+        self.say(
+            f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
+            f"{run.outcome.value}{score} -> {decision.state}"
+            + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
+        )
+
+    def _count(self, outcome: Outcome) -> None:
+        with self._tick_lock:
+            self.report.outcomes[outcome.value] = self.report.outcomes.get(outcome.value, 0) + 1
+
+    def _apply(
+        self,
+        conn: Connection,
+        task: repo.TaskSnapshot,
+        decision: Decision,
+        attempt_id: int,
+        now: datetime,
+    ) -> None:
+        repo.apply_transition(
+            conn,
+            task,
+            decision.event,
+            decision.state,
+            now=now,
+            actor=ACTOR,
+            reason=decision.reason,
+            attempt_id=attempt_id,
+            halt_reason=None if decision.halt_reason is None else decision.halt_reason.value,
+            next_hint=decision.next_hint,
+            hint_source="verdict",
+        )
+        if decision.halt_reason is not None:
+            with self._tick_lock:
+                self.report.halted += 1
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _stage_of(self, task: repo.TaskSnapshot) -> StageConfig | None:
+        pipeline = self.settings.pipeline(task.pipeline)
+        return None if pipeline is None else pipeline.stage(task.stage)
+
+    def _stage_names(self, task: repo.TaskSnapshot) -> tuple[str, ...]:
+        pipeline = self.settings.pipeline(task.pipeline)
+        return () if pipeline is None else pipeline.stage_names
+
+    def _policy(self, stage: StageConfig) -> StagePolicy:
+        return StagePolicy(
+            gate=stage.gate,
+            max_attempts=stage.max_attempts,
+            pass_score=stage.pass_score,
+            plateau=stage.plateau,
+            max_interrupts=self.settings.max_interrupts,
+        )
+
+    def _halt_unknown(self, conn: Connection, task: repo.TaskSnapshot, now: datetime) -> None:
+        """A stage (or pipeline) the configuration no longer has: stop, loudly."""
+        repo.apply_transition(
+            conn,
+            task,
+            Event.HALT if task.status is not Status.RUNNING else Event.GIVE_UP,
+            State(task.stage, Status.HALTED),
+            now=now,
+            actor=ACTOR,
+            reason=f"pipeline {task.pipeline!r} has no stage {task.stage!r}",
+            halt_reason=HaltReason.UNKNOWN_STAGE.value,
+        )
+        self.report.halted += 1
+        self.say(f"{task.slug}: halted (unknown_stage {task.stage!r})")
+
+    # -- dry run --------------------------------------------------------------------
+
+    def _dry_run(self, options: TickOptions) -> None:
+        with read_tx(self.engine) as conn:
+            now = db_now(conn)
+            for attempt in repo.unfinished_attempts(conn):
+                why = self._orphaned(attempt, now)
+                if why is not None:
+                    self.say(f"would recover attempt {attempt.id} ({attempt.stage}): {why}")
+            for task in repo.tasks_with_status(conn, Status.APPROVED):
+                self.say(f"{task.slug}: would move {task.state} to its next stage")
+            ready = repo.list_rows(conn, status=Status.READY)
+        shown = 0
+        for row in ready:
+            if options.task is not None and row["slug"] != options.task:
+                continue
+            if options.max_tasks is not None and shown >= options.max_tasks:
+                break
+            pipeline = self.settings.pipeline(row["pipeline"])
+            stage = None if pipeline is None else pipeline.stage(row["stage"])
+            if stage is None:
+                self.say(f"{row['slug']}: would halt (unknown_stage {row['stage']!r})")
+                continue
+            commands = [
+                f"{name} {list(argv)}"
+                for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
+                if argv is not None
+            ]
+            self.say(
+                f"{row['slug']}: would run {stage.name} attempt {row['attempt'] + 1}: "
+                + "; ".join(commands)
+            )
+            shown += 1
+
+
+_PROMPT_FIELD = re.compile(
+    r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score)\}"
+)
+
+
+class _FenceGuard:
+    """`should_stop` for the runner: the tick is stopping, or our fence moved.
+
+    Called every poll interval; it touches the database only every few
+    seconds: renewing the lease when a third of it has passed, and checking
+    that the task still has the version our claim gave it (a `halt` or
+    `cancel` bumps it, and the attempt must stop within seconds).
+    """
+
+    def __init__(self, ticker: Ticker, claim: Claim) -> None:
+        self.ticker = ticker
+        self.claim = claim
+        self.fence_lost = False
+        self.interval = min(FENCE_CHECK_SECONDS, ticker.settings.lease_seconds / 3)
+        self.next_check = time.monotonic() + self.interval
+
+    def __call__(self) -> bool:
+        if self.ticker.stop.is_set():
+            return True
+        if time.monotonic() < self.next_check:
+            return self.fence_lost
+        self.next_check = time.monotonic() + self.interval
+        try:
+            with write_tx(self.ticker.engine) as conn:
+                now = db_now(conn)
+                ours = repo.renew_lease(
+                    conn,
+                    self.claim.attempt_id,
+                    self.claim.token,
+                    repo.lease_expiry(now, self.ticker.settings.lease_seconds),
+                )
+                task = repo.get_task_by_id(conn, self.claim.task.id)
+        except Exception:
+            return False
+        if not ours or task is None or task.version != self.claim.task.version:
+            self.fence_lost = True
+        return self.fence_lost
+
+
+def _stopped(result: runner.ProcessResult, guard: _FenceGuard, name: str) -> AttemptRun | None:
+    if result.interrupted:
+        if guard.fence_lost:
+            return AttemptRun(
+                Outcome.INTERRUPTED, error=f"{name} stopped: the task changed", fence_lost=True
+            )
+        return AttemptRun(Outcome.INTERRUPTED, error=f"{name} stopped: the tick was interrupted")
+    if result.timed_out:
+        return AttemptRun(Outcome.TIMEOUT, error=f"{name} timed out after {result.duration:.0f}s")
+    return None
+
+
+def _failure(name: str, result: runner.ProcessResult) -> str:
+    if result.start_error is not None:
+        return f"{name} could not start: {result.start_error}"
+    if result.signal is not None:
+        return f"{name} killed by signal {result.signal}"
+    tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
+    detail = f": {tail[0][:300]}" if tail else ""
+    return f"{name} exited {result.exit_code}{detail}"
+
+
+__all__ = ["Claim", "TickOptions", "TickReport", "Ticker"]

@@ -1,0 +1,108 @@
+"""The host's tick lock.
+
+`filelock.FileLock` is `flock(2)` on Linux and macOS: the kernel releases it
+when the holder dies, however it dies, so a SIGKILLed tick never blocks the
+next one (RELIABILITY.md point 3). It is advisory and per host; it keeps one
+host's cron ticks from piling up and never coordinates hosts — the database's
+compare-and-set claims do that. We refuse filelock's soft fallback when the
+filesystem cannot `flock`: fail closed rather than run two ticks.
+
+Who holds the lock is written to a sidecar file (`<lock>.holder`) after the
+lock is taken, so a tick that finds it busy can say whom it waited for.
+
+This module is on the path of a tick that finds the lock busy, which must
+exit in a fraction of a no-op tick: it imports no SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import socket
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from filelock import FileLock, Timeout
+
+from orchestrator.errors import ConfigError, LockBusyError, PermissionDeniedError
+
+
+class TickLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.holder_path = path.with_name(path.name + ".holder")
+        self._lock = FileLock(str(path), timeout=0, thread_local=False, fallback_to_soft=False)
+
+    def acquire(self, wait: float = 0.0) -> None:
+        """Take the lock, waiting up to `wait` seconds; LockBusyError (75) if held."""
+        try:
+            self._lock.acquire(timeout=wait, poll_interval=min(0.05, max(wait, 0.01)))
+        except Timeout:
+            raise LockBusyError(
+                f"another tick holds the lock {self.path} ({self.holder()})"
+            ) from None
+        except PermissionError as exc:
+            raise PermissionDeniedError(
+                f"cannot open the lock file {self.path}: {exc.strerror}"
+            ) from exc
+        except FileNotFoundError as exc:
+            raise ConfigError(f"cannot create the lock file {self.path}: {exc.strerror}") from exc
+        except OSError as exc:
+            if exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
+                raise ConfigError(
+                    f"file locking is not supported where the lock file is ({self.path}); "
+                    "put `lock_file` on a local filesystem"
+                ) from exc
+            raise
+        self._write_holder()
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            with contextlib.suppress(OSError):
+                self.holder_path.unlink(missing_ok=True)
+            self._lock.release(force=True)
+
+    @property
+    def is_locked(self) -> bool:
+        return self._lock.is_locked
+
+    def _write_holder(self) -> None:
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        tmp = self.holder_path.with_name(f"{self.holder_path.name}.{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps(info))
+            tmp.replace(self.holder_path)
+        except OSError:
+            pass  # the holder note is a courtesy; the lock itself is what counts
+
+    def holder(self) -> str:
+        """`pid 123 on host h since 2026-…`, or a plain word when unknown."""
+        for _ in range(3):
+            try:
+                info = json.loads(self.holder_path.read_text())
+                return f"pid {info['pid']} on {info['host']} since {info['since']}"
+            except FileNotFoundError:
+                time.sleep(0.01)  # the holder may be writing it right now
+            except (OSError, ValueError, KeyError, TypeError):
+                break
+        return "holder unknown"
+
+    def __enter__(self) -> TickLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,195 @@
+"""Read-side queries for list, show, history, scores and sql.
+
+Each returns plain rows (dicts of JSON-ready values) so the CLI only renders.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, and_, select, text
+from sqlalchemy.exc import DBAPIError, StatementError
+
+from orchestrator.domain.pipeline import Status, parse_state
+from orchestrator.errors import RefusedError, UnknownTaskError
+from orchestrator.storage import repo
+from orchestrator.storage.db import read_tx, translate
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _clean(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: _jsonable(value) for key, value in row.items()}
+
+
+def list_tasks(engine: Engine, state: str | None = None) -> list[dict[str, Any]]:
+    """Tasks in creation order; `state` filters by state string, stage or status."""
+    stage: str | None = None
+    status: Status | None = None
+    if state is not None:
+        if state in {s.value for s in Status} and state not in ("ready", "complete"):
+            status = Status(state)
+        else:
+            try:
+                parsed = parse_state(state)
+            except ValueError as exc:
+                raise RefusedError(str(exc)) from None
+            stage, status = parsed.stage, parsed.status
+    with read_tx(engine) as conn:
+        rows = repo.list_rows(conn, stage=stage, status=status)
+    out = []
+    for row in rows:
+        out.append(
+            {
+                "slug": row["slug"],
+                "title": row["title"],
+                "pipeline": row["pipeline"],
+                "priority": row["priority"],
+                "state": row["state"],
+                "stage": row["stage"],
+                "status": row["status"],
+                "attempt": row["attempt"],
+                "score": row["score"],
+                "halt_reason": row["halt_reason"],
+                "updated_at": _jsonable(row["updated_at"]),
+            }
+        )
+    return out
+
+
+def show_task(engine: Engine, slug: str) -> dict[str, Any]:
+    with read_tx(engine) as conn:
+        task = repo.get_task(conn, slug)
+        if task is None:
+            raise UnknownTaskError(f"no task {slug!r}")
+        rows = repo.list_rows(conn, stage=task.stage)
+        transitions = repo.transitions_of(conn, task.id)
+        attempts = repo.attempts_of(conn, task.id)
+    summary = next((r for r in rows if r["slug"] == slug), None)
+    return {
+        "slug": task.slug,
+        "title": task.title,
+        "body": task.body,
+        "pipeline": task.pipeline,
+        "priority": task.priority,
+        "state": str(task.state),
+        "stage": task.stage,
+        "status": task.status.value,
+        "attempt": summary["attempt"] if summary else 0,
+        "score": summary["score"] if summary else None,
+        "halt_reason": task.halt_reason,
+        "next_hint": task.next_hint,
+        "host": task.host,
+        "created_at": _jsonable(task.created_at),
+        "updated_at": _jsonable(task.updated_at),
+        "transitions": [_clean(t) for t in transitions],
+        "attempts": [
+            {
+                "stage": a.stage,
+                "number": a.number,
+                "run": a.run,
+                "outcome": a.outcome,
+                "pass": a.passed,
+                "score": a.score,
+                "reasons": list(a.reasons),
+                "next_hint": a.next_hint,
+                "hint": a.hint,
+                "error": a.error,
+                "started_at": _jsonable(a.started_at),
+                "finished_at": _jsonable(a.finished_at),
+            }
+            for a in attempts
+        ],
+    }
+
+
+def history(
+    engine: Engine, slug: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """Transitions, oldest first (all tasks, or one)."""
+    t = repo.transitions
+    tasks = repo.tasks
+    query = (
+        select(
+            tasks.c.slug.label("task"),
+            t.c.seq,
+            t.c.from_state,
+            t.c.to_state,
+            t.c.event,
+            t.c.actor,
+            t.c.reason,
+            t.c.note,
+            t.c.at,
+        )
+        .join(tasks, tasks.c.id == t.c.task_id)
+        .order_by(t.c.id)
+    )
+    with read_tx(engine) as conn:
+        if slug is not None:
+            task = repo.get_task(conn, slug)
+            if task is None:
+                raise UnknownTaskError(f"no task {slug!r}")
+            query = query.where(t.c.task_id == task.id)
+        if limit is not None:
+            query = query.limit(limit)
+        return [_clean(dict(row._mapping)) for row in conn.execute(query)]
+
+
+def scores(engine: Engine, slug: str, stage: str | None = None) -> list[dict[str, Any]]:
+    a = repo.attempts
+    with read_tx(engine) as conn:
+        task = repo.get_task(conn, slug)
+        if task is None:
+            raise UnknownTaskError(f"no task {slug!r}")
+        condition = and_(a.c.task_id == task.id, a.c.score.is_not(None))
+        if stage is not None:
+            condition = and_(condition, a.c.stage == stage)
+        rows = conn.execute(
+            select(
+                a.c.stage,
+                a.c.number.label("attempt"),
+                a.c.run,
+                a.c.score,
+                a.c["pass"],
+                a.c.outcome,
+                a.c.finished_at.label("at"),
+            )
+            .where(condition)
+            .order_by(a.c.id)
+        )
+        return [_clean(dict(row._mapping)) for row in rows]
+
+
+def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run a read-only query. Writes fail: SQLite's `query_only`, PostgreSQL's
+    READ ONLY transaction — the database refuses, not a regex of ours."""
+    with read_tx(engine) as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA query_only = ON")
+        else:
+            conn.execute(text("SET TRANSACTION READ ONLY"))
+        try:
+            result = conn.exec_driver_sql(query)
+            if not result.returns_rows:
+                return [], []
+            columns = list(result.keys())
+            return columns, [tuple(_jsonable(v) for v in row) for row in result]
+        except (DBAPIError, StatementError) as exc:
+            orig = getattr(exc, "orig", exc)
+            message = str(orig).strip().splitlines()[0] if str(orig).strip() else repr(orig)
+            if "readonly" in message or "read-only" in message:
+                raise RefusedError(f"sql is read-only: {message}") from exc
+            mapped = translate(exc)
+            if mapped is not None:
+                raise mapped from exc
+            raise RefusedError(f"query failed: {message}") from exc
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

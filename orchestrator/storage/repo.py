@@ -1,0 +1,532 @@
+"""The queries: verbs that say what the database does, on a caller's
+transaction, returning frozen snapshots (never live ORM objects).
+
+Every change of a task's state is `apply_transition`: a compare-and-set
+UPDATE on the task's `version` checked by row count, plus the transition row
+with `seq = version + 1`, in the caller's transaction. The unique
+`(task_id, seq)` makes a second writer of the same step fail rather than
+write it twice. Core statements keep the tick's hot path cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Table, and_, exists, func, insert, select, update
+
+from orchestrator.domain.decide import Outcome, RunHistory
+from orchestrator.domain.pipeline import Event, State, Status, state_string
+from orchestrator.errors import OrchestratorError
+from orchestrator.storage.models import Attempt, Task, Tick, Transition
+
+tasks: Table = Task.__table__  # type: ignore[assignment]
+attempts: Table = Attempt.__table__  # type: ignore[assignment]
+transitions: Table = Transition.__table__  # type: ignore[assignment]
+ticks: Table = Tick.__table__  # type: ignore[assignment]
+
+
+class ConflictError(OrchestratorError):
+    """Someone else changed the task between our read and our write."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class TaskSnapshot:
+    id: int
+    slug: str
+    title: str
+    body: str
+    pipeline: str
+    priority: int
+    stage: str
+    status: Status
+    halt_reason: str | None
+    run: int
+    version: int
+    next_hint: str
+    hint_source: str | None
+    host: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def state(self) -> State:
+        return State(self.stage, self.status)
+
+
+@dataclass(frozen=True)
+class NewTask:
+    slug: str
+    title: str
+    pipeline: str
+    first_stage: str
+    priority: int = 0
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class AttemptSnapshot:
+    id: int
+    task_id: int
+    stage: str
+    run: int
+    number: int
+    outcome: str | None
+    passed: bool | None
+    score: float | None
+    reasons: tuple[str, ...]
+    next_hint: str | None
+    hint: str
+    error: str | None
+    lease_token: str
+    lease_expires_at: datetime
+    host: str
+    boot_id: str
+    tick_pid: int
+    tick_start: str | None
+    pid: int | None
+    pgid: int | None
+    proc_start: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+_TASK_COLUMNS = [tasks.c[name] for name in TaskSnapshot.__dataclass_fields__]
+_ATTEMPT_COLUMNS = [
+    attempts.c["pass" if name == "passed" else name]
+    for name in AttemptSnapshot.__dataclass_fields__
+]
+
+
+def _task(row: Any) -> TaskSnapshot:
+    data = dict(row._mapping)
+    data["status"] = Status(data["status"])
+    return TaskSnapshot(**data)
+
+
+def _attempt(row: Any) -> AttemptSnapshot:
+    data = dict(row._mapping)
+    data["passed"] = data.pop("pass")
+    data["reasons"] = tuple(json.loads(data["reasons"])) if data["reasons"] else ()
+    return AttemptSnapshot(**data)
+
+
+# -- tasks ---------------------------------------------------------------
+
+
+def get_task(conn: Connection, slug: str, *, for_update: bool = False) -> TaskSnapshot | None:
+    query = select(*_TASK_COLUMNS).where(tasks.c.slug == slug)
+    if for_update and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    return None if row is None else _task(row)
+
+
+def get_task_by_id(conn: Connection, task_id: int) -> TaskSnapshot | None:
+    row = conn.execute(select(*_TASK_COLUMNS).where(tasks.c.id == task_id)).first()
+    return None if row is None else _task(row)
+
+
+def existing_slugs(conn: Connection, slugs: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(slugs), 500):
+        chunk = slugs[start : start + 500]
+        found.update(conn.execute(select(tasks.c.slug).where(tasks.c.slug.in_(chunk))).scalars())
+    return found
+
+
+def insert_tasks(conn: Connection, new: Sequence[NewTask], now: datetime, actor: str) -> None:
+    """Create tasks at their first stage, each with its creating transition (seq 1)."""
+    for start in range(0, len(new), 500):
+        chunk = new[start : start + 500]
+        conn.execute(
+            insert(tasks),
+            [
+                {
+                    "slug": t.slug,
+                    "title": t.title,
+                    "body": t.body,
+                    "pipeline": t.pipeline,
+                    "priority": t.priority,
+                    "stage": t.first_stage,
+                    "status": Status.READY.value,
+                    "run": 1,
+                    "version": 1,
+                    "next_hint": "",
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for t in chunk
+            ],
+        )
+        ids = dict(
+            conn.execute(
+                select(tasks.c.slug, tasks.c.id).where(tasks.c.slug.in_([t.slug for t in chunk]))
+            ).all()
+        )
+        conn.execute(
+            insert(transitions),
+            [
+                {
+                    "task_id": ids[t.slug],
+                    "seq": 1,
+                    "from_state": None,
+                    "to_state": t.first_stage,
+                    "event": "add",
+                    "actor": actor,
+                    "reason": "task added",
+                    "note": None,
+                    "attempt_id": None,
+                    "at": now,
+                }
+                for t in chunk
+            ],
+        )
+
+
+def apply_transition(
+    conn: Connection,
+    task: TaskSnapshot,
+    event: Event | str,
+    to: State,
+    *,
+    now: datetime,
+    actor: str,
+    reason: str | None = None,
+    note: str | None = None,
+    attempt_id: int | None = None,
+    halt_reason: str | None = None,
+    next_hint: str | None = None,
+    hint_source: str | None = None,
+    new_run: bool = False,
+    host: str | None = None,
+) -> TaskSnapshot:
+    """Compare-and-set the task from the state in `task` to `to`, and record it.
+
+    Raises ConflictError when the task moved since `task` was read: the
+    caller's transaction then rolls back and nothing is written.
+    """
+    values: dict[str, Any] = {
+        "stage": to.stage,
+        "status": to.status.value,
+        "halt_reason": halt_reason if to.status is Status.HALTED else None,
+        "version": task.version + 1,
+        "updated_at": now,
+    }
+    run = task.run
+    if new_run or to.stage != task.stage:
+        run = task.run + 1
+        values["run"] = run
+    if next_hint is not None:
+        values["next_hint"] = next_hint
+        values["hint_source"] = hint_source
+    if host is not None:
+        values["host"] = host
+    result = conn.execute(
+        update(tasks)
+        .where(and_(tasks.c.id == task.id, tasks.c.version == task.version))
+        .values(**values)
+    )
+    if result.rowcount != 1:
+        raise ConflictError(f"task {task.slug!r} changed meanwhile; try again")
+    conn.execute(
+        insert(transitions).values(
+            task_id=task.id,
+            seq=task.version + 1,
+            from_state=str(task.state),
+            to_state=str(to),
+            event=str(event),
+            actor=actor,
+            reason=reason,
+            note=note,
+            attempt_id=attempt_id,
+            at=now,
+        )
+    )
+    return TaskSnapshot(
+        **{
+            **task.__dict__,
+            "stage": to.stage,
+            "status": to.status,
+            "halt_reason": values["halt_reason"],
+            "version": task.version + 1,
+            "run": run,
+            "next_hint": values.get("next_hint", task.next_hint),
+            "hint_source": values.get("hint_source", task.hint_source),
+            "host": host if host is not None else task.host,
+            "updated_at": now,
+        }
+    )
+
+
+def last_event_seq(conn: Connection, task_id: int, events: Iterable[str]) -> int | None:
+    return conn.execute(
+        select(func.max(transitions.c.seq)).where(
+            and_(transitions.c.task_id == task_id, transitions.c.event.in_(list(events)))
+        )
+    ).scalar_one_or_none()
+
+
+def tasks_with_status(conn: Connection, status: Status) -> list[TaskSnapshot]:
+    rows = conn.execute(
+        select(*_TASK_COLUMNS).where(tasks.c.status == status.value).order_by(tasks.c.id)
+    )
+    return [_task(row) for row in rows]
+
+
+def find_claimable(
+    conn: Connection,
+    *,
+    host: str,
+    any_host: bool,
+    exclude: Iterable[int] = (),
+    slug: str | None = None,
+) -> TaskSnapshot | None:
+    """The next ready task (priority, then age) with no unfinished attempt.
+
+    On PostgreSQL the row is locked with SKIP LOCKED, so ticks on other hosts
+    pass over it instead of waiting; on SQLite the caller's BEGIN IMMEDIATE
+    already excludes every other writer.
+    """
+    unfinished = exists().where(
+        and_(attempts.c.task_id == tasks.c.id, attempts.c.finished_at.is_(None))
+    )
+    query = select(*_TASK_COLUMNS).where(tasks.c.status == Status.READY.value, ~unfinished)
+    if not any_host:
+        query = query.where((tasks.c.host.is_(None)) | (tasks.c.host == host))
+    excluded = list(exclude)
+    if excluded:
+        query = query.where(tasks.c.id.not_in(excluded))
+    if slug is not None:
+        query = query.where(tasks.c.slug == slug)
+    query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(1)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True, of=tasks)
+    row = conn.execute(query).first()
+    return None if row is None else _task(row)
+
+
+# -- attempts --------------------------------------------------------------
+
+
+def next_attempt_number(conn: Connection, task_id: int, stage: str) -> int:
+    current = conn.execute(
+        select(func.max(attempts.c.number)).where(
+            and_(attempts.c.task_id == task_id, attempts.c.stage == stage)
+        )
+    ).scalar_one_or_none()
+    return (current or 0) + 1
+
+
+def open_attempt(conn: Connection, **values: Any) -> int:
+    result = conn.execute(insert(attempts).values(**values).returning(attempts.c.id))
+    return int(result.scalar_one())
+
+
+def record_process(conn: Connection, attempt_id: int, token: str, **values: Any) -> bool:
+    result = conn.execute(
+        update(attempts)
+        .where(
+            and_(
+                attempts.c.id == attempt_id,
+                attempts.c.lease_token == token,
+                attempts.c.finished_at.is_(None),
+            )
+        )
+        .values(**values)
+    )
+    return result.rowcount == 1
+
+
+def renew_lease(conn: Connection, attempt_id: int, token: str, expires: datetime) -> bool:
+    """Extend our lease; False when the attempt is no longer ours."""
+    return record_process(conn, attempt_id, token, lease_expires_at=expires)
+
+
+def close_attempt(conn: Connection, attempt_id: int, token: str | None, **values: Any) -> bool:
+    """Close an open attempt, fenced by its lease token (None: recovery, any owner)."""
+    condition = and_(attempts.c.id == attempt_id, attempts.c.finished_at.is_(None))
+    if token is not None:
+        condition = and_(condition, attempts.c.lease_token == token)
+    result = conn.execute(update(attempts).where(condition).values(**values))
+    return result.rowcount == 1
+
+
+def record_late_result(conn: Connection, attempt_id: int, result: dict[str, Any]) -> None:
+    conn.execute(
+        update(attempts)
+        .where(attempts.c.id == attempt_id)
+        .values(late_result=json.dumps(result, sort_keys=True))
+    )
+
+
+def unfinished_attempts(conn: Connection) -> list[AttemptSnapshot]:
+    rows = conn.execute(
+        select(*_ATTEMPT_COLUMNS).where(attempts.c.finished_at.is_(None)).order_by(attempts.c.id)
+    )
+    return [_attempt(row) for row in rows]
+
+
+def get_attempt(conn: Connection, attempt_id: int) -> AttemptSnapshot | None:
+    row = conn.execute(select(*_ATTEMPT_COLUMNS).where(attempts.c.id == attempt_id)).first()
+    return None if row is None else _attempt(row)
+
+
+def run_history(
+    conn: Connection, task: TaskSnapshot, *, excluding: int | None = None
+) -> RunHistory:
+    """The facts `decide` needs about the task's current run at its stage."""
+    rows = conn.execute(
+        select(attempts.c.id, attempts.c.outcome, attempts.c.score)
+        .where(
+            and_(
+                attempts.c.task_id == task.id,
+                attempts.c.stage == task.stage,
+                attempts.c.run == task.run,
+                attempts.c.finished_at.is_not(None),
+            )
+        )
+        .order_by(attempts.c.number)
+    ).all()
+    scores: list[float] = []
+    counted = 0
+    streak = 0
+    for attempt_id, outcome, score in rows:
+        if attempt_id == excluding:
+            continue
+        if score is not None and outcome in (Outcome.PASSED, Outcome.FAILED):
+            scores.append(float(score))
+        if outcome == Outcome.INTERRUPTED:
+            streak += 1
+        else:
+            counted += 1
+            streak = 0
+    return RunHistory(
+        scores=tuple(scores), counted_attempts=counted, interrupt_streak=streak, hint=task.next_hint
+    )
+
+
+def attempts_of(conn: Connection, task_id: int, stage: str | None = None) -> list[AttemptSnapshot]:
+    query = select(*_ATTEMPT_COLUMNS).where(attempts.c.task_id == task_id)
+    if stage is not None:
+        query = query.where(attempts.c.stage == stage)
+    return [_attempt(row) for row in conn.execute(query.order_by(attempts.c.id))]
+
+
+def transitions_of(conn: Connection, task_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(
+            transitions.c.seq,
+            transitions.c.from_state,
+            transitions.c.to_state,
+            transitions.c.event,
+            transitions.c.actor,
+            transitions.c.reason,
+            transitions.c.note,
+            transitions.c.attempt_id,
+            transitions.c.at,
+        )
+        .where(transitions.c.task_id == task_id)
+        .order_by(transitions.c.seq)
+    )
+    return [dict(row._mapping) for row in rows]
+
+
+# -- listings ----------------------------------------------------------------
+
+
+def list_rows(
+    conn: Connection,
+    *,
+    stage: str | None = None,
+    status: Status | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """One row per task for `list`: counts and last score at the task's stage,
+    from correlated subqueries that each use the (task_id, stage, number) index."""
+    count = (
+        select(func.count())
+        .where(and_(attempts.c.task_id == tasks.c.id, attempts.c.stage == tasks.c.stage))
+        .scalar_subquery()
+    )
+    last_score = (
+        select(attempts.c.score)
+        .where(
+            and_(
+                attempts.c.task_id == tasks.c.id,
+                attempts.c.stage == tasks.c.stage,
+                attempts.c.score.is_not(None),
+            )
+        )
+        .order_by(attempts.c.number.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    query = select(
+        tasks.c.slug,
+        tasks.c.title,
+        tasks.c.pipeline,
+        tasks.c.priority,
+        tasks.c.stage,
+        tasks.c.status,
+        tasks.c.halt_reason,
+        count.label("attempt"),
+        last_score.label("score"),
+        tasks.c.updated_at,
+    ).order_by(tasks.c.id)
+    if stage is not None:
+        query = query.where(tasks.c.stage == stage)
+    if status is not None:
+        query = query.where(tasks.c.status == status.value)
+    if limit is not None:
+        query = query.limit(limit)
+    out = []
+    for row in conn.execute(query):
+        data = dict(row._mapping)
+        data["state"] = state_string(data["stage"], data["status"])
+        out.append(data)
+    return out
+
+
+# -- ticks -------------------------------------------------------------------
+
+
+def open_tick(conn: Connection, *, host: str, pid: int, now: datetime) -> int:
+    result = conn.execute(
+        insert(ticks)
+        .values(host=host, pid=pid, started_at=now, claimed=0, recovered=0, advanced=0)
+        .returning(ticks.c.id)
+    )
+    return int(result.scalar_one())
+
+
+def close_tick(
+    conn: Connection,
+    tick_id: int,
+    *,
+    now: datetime,
+    claimed: int,
+    recovered: int,
+    advanced: int,
+    exit_code: int,
+) -> None:
+    conn.execute(
+        update(ticks)
+        .where(ticks.c.id == tick_id)
+        .values(
+            finished_at=now,
+            claimed=claimed,
+            recovered=recovered,
+            advanced=advanced,
+            exit_code=exit_code,
+        )
+    )
+
+
+def lease_expiry(now: datetime, lease_seconds: float) -> datetime:
+    return now + timedelta(seconds=lease_seconds)

@@ -1,0 +1,49 @@
+"""The schema revision this code speaks, checked without importing Alembic.
+
+Alembic costs ~140 ms to import; a tick that runs every minute must not pay
+that to learn the schema is fine. `HEAD` and `REVISIONS` are constants, and a
+test keeps them equal to what the migration scripts say.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError
+
+from orchestrator.errors import SchemaError
+
+HEAD = "0001"
+REVISIONS = ("0001",)  # oldest first
+
+FIX = "run `orchestrator db upgrade`"
+
+
+def current_revision(conn: Connection) -> str | None:
+    """The revision stamped in the database, or None when it has none.
+
+    Call it on its own connection: on PostgreSQL a failed query spoils the
+    transaction it runs in."""
+    try:
+        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    except DBAPIError as exc:
+        message = str(exc.orig).lower()
+        if "no such table" in message or "does not exist" in message:
+            return None
+        raise
+    return None if row is None else str(row[0])
+
+
+def require_head(conn: Connection) -> None:
+    """Refuse (exit 78) a database that is empty, behind or ahead of the code."""
+    revision = current_revision(conn)
+    if revision is None:
+        raise SchemaError(f"database is empty (no orchestrator schema); {FIX}")
+    if revision == HEAD:
+        return
+    if revision in REVISIONS:
+        raise SchemaError(f"database schema is at {revision}, this code needs {HEAD}; {FIX}")
+    raise SchemaError(
+        f"database schema {revision} is newer than this orchestrator (which knows up to "
+        f"{HEAD}); upgrade orchestrator, or run `orchestrator db downgrade {HEAD}` "
+        "with the newer version"
+    )
