@@ -81,6 +81,7 @@ class App:
 
         settings = settings or self.settings()
         engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout)
+        click.get_current_context().call_on_close(engine.dispose)
         if check:
             with translate_errors(), engine.connect() as conn:
                 require_head(conn)
@@ -254,6 +255,7 @@ def db_upgrade(app: App, revision: str, force: bool) -> None:
 
     settings = app.settings()
     engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, create=True)
+    click.get_current_context().call_on_close(engine.dispose)
     with _quiesced(settings, engine, force):
         before = migrate.current(engine)
         migrate.upgrade(engine, revision)

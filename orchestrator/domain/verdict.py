@@ -273,5 +273,5 @@ def _top_level_spans(window: str) -> Iterator[tuple[int, int]]:
     # `stack` now holds the braces never closed. A span is maximal when its
     # parent is one of them: a parent that closed later contains it.
     for start, end, depth, parent in reversed(closed):
-        if depth == 0:
+        if depth == 0 or (depth <= len(stack) and stack[depth - 1] == parent):
             yield start, end

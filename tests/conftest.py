@@ -1,0 +1,78 @@
+"""Shared fixtures: databases on both backends, projects, the CLI.
+
+PostgreSQL: `ORCHESTRATOR_TEST_PG_URL` names a server database where we may
+CREATE DATABASE; every test that asks for `db_url` on the `pg` backend gets a
+database of its own, dropped afterwards. Without the variable those tests
+skip with the reason; with CI=true they fail instead (DESIGN §12).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import Project, make_project
+
+PG_ENV = "ORCHESTRATOR_TEST_PG_URL"
+
+
+def pg_server_url() -> str:
+    url = os.environ.get(PG_ENV, "")
+    if url:
+        return url
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{PG_ENV} is not set, and CI=true forbids skipping PostgreSQL tests")
+    pytest.skip(f"PostgreSQL tests need {PG_ENV} (a server where CREATE DATABASE is allowed)")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    server = make_url(pg_server_url())
+    name = f"orch_test_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("pg", marks=pytest.mark.pg)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """An empty database on each backend (SQLite file; PostgreSQL database)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'orchestrator.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def migrated_url(db_url: str) -> str:
+    from orchestrator.storage import migrate
+    from orchestrator.storage.db import make_engine
+
+    engine = make_engine(db_url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return db_url
+
+
+@pytest.fixture
+def project(tmp_path: Path, migrated_url: str) -> Project:
+    """A project folder with a config (two stages, the first gated) and a
+    migrated database on the backend under test."""
+    return make_project(tmp_path / "proj", migrated_url)

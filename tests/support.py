@@ -1,0 +1,199 @@
+"""Test helpers shared by the suite: projects, CLI drivers, the invariant checker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner, Result
+from sqlalchemy import create_engine, text
+
+from orchestrator.cli import cli
+from orchestrator.domain.pipeline import TRANSITIONS, Event, Status, Target, parse_state
+
+FAKES = Path(__file__).parent / "fakes"
+
+DEFAULT_STAGES = """
+[[pipelines.default.stages]]
+name = "research"
+gate = true
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.9}'"]
+
+[[pipelines.default.stages]]
+name = "implement"
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
+"""
+
+
+@dataclass
+class Project:
+    dir: Path
+    db_url: str
+    config: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def cli(self, *args: str, input: str | None = None) -> Result:
+        """Run a command in-process through click's CliRunner."""
+        runner = CliRunner()
+        env = {"ORCHESTRATOR_CONFIG": str(self.config), "ORCHESTRATOR_DB_URL": self.db_url,
+               "ORCHESTRATOR_TASK": None, **self.env}
+        return runner.invoke(cli, list(args), env=env, input=input, catch_exceptions=False)
+
+    def process_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+        env.update(ORCHESTRATOR_CONFIG=str(self.config), ORCHESTRATOR_DB_URL=self.db_url)
+        env.update(self.env)
+        env.update(extra or {})
+        return env
+
+    def run(self, *args: str, timeout: float = 60, extra_env: Mapping[str, str] | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run a command as a real process (`python -m orchestrator`)."""
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=self.dir, env=self.process_env(extra_env), capture_output=True, text=True,
+            timeout=timeout, input=input,
+        )
+
+    def popen(self, *args: str, extra_env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=self.dir, env=self.process_env(extra_env), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+
+    def write_config(self, stages: str, **orchestrator: Any) -> None:
+        write_config(self.config, stages, **orchestrator)
+
+    def query(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        engine = create_engine(self.db_url)
+        try:
+            with engine.connect() as conn:
+                return [tuple(row) for row in conn.execute(text(sql), params)]
+        finally:
+            engine.dispose()
+
+    def state(self, slug: str) -> str:
+        rows = self.query(
+            "SELECT stage, status FROM tasks WHERE slug = :slug", slug=slug
+        )
+        stage, status = rows[0]
+        return stage if status in ("ready", "complete") else f"{stage}:{status}"
+
+    def counts(self) -> dict[str, int]:
+        return {
+            table: self.query(f"SELECT count(*) FROM {table}")[0][0]
+            for table in ("tasks", "attempts", "transitions", "ticks")
+        }
+
+
+def _toml_value(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+
+
+def write_config(path: Path, stages: str, **orchestrator: Any) -> None:
+    settings = {
+        "workspace_root": "tasks",
+        "state_root": "state",
+        "lock_file": "orchestrator.lock",
+        "lease_seconds": 60,
+        "retry_interval": 0,
+        **orchestrator,
+    }
+    head = "[orchestrator]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in settings.items())
+    path.write_text(head + "\n" + textwrap.dedent(stages))
+
+
+def make_project(folder: Path, db_url: str, stages: str = DEFAULT_STAGES, **orchestrator: Any) -> Project:
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "orchestrator.toml"
+    write_config(config, stages, **orchestrator)
+    return Project(dir=folder, db_url=db_url, config=config)
+
+
+def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
+    """The promises every fault test checks afterwards; returns the violations.
+
+    - each task's state equals the to_state of its newest transition;
+    - transition seq runs 1..n per task, with no gap or duplicate;
+    - every edge is one of the state machine's (TRANSITIONS);
+    - no attempt left open unless `allow_running`; a running task has exactly
+      one open attempt;
+    - SQLite's integrity_check is ok.
+    """
+    problems: list[str] = []
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            tasks = conn.execute(text("SELECT id, slug, stage, status, version FROM tasks")).all()
+            for task_id, slug, stage, status, version in tasks:
+                rows = conn.execute(
+                    text("SELECT seq, from_state, to_state, event FROM transitions "
+                         "WHERE task_id = :t ORDER BY seq"), {"t": task_id}
+                ).all()
+                seqs = [r[0] for r in rows]
+                if seqs != list(range(1, len(rows) + 1)):
+                    problems.append(f"{slug}: transition seq not contiguous: {seqs}")
+                state = stage if status in ("ready", "complete") else f"{stage}:{status}"
+                if not rows or rows[-1][2] != state:
+                    problems.append(f"{slug}: state {state} != newest to_state "
+                                    f"{rows[-1][2] if rows else None}")
+                if version != len(rows):
+                    problems.append(f"{slug}: version {version} != {len(rows)} transitions")
+                for _seq, before, after, event in rows:
+                    if before is None:
+                        continue
+                    problem = _edge_problem(before, after, event)
+                    if problem:
+                        problems.append(f"{slug}: {problem}")
+                open_attempts = conn.execute(
+                    text("SELECT count(*) FROM attempts WHERE task_id = :t AND finished_at IS NULL"),
+                    {"t": task_id},
+                ).scalar_one()
+                if status == "running" and open_attempts != 1 and not allow_running:
+                    problems.append(f"{slug}: running with {open_attempts} open attempts")
+                if open_attempts and not allow_running:
+                    problems.append(f"{slug}: {open_attempts} attempts still open")
+            if conn.dialect.name == "sqlite":
+                check = conn.exec_driver_sql("PRAGMA integrity_check").scalar_one()
+                if check != "ok":
+                    problems.append(f"integrity_check: {check}")
+    finally:
+        engine.dispose()
+    return problems
+
+
+def _edge_problem(before: str, after: str, event: str) -> str | None:
+    try:
+        source, target = parse_state(before), parse_state(after)
+        ev = Event(event)
+    except ValueError as exc:
+        return f"unparseable edge {before} -> {after} ({event}): {exc}"
+    kind = TRANSITIONS.get((source.status, ev))
+    if kind is None:
+        return f"illegal edge {before} -> {after} ({event})"
+    if kind is Target.NEXT_STAGE:
+        if target.stage == source.stage or target.status not in (Status.READY, Status.COMPLETE):
+            return f"bad next-stage edge {before} -> {after}"
+        return None
+    if target.stage != source.stage or target.status.value != kind.value:
+        return f"edge {before} -> {after} does not match {event}"
+    return None
+
+
+def cli_json(result: Result) -> Any:
+    assert result.exit_code == 0, (result.exit_code, result.output, result.stderr)
+    return json.loads(result.stdout)
+
+
+__all__: Sequence[str] = ["FAKES", "Project", "check_invariants", "cli_json", "make_project",
+                          "write_config"]
