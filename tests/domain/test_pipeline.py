@@ -1,0 +1,106 @@
+"""The state machine: every (status, event) pair, legal and illegal."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from orchestrator.domain.pipeline import (
+    COMPLETE,
+    TRANSITIONS,
+    Event,
+    State,
+    Status,
+    following_stage,
+    next_state,
+    parse_state,
+    state_string,
+)
+from orchestrator.errors import IllegalTransitionError
+
+STAGES = ("research", "implement", "referee")
+
+# The documented edges of DESIGN §2, written out independently of the table.
+EXPECTED: dict[tuple[Status, Event], State] = {
+    (Status.READY, Event.CLAIM): State("implement", Status.RUNNING),
+    (Status.RUNNING, Event.STAGE_PASSED): State("referee", Status.READY),
+    (Status.RUNNING, Event.AWAIT_APPROVAL): State("implement", Status.AWAITING_APPROVAL),
+    (Status.RUNNING, Event.RETRY): State("implement", Status.READY),
+    (Status.RUNNING, Event.GIVE_UP): State("implement", Status.HALTED),
+    (Status.AWAITING_APPROVAL, Event.APPROVE): State("implement", Status.APPROVED),
+    (Status.AWAITING_APPROVAL, Event.REJECT): State("implement", Status.READY),
+    (Status.APPROVED, Event.ADVANCE): State("referee", Status.READY),
+    (Status.HALTED, Event.RESUME): State("implement", Status.READY),
+    **{
+        (status, Event.HALT): State("implement", Status.HALTED)
+        for status in (Status.READY, Status.RUNNING, Status.AWAITING_APPROVAL, Status.APPROVED)
+    },
+    **{
+        (status, Event.CANCEL): State("implement", Status.CANCELLED)
+        for status in (
+            Status.READY,
+            Status.RUNNING,
+            Status.AWAITING_APPROVAL,
+            Status.APPROVED,
+            Status.HALTED,
+        )
+    },
+}
+
+ALL_PAIRS = list(itertools.product(Status, Event))
+
+
+def test_table_is_exactly_the_documented_edges() -> None:
+    assert set(TRANSITIONS) == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("status", "event"), ALL_PAIRS, ids=str)
+def test_every_pair(status: Status, event: Event) -> None:
+    state = State("implement", status)
+    if (status, event) in EXPECTED:
+        assert next_state(state, event, STAGES) == EXPECTED[(status, event)]
+    else:
+        with pytest.raises(IllegalTransitionError, match=event.value):
+            next_state(state, event, STAGES)
+
+
+def test_last_stage_passes_to_complete() -> None:
+    assert next_state(State("referee", Status.RUNNING), Event.STAGE_PASSED, STAGES) == State(
+        COMPLETE, Status.COMPLETE
+    )
+    assert next_state(State("referee", Status.APPROVED), Event.ADVANCE, STAGES) == State(
+        COMPLETE, Status.COMPLETE
+    )
+
+
+@pytest.mark.parametrize("status", [Status.CANCELLED, Status.COMPLETE])
+def test_terminal_states_accept_nothing(status: Status) -> None:
+    for event in Event:
+        with pytest.raises(IllegalTransitionError):
+            next_state(State("implement", status), event, STAGES)
+
+
+def test_unknown_stage_cannot_advance() -> None:
+    with pytest.raises(IllegalTransitionError, match="not in the pipeline"):
+        following_stage("nope", STAGES)
+
+
+@pytest.mark.parametrize(
+    ("stage", "status", "text"),
+    [
+        ("research", Status.READY, "research"),
+        ("research", Status.AWAITING_APPROVAL, "research:awaiting_approval"),
+        ("implement", Status.HALTED, "implement:halted"),
+        (COMPLETE, Status.COMPLETE, "complete"),
+    ],
+)
+def test_state_strings_round_trip(stage: str, status: Status, text: str) -> None:
+    assert state_string(stage, status) == text
+    assert parse_state(text) == State(stage, status)
+
+
+@pytest.mark.parametrize("text", ["", ":running", "research:ready", "x:bogus", "x:complete"])
+def test_parse_state_rejects_junk(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid state"):
+        parse_state(text)
