@@ -16,17 +16,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, exists, func, insert, select, update
+from sqlalchemy import Connection, and_, exists, func, insert, select, update
 
 from orchestrator.domain.decide import Outcome, RunHistory
 from orchestrator.domain.pipeline import Event, State, Status, state_string
 from orchestrator.errors import OrchestratorError
-from orchestrator.storage.models import Attempt, Task, Tick, Transition
+from orchestrator.storage import tables
 
-tasks: Table = Task.__table__  # type: ignore[assignment]
-attempts: Table = Attempt.__table__  # type: ignore[assignment]
-transitions: Table = Transition.__table__  # type: ignore[assignment]
-ticks: Table = Tick.__table__  # type: ignore[assignment]
+tasks = tables.tasks
+attempts = tables.attempts
+transitions = tables.transitions
+ticks = tables.ticks
 
 
 class ConflictError(OrchestratorError):

@@ -1,0 +1,163 @@
+"""The schema as SQLAlchemy Core tables. Table and column names are a
+contract: users query them directly (README, "SQL schema").
+
+The tick's hot path uses these Core tables and never imports
+`sqlalchemy.orm` (~60 ms a tick, which cron pays 1,440 times a day); the
+typed ORM classes in `models.py` are mapped onto the same tables for
+Alembic and for library users.
+
+Timestamps are aware UTC datetimes in Python. SQLite has no time zone type,
+so `UTCDateTime` stores naive UTC text there and re-attaches UTC on the way
+out; PostgreSQL stores `timestamptz`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC in, aware UTC out, whatever the backend stores."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):  # a raw value read through a view
+            value = datetime.fromisoformat(value)
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# One unit of work. `version` is the compare-and-set fence: it equals the
+# `seq` of the task's newest transition, and every state change bumps it.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("slug", String(63), nullable=False, unique=True),
+    Column("title", Text, nullable=False),
+    Column("body", Text, nullable=False, default=""),
+    Column("pipeline", String(63), nullable=False),
+    Column("priority", Integer, nullable=False, default=0),
+    Column("stage", String(63), nullable=False, index=True),
+    Column("status", String(32), nullable=False, index=True),
+    Column("halt_reason", String(64)),
+    Column("run", Integer, nullable=False, default=1),
+    Column("version", Integer, nullable=False, default=0),
+    Column("next_hint", Text, nullable=False, default=""),
+    Column("hint_source", String(16)),
+    Column("host", String(255)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_tasks_claim", "status", "priority", "id"),
+)
+
+# One tick that did work (idle ticks write nothing).
+ticks = Table(
+    "ticks",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Column("claimed", Integer, nullable=False, default=0),
+    Column("recovered", Integer, nullable=False, default=0),
+    Column("advanced", Integer, nullable=False, default=0),
+    Column("exit_code", Integer),
+)
+
+# One run of worker + verifier. Open while `finished_at` is NULL; the lease
+# (`lease_token`, `lease_expires_at`) fences late writers, and the process
+# columns let a later tick kill an orphan without hitting a reused pid.
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("task_id", ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("stage", String(63), nullable=False),
+    Column("run", Integer, nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("outcome", String(32)),
+    Column("pass", Boolean),
+    Column("score", Float),
+    Column("reasons", Text),  # JSON list of strings
+    Column("next_hint", Text),
+    Column("hint", Text, nullable=False, default=""),  # what this attempt was given
+    Column("error", Text),
+    Column("worker_exit", Integer),
+    Column("verifier_exit", Integer),
+    Column("plateau", Text),  # JSON: the plateau decision's numbers
+    Column("late_result", Text),  # JSON: a result that lost its fence, kept
+    Column("tick_id", ForeignKey("ticks.id", ondelete="SET NULL")),
+    Column("lease_token", String(32), nullable=False),
+    Column("lease_expires_at", UTCDateTime, nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("boot_id", String(64), nullable=False),
+    Column("tick_pid", Integer, nullable=False),
+    Column("tick_start", String(64)),
+    Column("pid", Integer),
+    Column("pgid", Integer),
+    Column("proc_start", String(64)),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, index=True),
+    UniqueConstraint("task_id", "stage", "number"),
+    Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
+)
+
+# Every change of state, written in the same transaction as the change.
+transitions = Table(
+    "transitions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("task_id", ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("from_state", String(128)),
+    Column("to_state", String(128), nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("actor", String(255), nullable=False),
+    Column("reason", Text),
+    Column("note", Text),
+    Column("attempt_id", ForeignKey("attempts.id", ondelete="SET NULL"), index=True),
+    Column("at", UTCDateTime, nullable=False),
+    UniqueConstraint("task_id", "seq"),
+)
