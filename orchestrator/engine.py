@@ -116,7 +116,9 @@ class Ticker:
         self.engine = engine
         self.stop = stop or threading.Event()
         self.say = say
-        self.host = runner.host_name()
+        # ORCHESTRATOR_HOST names this host when the hostname is not stable
+        # (containers) or, in tests, to play several hosts on one machine.
+        self.host = os.environ.get("ORCHESTRATOR_HOST") or runner.host_name()
         self.boot = runner.boot_id()
         self.pid = os.getpid()
         self.start_token = runner.process_start_time(self.pid)
@@ -197,7 +199,8 @@ class Ticker:
                         pid=attempt.pid,
                         pgid=attempt.pgid,
                         start_time=attempt.proc_start,
-                        host=attempt.host,
+                        # the runner compares against the real hostname
+                        host=runner.host_name() if attempt.host == self.host else attempt.host,
                         boot_id=attempt.boot_id,
                     ),
                     grace=self.settings.kill_grace_seconds,

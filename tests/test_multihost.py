@@ -1,0 +1,152 @@
+"""Several hosts ticking against one PostgreSQL database (issue 5).
+
+Each "host" is its own project folder (own lock file, workspace root and
+state root) with its own ORCHESTRATOR_HOST name, sharing one database. The
+file lock never coordinates them; SKIP LOCKED claims and fenced writes do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from support import Project, check_invariants, make_project
+
+pytestmark = pytest.mark.pg
+
+SLEEP_STAGE = """
+[[pipelines.default.stages]]
+name = "work"
+worker = ["sh", "-c", "echo $$ > started-{attempt}; sleep SLEEP; echo done > finished-{attempt}"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
+"""
+
+
+@pytest.fixture
+def shared_url(pg_url: str) -> str:
+    from orchestrator.storage import migrate
+    from orchestrator.storage.db import make_engine
+
+    engine = make_engine(pg_url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return pg_url
+
+
+def host(tmp_path: Path, url: str, name: str, sleep: float, **settings: object) -> Project:
+    project = make_project(
+        tmp_path / name, url, SLEEP_STAGE.replace("SLEEP", str(sleep)), **settings
+    )
+    project.env["ORCHESTRATOR_HOST"] = name
+    return project
+
+
+def add_tasks(project: Project, prefix: str, count: int) -> None:
+    lines = "\n".join(
+        json.dumps({"slug": f"{prefix}-{i}", "title": f"task {i}"}) for i in range(count)
+    )
+    assert project.cli("add", "--from", "-", input=lines).exit_code == 0
+
+
+def timed_ticks(*hosts: Project) -> float:
+    started = time.monotonic()
+    procs = [h.popen("tick", "--jobs", "2") for h in hosts]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    return time.monotonic() - started
+
+
+def test_two_hosts_share_the_work_and_run_each_task_once(tmp_path: Path, shared_url: str) -> None:
+    a = host(tmp_path, shared_url, "host-a", 1.5)
+    b = host(tmp_path, shared_url, "host-b", 1.5)
+
+    add_tasks(a, "solo", 8)
+    one_host = timed_ticks(a)
+    add_tasks(a, "pair", 8)
+    two_hosts = timed_ticks(a, b)
+
+    rows = a.query(
+        "SELECT t.slug, count(a.id), min(a.host) FROM tasks t JOIN attempts a ON a.task_id = t.id "
+        "WHERE t.slug LIKE 'pair-%' GROUP BY t.slug"
+    )
+    assert len(rows) == 8 and all(count == 1 for _, count, _ in rows)
+    hosts = {h for _, _, h in rows}
+    assert hosts == {"host-a", "host-b"}
+    assert all(a.state(f"pair-{i}") == "complete" for i in range(8))
+    # 8 sleeps of 1.5 s on 2 slots take ~6 s on one host and ~3 s on two.
+    assert two_hosts < 0.8 * one_host, (one_host, two_hosts)
+    assert check_invariants(shared_url, allow_running=False) == []
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_killed_host_is_recovered_by_another_after_its_lease(
+    tmp_path: Path, shared_url: str
+) -> None:
+    a = host(tmp_path, shared_url, "host-a", 30, lease_seconds=3)
+    b = host(tmp_path, shared_url, "host-b", 0.1, lease_seconds=3)
+    add_tasks(a, "t", 1)
+    tick_a = a.popen("tick")
+    started = a.dir / "tasks" / "t-0" / "started-1"
+    wait_for(started.exists)
+    orphan = int(started.read_text())
+    os.killpg(tick_a.pid, signal.SIGKILL)
+    tick_a.communicate()
+    try:
+        killed_at = time.monotonic()
+        # Another host cannot tell that host-a died: it waits out the lease.
+        assert b.run("tick").returncode == 0
+        assert a.state("t-0") == "work:running"
+        assert a.query("SELECT count(*) FROM attempts")[0][0] == 1
+        time.sleep(max(0.0, 3.2 - (time.monotonic() - killed_at)))
+        assert b.run("tick").returncode == 0
+        outcomes = a.query("SELECT number, outcome, host FROM attempts ORDER BY number")
+        assert outcomes == [(1, "crashed", "host-a")]
+        # The workspace is on host-a (affinity "host"): host-b recovers the
+        # attempt but leaves the task to host-a.
+        assert a.state("t-0") == "work"
+        a.write_config(SLEEP_STAGE.replace("SLEEP", "0.1"), lease_seconds=3)
+        assert a.run("tick").returncode == 0
+        outcomes = a.query("SELECT number, outcome, host FROM attempts ORDER BY number")
+        assert outcomes == [(1, "crashed", "host-a"), (2, "passed", "host-a")]
+        assert a.state("t-0") == "complete"
+        assert check_invariants(shared_url, allow_running=False) == []
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+
+
+def test_stopped_host_past_its_lease_cannot_write(tmp_path: Path, shared_url: str) -> None:
+    # affinity "any": the workspace root stands for shared storage.
+    a = host(tmp_path, shared_url, "host-a", 1.0, lease_seconds=2, affinity="any")
+    b = host(tmp_path, shared_url, "host-b", 0.1, lease_seconds=2, affinity="any")
+    add_tasks(a, "t", 1)
+    tick_a = a.popen("tick")
+    started = a.dir / "tasks" / "t-0" / "started-1"
+    wait_for(started.exists)
+    os.kill(tick_a.pid, signal.SIGSTOP)
+    try:
+        finished = a.dir / "tasks" / "t-0" / "finished-1"
+        wait_for(finished.exists)  # the worker ends while its tick is frozen
+        time.sleep(2.2)  # past the lease
+        assert b.run("tick").returncode == 0
+        assert a.state("t-0") == "complete"
+    finally:
+        os.kill(tick_a.pid, signal.SIGCONT)
+    _, err = tick_a.communicate(timeout=30)
+    assert tick_a.returncode == 0, err
+    rows = a.query("SELECT number, outcome, host, late_result FROM attempts ORDER BY number")
+    assert [(n, o, h) for n, o, h, _ in rows] == [(1, "crashed", "host-a"), (2, "passed", "host-b")]
+    assert rows[0][3] is not None, "the late result is kept"
+    events = [r[0] for r in a.query("SELECT event FROM transitions ORDER BY seq")]
+    assert events == ["add", "claim", "retry", "claim", "stage_passed"]
+    assert check_invariants(shared_url, allow_running=False) == []
