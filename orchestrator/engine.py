@@ -125,6 +125,7 @@ class Ticker:
         self.report = TickReport()
         self._tick_id: int | None = None
         self._tick_lock = threading.Lock()
+        self._processes: dict[Path, runner.ProcessIdentity] = {}
 
     # -- the tick ------------------------------------------------------------
 
@@ -189,26 +190,52 @@ class Ticker:
         """
         with read_tx(self.engine) as conn:
             now = db_now(conn)
-            found = [(a, self._orphaned(a, now)) for a in repo.unfinished_attempts(conn)]
-        for attempt, why in found:
-            if why is None:
-                continue
-            if attempt.pid is not None and attempt.pgid is not None:
-                runner.kill_process_group(
-                    runner.ProcessIdentity(
-                        pid=attempt.pid,
-                        pgid=attempt.pgid,
-                        start_time=attempt.proc_start,
-                        # the runner compares against the real hostname
-                        host=runner.host_name() if attempt.host == self.host else attempt.host,
-                        boot_id=attempt.boot_id,
-                    ),
-                    grace=self.settings.kill_grace_seconds,
-                )
+            found = []
+            for attempt in repo.unfinished_attempts(conn):
+                why = self._orphaned(attempt, now)
+                if why is not None:
+                    task = repo.get_task_by_id(conn, attempt.task_id)
+                    found.append((attempt, why, task.slug if task else None))
+        for attempt, why, slug in found:
+            for ident in self._identities(attempt, slug):
+                runner.kill_process_group(ident, grace=self.settings.kill_grace_seconds)
             try:
                 self._close_crashed(attempt, why)
             except repo.ConflictError:
                 continue
+
+    def _identities(
+        self, attempt: repo.AttemptSnapshot, slug: str | None
+    ) -> list[runner.ProcessIdentity]:
+        """The process groups an attempt started, as recorded when they started.
+
+        They are written to host-local files in the attempt's state folder
+        (not the database: two commits per attempt saved, and only this host
+        could kill them anyway). The runner kills a group only when host,
+        boot id and the leader's start time all still match.
+        """
+        if attempt.host != self.host or slug is None:
+            return []
+        folder = self._state_dir(slug, attempt.stage, attempt.number)
+        found = []
+        for name in ("worker", "verifier"):
+            try:
+                data = json.loads((folder / f"{name}.proc").read_text())
+                found.append(
+                    runner.ProcessIdentity(
+                        pid=int(data["pid"]),
+                        pgid=int(data["pgid"]),
+                        start_time=data["start_time"],
+                        host=runner.host_name(),
+                        boot_id=str(data["boot_id"]),
+                    )
+                )
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return found
+
+    def _state_dir(self, slug: str, stage: str, number: int) -> Path:
+        return self.settings.state_root / slug / f"{stage}-{number:03d}"
 
     def _close_crashed(self, attempt: repo.AttemptSnapshot, why: str) -> None:
         with write_tx(self.engine) as conn:
@@ -424,7 +451,7 @@ class Ticker:
         workspace, problem = self._workspace(claim)
         if problem is not None:
             return AttemptRun(Outcome.WORKER_ERROR, error=problem)
-        state_dir = self.settings.state_root / slug / f"{stage.name}-{claim.number:03d}"
+        state_dir = self._state_dir(slug, stage.name, claim.number)
         state_dir.mkdir(parents=True, exist_ok=True)
         prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
         values = {
@@ -466,7 +493,7 @@ class Ticker:
                 stderr_path=state_dir / f"{name}.err",
                 output_cap=self.settings.output_cap_bytes,
                 grace=self.settings.kill_grace_seconds,
-                on_start=lambda ident: self._record_process(claim, ident),
+                on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
                 should_stop=guard,
             )
 
@@ -586,16 +613,23 @@ class Ticker:
         path.write_text(text, encoding="utf-8")
         return path, text
 
-    def _record_process(self, claim: Claim, ident: runner.ProcessIdentity) -> None:
-        with write_tx(self.engine) as conn:
-            repo.record_process(
-                conn,
-                claim.attempt_id,
-                claim.token,
-                pid=ident.pid,
-                pgid=ident.pgid,
-                proc_start=ident.start_time,
+    def _record_process(self, path: Path, ident: runner.ProcessIdentity) -> None:
+        """Note the child's identity where a later tick on this host finds it
+        (`_identities`); written atomically, so a reader sees all or nothing."""
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "pid": ident.pid,
+                    "pgid": ident.pgid,
+                    "start_time": ident.start_time,
+                    "boot_id": ident.boot_id,
+                }
             )
+        )
+        tmp.replace(path)
+        with self._tick_lock:
+            self._processes[path.parent] = ident
         fault_point("after_spawn_recorded")
 
     # -- 5. record -----------------------------------------------------------------
@@ -612,6 +646,12 @@ class Ticker:
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
         }
+        with self._tick_lock:
+            ident = self._processes.pop(
+                self._state_dir(claim.task.slug, claim.stage.name, claim.number), None
+            )
+        if ident is not None:  # the last process the attempt started, for the record
+            fields.update(pid=ident.pid, pgid=ident.pgid, proc_start=ident.start_time)
         columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
         with write_tx(self.engine) as conn:
             now = db_now(conn)

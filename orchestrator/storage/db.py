@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 from orchestrator.errors import (
     DatabaseBusyError,
@@ -86,11 +86,13 @@ def _server_engine(url: str) -> Engine:
 
 
 def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> Engine:
+    # A pool (not a connection per transaction): closing the last
+    # connection to a WAL database checkpoints it, an fsync per transaction.
+    # Each checkout belongs to one thread at a time, so attempts running in
+    # threads never share a handle.
     kwargs: dict[str, Any] = {
         "connect_args": {"timeout": busy_timeout, "check_same_thread": False},
-        # A tick is short-lived and may run attempts in threads; one
-        # connection per checkout keeps threads from sharing a handle.
-        "poolclass": NullPool,
+        "poolclass": QueuePool,
     }
     if must_exist is not None:
         uri = f"file:{must_exist}?mode=rw"
@@ -98,7 +100,7 @@ def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> En
         def creator() -> sqlite3.Connection:
             return sqlite3.connect(uri, uri=True, timeout=busy_timeout, check_same_thread=False)
 
-        kwargs = {"creator": creator, "poolclass": NullPool}
+        kwargs = {"creator": creator, "poolclass": QueuePool}
     engine = create_engine(url, **kwargs)
     timeout_ms = int(busy_timeout * 1000)
 
