@@ -33,6 +33,7 @@ from orchestrator.errors import (
     PermissionDeniedError,
     SchemaError,
 )
+from orchestrator.testing import install_statement_crash
 
 _READ_ONLY = "orchestrator_read_only"
 
@@ -75,7 +76,7 @@ def make_engine(url: str, *, busy_timeout: float = 30.0, create: bool = False) -
 
 def _server_engine(url: str) -> Engine:
     try:
-        return create_engine(url, pool_pre_ping=False, pool_size=5, max_overflow=10)
+        engine = create_engine(url, pool_pre_ping=False, pool_size=5, max_overflow=10)
     except ModuleNotFoundError as exc:
         raise SchemaError(
             f"the driver for {make_url(url).drivername} is not installed "
@@ -83,6 +84,8 @@ def _server_engine(url: str) -> Engine:
         ) from exc
     except SQLAlchemyError as exc:
         raise SchemaError(f"invalid database URL: {exc}") from exc
+    install_statement_crash(engine)
+    return engine
 
 
 def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> Engine:
@@ -102,6 +105,7 @@ def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> En
 
         kwargs = {"creator": creator, "poolclass": QueuePool}
     engine = create_engine(url, **kwargs)
+    install_statement_crash(engine)
     timeout_ms = int(busy_timeout * 1000)
 
     @event.listens_for(engine, "connect")
