@@ -74,17 +74,29 @@ class App:
             )
         return self._settings
 
-    def engine(self, settings: Settings | None = None, *, check: bool = True) -> Engine:
-        """Open the database, refusing (78) a missing file or a schema not at head."""
+    def engine(
+        self, settings: Settings | None = None, *, check: bool = True, owned: bool = False
+    ) -> Engine:
+        """Open the database, refusing (78) a missing file or a schema not at head.
+
+        The engine is disposed when the command ends, unless `owned`: then the
+        caller disposes it (`run` opens one per tick and must not pile them up).
+        """
         from orchestrator.storage.db import make_engine, translate_errors
         from orchestrator.storage.schema import require_head
 
         settings = settings or self.settings()
         engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout)
-        click.get_current_context().call_on_close(engine.dispose)
+        if not owned:
+            click.get_current_context().call_on_close(engine.dispose)
         if check:
-            with translate_errors(), engine.connect() as conn:
-                require_head(conn)
+            try:
+                with translate_errors(), engine.connect() as conn:
+                    require_head(conn)
+            except BaseException:
+                if owned:  # nobody else will dispose it: the caller never got it
+                    engine.dispose()
+                raise
         return engine
 
 
@@ -666,19 +678,30 @@ def _run_one_tick(
     only: str | None,
     dry_run: bool,
     quiet: bool,
+    stop_is_clean: bool = False,
 ) -> None:
+    """One tick under the lock. A signal exits 130/143 after the attempts it
+    stopped are recorded; with `stop_is_clean` (`run`), a signal that stopped
+    no attempt (it came while the tick was idle) just ends the loop."""
     from orchestrator.engine import Ticker, TickOptions
 
     say: Callable[[str], None] = (lambda line: None) if quiet else click.echo
-    ticker = Ticker(settings, app.engine(settings), stop=stop, say=say)
-    report = ticker.tick(
-        TickOptions(
-            max_tasks=max_tasks, max_seconds=max_seconds, jobs=jobs, task=only, dry_run=dry_run
+    # One engine per tick, disposed at its end: `run` ticks for days, and a
+    # pool per tick left open would hold PostgreSQL connections until it dies.
+    engine = app.engine(settings, owned=True)
+    try:
+        ticker = Ticker(settings, engine, stop=stop, say=say)
+        report = ticker.tick(
+            TickOptions(
+                max_tasks=max_tasks, max_seconds=max_seconds, jobs=jobs, task=only, dry_run=dry_run
+            )
         )
-    )
-    if received:
-        ticker.finish(128 + received[0])
-        raise Interrupted(received[0])
+        interrupted = report.outcomes.get("interrupted", 0) > 0
+        if received and (interrupted or not stop_is_clean):
+            ticker.finish(128 + received[0])
+            raise Interrupted(received[0])
+    finally:
+        engine.dispose()
     if report.did_work and not quiet:
         outcomes = ", ".join(f"{n} {k}" for k, n in sorted(report.outcomes.items()))
         click.echo(
@@ -769,8 +792,8 @@ def run(
     """Tick forever, every --interval seconds (a foreground alternative to cron).
 
     Takes the same host lock for each tick, so cron ticks and `run` never
-    overlap. SIGTERM between ticks exits 0; during a tick it stops the
-    attempts like `tick` does and exits 143.
+    overlap. SIGTERM (or SIGINT) while no attempt runs exits 0; while
+    attempts run it stops them like `tick` does and exits 143 (130).
     """
     from orchestrator.locking import TickLock
 
@@ -798,10 +821,143 @@ def run(
                         only=only,
                         dry_run=False,
                         quiet=quiet,
+                        stop_is_clean=True,
                     )
                 finally:
                     lock.release()
             stop.wait(interval)
+
+
+# -- getting started: init, demo, doctor, cron -------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite an existing orchestrator.toml (prompts and judges you edited are kept).",
+)
+@pass_app
+def init(app: App, force: bool) -> None:
+    """Start a project: config, prompts, judges, database.
+
+    Writes orchestrator.toml (or the --config path) with the default pipeline
+    research [gate] -> implement -> code_review [gate] -> bug_find ->
+    adversarial_bug_find -> doc_review -> referee, whose stages are recipes to
+    edit (`claude -p`, `codex exec -`, a pytest judge in judges/), prompt
+    templates in prompts/, then creates the database (--db, ORCHESTRATOR_DB_URL
+    or the config's). Refuses (exit 1) to overwrite a config without --force.
+    """
+    from orchestrator.scaffold import init_project
+
+    path = Path(app.config) if app.config else Path.cwd() / "orchestrator.toml"
+    result = init_project(path, force=force, db_url=app.db)
+    for written in result.written:
+        click.echo(f"wrote {_shown_path(written)}")
+    for kept in result.kept:
+        click.echo(f"kept  {_shown_path(kept)} (exists)")
+    change = "created" if result.revision_before is None else f"was {result.revision_before}"
+    click.echo(f"database at {result.revision} ({change}): {_shown_url(result.settings)}")
+    click.echo(
+        "next: edit the stage commands and prompts, then run `orchestrator doctor`,\n"
+        "      `orchestrator add my-task --title '...' --body-file spec.md`,\n"
+        "      and `orchestrator cron` for the crontab line that ticks it."
+    )
+
+
+@cli.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="orchestrator-demo",
+    show_default=True,
+    help="Folder to build the demo project in (created if missing).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Use a non-empty --dir anyway, replacing only the demo's own files in it.",
+)
+def demo(directory: Path, force: bool) -> None:
+    """Watch a simulated project run (no network, no keys).
+
+    Builds a project in --dir whose stages run a simulated agent and verifier,
+    adds four tasks and ticks until they settle, printing each step as the
+    command a person would type: a gate approved, a gate rejected with a note
+    that reaches the agent, a task halted as score_plateau, tasks reaching
+    complete; then the status table and SQL on the score_history and timeline
+    views. Ignores --config and --db: the demo has its own database.
+    """
+    from orchestrator.scaffold import run_demo
+
+    run_demo(directory, force=force, say=click.echo, table=_table)
+
+
+@cli.command()
+@pass_app
+def doctor(app: App) -> None:
+    """Check config, database, lock, commands and prompts.
+
+    Prints one line per check (ok, warn or fail) with its detail. Exits 0 when
+    no check failed (warnings allowed), 1 when one failed, 78 when the config
+    cannot be loaded. Changes nothing; it takes the tick lock for an instant
+    to learn whether a tick holds it.
+    """
+    from orchestrator.doctor import run_doctor
+
+    report = run_doctor(app.config, app.db)
+    for check in report.checks:
+        click.echo(f"{check.level.value:<5} {check.name:<10} {check.detail}")
+    failed = sum(1 for c in report.checks if c.level.value == "fail")
+    warned = sum(1 for c in report.checks if c.level.value == "warn")
+    click.echo(f"{failed} failed, {warned} warnings")
+    click.get_current_context().exit(report.exit_code)
+
+
+@cli.command()
+@click.option(
+    "--every",
+    type=click.IntRange(min=1, max=1440),
+    default=1,
+    show_default=True,
+    metavar="MINUTES",
+    help="How often to tick: 1-59 minutes, or whole hours that divide a day (60, 120, ...).",
+)
+@pass_app
+def cron(app: App, every: int) -> None:
+    """Print a crontab line that ticks this project.
+
+    The line uses absolute paths (this Python's orchestrator, --config), the
+    PATH of this shell (cron's own PATH rarely holds the agents), `tick
+    --quiet`, and appends errors to orchestrator.log beside the config.
+    Install it with: (crontab -l; orchestrator cron) | crontab -
+    """
+    from orchestrator.scaffold import cron_line
+
+    settings = app.settings(require_config=True)
+    try:
+        # --db (or ORCHESTRATOR_DB_URL) goes into the line, resolved: cron has
+        # neither this shell's environment nor its working folder.
+        db_url = settings.database_url if app.db else None
+        line = cron_line(settings, every, db_url, os.environ.get("PATH", "/usr/bin:/bin"))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--every") from None
+    click.echo(line)
+    click.echo("# install: (crontab -l 2>/dev/null; orchestrator cron) | crontab -", err=True)
+
+
+def _shown_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _shown_url(settings: Settings) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(settings.database_url).render_as_string(hide_password=True)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
