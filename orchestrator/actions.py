@@ -12,15 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from orchestrator.config import Settings
 from orchestrator.domain.decide import HaltReason
-from orchestrator.domain.pipeline import Event, State, Status, next_state
+from orchestrator.domain.pipeline import Event, State, Status, next_state, parse_state
 from orchestrator.domain.slug import validate_slug
 from orchestrator.domain.text import clean_text
 from orchestrator.errors import IllegalTransitionError, RefusedError, UnknownTaskError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
+from orchestrator.testing import fault_point
 
 MAX_TITLE_BYTES = 1024
 MAX_BODY_BYTES = 1_048_576
@@ -53,6 +55,8 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
         if spec.slug in seen:
             raise RefusedError(f"slug {spec.slug!r} appears twice in the input")
         seen.add(spec.slug)
+        if not isinstance(spec.title, str) or not isinstance(spec.body, str):
+            raise RefusedError(f"task {spec.slug!r}: title and body must be strings")
         title = clean_text(spec.title, MAX_TITLE_BYTES).strip()
         if not title:
             raise RefusedError(f"task {spec.slug!r} needs a non-empty title")
@@ -60,7 +64,8 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
             raise RefusedError(f"task {spec.slug!r}: priority must be an integer")
         if abs(spec.priority) > 2**31 - 1:
             raise RefusedError(f"task {spec.slug!r}: priority out of range")
-        pipeline = settings.pipeline(spec.pipeline)
+        # A non-string name (JSON lines) is unknown, not an unhashable-key crash.
+        pipeline = settings.pipeline(spec.pipeline) if isinstance(spec.pipeline, str) else None
         if pipeline is None:
             known = ", ".join(sorted(settings.pipelines)) or "none configured"
             raise RefusedError(f"unknown pipeline {spec.pipeline!r} (known: {known})")
@@ -74,11 +79,17 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
                 body=clean_text(spec.body, MAX_BODY_BYTES),
             )
         )
-    with write_tx(engine) as conn:
-        taken = repo.existing_slugs(conn, [t.slug for t in new])
-        if taken:
-            raise RefusedError(f"task {sorted(taken)[0]!r} already exists")
-        repo.insert_tasks(conn, new, db_now(conn), actor)
+    try:
+        with write_tx(engine) as conn:
+            taken = repo.existing_slugs(conn, [t.slug for t in new])
+            if taken:
+                raise RefusedError(f"task {sorted(taken)[0]!r} already exists")
+            repo.insert_tasks(conn, new, db_now(conn), actor)
+    except IntegrityError as exc:
+        # PostgreSQL does not serialise two `add`s of one slug: the loser of
+        # the race meets the unique slug here, after the check above passed.
+        which = f"task {new[0].slug!r}" if len(new) == 1 else "one of these tasks"
+        raise RefusedError(f"{which} already exists (added meanwhile)") from exc
     return len(new)
 
 
@@ -136,6 +147,13 @@ def _target(task: repo.TaskSnapshot, event: Event) -> State:
 
 def approve(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:
     """Open a gate. Approving twice is not an error: the second writes nothing."""
+    fault_point("before_approve_tx")
+    result = _approve(engine, slug, actor, note)
+    fault_point("after_approve_commit")
+    return result
+
+
+def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionResult:
     with write_tx(engine) as conn:
         task = _load(conn, slug)
         if task.status is Status.AWAITING_APPROVAL:
@@ -149,10 +167,18 @@ def approve(engine: Engine, slug: str, actor: str, note: str | None = None) -> A
                 reason="approved",
                 note=_note(note),
             )
+            fault_point("inside_approve_tx")
             return ActionResult(slug, True, str(after.state), f"{slug}: approved {task.stage}")
-        approved = repo.last_event_seq(conn, task.id, [Event.APPROVE.value])
+        # "Already approved" only for this stage's gate: an approval of an
+        # earlier gate must not pass for one of a gate not yet waiting.
+        approved = repo.last_event(conn, task.id, Event.APPROVE.value)
         awaiting = repo.last_event_seq(conn, task.id, [Event.AWAIT_APPROVAL.value])
-        if approved is not None and (awaiting is None or approved > awaiting):
+        if (
+            approved is not None
+            and (awaiting is None or approved[0] > awaiting)
+            and approved[1] is not None
+            and parse_state(approved[1]).stage == task.stage
+        ):
             return ActionResult(
                 slug, False, str(task.state), f"{slug}: already approved (now {task.state})"
             )
@@ -163,7 +189,7 @@ def approve(engine: Engine, slug: str, actor: str, note: str | None = None) -> A
 def reject(engine: Engine, slug: str, actor: str, note: str) -> ActionResult:
     """Send a gate back: its stage runs again with the note as the hint."""
     text = _note(note)
-    if not text:
+    if not text or not text.strip():
         raise RefusedError("reject needs a --note saying what to change")
     return _transition(
         engine,

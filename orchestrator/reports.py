@@ -9,7 +9,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, select, text
+from sqlalchemy import Connection, Engine, and_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from orchestrator.domain.pipeline import Status, parse_state
@@ -68,7 +68,7 @@ def show_task(engine: Engine, slug: str) -> dict[str, Any]:
         task = repo.get_task(conn, slug)
         if task is None:
             raise UnknownTaskError(f"no task {slug!r}")
-        rows = repo.list_rows(conn, stage=task.stage)
+        rows = repo.list_rows(conn, slug=slug)  # this task's row, not its stage's
         transitions = repo.transitions_of(conn, task.id)
         attempts = repo.attempts_of(conn, task.id)
     summary = next((r for r in rows if r["slug"] == slug), None)
@@ -175,11 +175,8 @@ def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]
         else:
             conn.execute(text("SET TRANSACTION READ ONLY"))
         try:
-            result = conn.exec_driver_sql(query)
-            if not result.returns_rows:
-                return [], []
-            columns = list(result.keys())
-            return columns, [tuple(_jsonable(v) for v in row) for row in result]
+            columns, rows = _execute_one(conn, query)
+            return columns, [tuple(_jsonable(v) for v in row) for row in rows]
         except (DBAPIError, StatementError) as exc:
             orig = getattr(exc, "orig", exc)
             message = str(orig).strip().splitlines()[0] if str(orig).strip() else repr(orig)
@@ -189,6 +186,34 @@ def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]
             if mapped is not None:
                 raise mapped from exc
             raise RefusedError(f"query failed: {message}") from exc
+
+
+def _execute_one(conn: Connection, query: str) -> tuple[list[str], list[Any]]:
+    """Execute exactly one statement, with no parameter substitution.
+
+    sqlite3 refuses a second statement by itself. psycopg would send a
+    parameterless query with the simple protocol, which runs several
+    statements: `COMMIT; DELETE …` would end the read-only transaction and
+    then write. A prepared statement (extended protocol) holds exactly one,
+    and with no parameters a `%` in the query stays a `%`.
+    """
+    if conn.dialect.name == "sqlite" or conn.dialect.driver != "psycopg":
+        result = conn.exec_driver_sql(query)
+        if not result.returns_rows:
+            return [], []
+        return list(result.keys()), list(result)
+    dbapi = conn.dialect.loaded_dbapi
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        try:
+            cursor.execute(query, prepare=True)
+            if cursor.description is None:
+                return [], []
+            return [column.name for column in cursor.description], cursor.fetchall()
+        except dbapi.Error as exc:
+            raise DBAPIError.instance(query, None, exc, dbapi.Error, dialect=conn.dialect) from exc
+    finally:
+        cursor.close()
 
 
 def dumps(value: Any) -> str:

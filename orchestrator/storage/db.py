@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -98,7 +99,9 @@ def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> En
         "poolclass": QueuePool,
     }
     if must_exist is not None:
-        uri = f"file:{must_exist}?mode=rw"
+        # A URI filename: `?`, `#` and `%` in the path must be escaped, or
+        # SQLite opens (and creates) a different file.
+        uri = f"file:{quote(str(must_exist))}?mode=rw"
 
         def creator() -> sqlite3.Connection:
             return sqlite3.connect(uri, uri=True, timeout=busy_timeout, check_same_thread=False)

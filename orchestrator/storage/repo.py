@@ -272,6 +272,17 @@ def last_event_seq(conn: Connection, task_id: int, events: Iterable[str]) -> int
     ).scalar_one_or_none()
 
 
+def last_event(conn: Connection, task_id: int, event: str) -> tuple[int, str | None] | None:
+    """(seq, from_state) of the task's newest transition of this event, or None."""
+    row = conn.execute(
+        select(transitions.c.seq, transitions.c.from_state)
+        .where(and_(transitions.c.task_id == task_id, transitions.c.event == event))
+        .order_by(transitions.c.seq.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else (int(row[0]), row[1])
+
+
 def tasks_with_status(conn: Connection, status: Status) -> list[TaskSnapshot]:
     rows = conn.execute(
         select(*_TASK_COLUMNS).where(tasks.c.status == status.value).order_by(tasks.c.id)
@@ -445,6 +456,7 @@ def list_rows(
     *,
     stage: str | None = None,
     status: Status | None = None,
+    slug: str | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """One row per task for `list`: counts and last score at the task's stage,
@@ -481,6 +493,8 @@ def list_rows(
     ).order_by(tasks.c.id)
     if stage is not None:
         query = query.where(tasks.c.stage == stage)
+    if slug is not None:
+        query = query.where(tasks.c.slug == slug)
     if status is not None:
         query = query.where(tasks.c.status == status.value)
     if limit is not None:

@@ -1,0 +1,239 @@
+"""The SQLite engine (RELIABILITY.md points 2 and 7, B6, B7, C1): WAL with
+synchronous=FULL, foreign keys, a busy timeout; every write transaction
+begins IMMEDIATE, so concurrent read-then-write transactions queue instead of
+failing with SQLITE_BUSY_SNAPSHOT; a missing file is refused, never created."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, insert, select, text
+from support import Project, check_invariants, make_project
+
+from orchestrator.errors import SchemaError
+from orchestrator.storage import db, migrate, repo
+from orchestrator.storage.db import make_engine, read_tx, write_tx
+
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+def migrated(path: Path) -> str:
+    url = f"sqlite:///{path}"
+    engine = make_engine(url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> Iterator[str]:
+    yield migrated(tmp_path / "orchestrator.db")
+
+
+def test_pragmas(sqlite_url: str) -> None:
+    for timeout, expected in ((30.0, 30000), (2.5, 2500)):
+        engine = make_engine(sqlite_url, busy_timeout=timeout)
+        with read_tx(engine) as conn:
+            pragma = {
+                name: conn.exec_driver_sql(f"PRAGMA {name}").scalar_one()
+                for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")
+            }
+        engine.dispose()
+        assert pragma == {
+            "journal_mode": "wal",
+            "synchronous": 2,  # FULL
+            "foreign_keys": 1,
+            "busy_timeout": expected,
+        }
+
+
+def test_a_missing_file_is_refused_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "missing.db"
+    with pytest.raises(SchemaError, match=r"database not found at .*orchestrator db upgrade"):
+        make_engine(f"sqlite:///{path}")
+    assert not path.parent.exists()
+
+
+@pytest.mark.parametrize("folder", ["with space", "hash#mark", "question?mark", "per%41cent"])
+def test_paths_with_uri_characters(tmp_path: Path, folder: str) -> None:
+    """The existing file is opened as a `file:` URI; `?`, `#` and `%` in the
+    path must not make SQLite open (and create) some other file."""
+    from orchestrator.config import resolve_database_url
+
+    (tmp_path / folder).mkdir()
+    url = resolve_database_url("sqlite:///o.db", tmp_path / folder)
+    engine = make_engine(url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    engine = make_engine(url)
+    try:
+        assert migrate.current(engine) == migrate.HEAD
+    finally:
+        engine.dispose()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder]
+
+
+class Recorder:
+    """Per connection: the kind of the open transaction, and every write
+    statement with the BEGIN it ran under."""
+
+    def __init__(self) -> None:
+        self.current: dict[int, str | None] = {}
+        self.writes: list[tuple[str | None, str]] = []
+        self.begins: list[str] = []
+
+    def attach(self, engine: Engine) -> Engine:
+        event.listen(engine, "before_cursor_execute", self._statement)
+        event.listen(engine, "commit", self._end)
+        event.listen(engine, "rollback", self._end)
+        return engine
+
+    def _statement(self, conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        words = statement.strip().upper()
+        if words.startswith("BEGIN"):
+            self.current[id(conn)] = words
+            self.begins.append(words)
+        elif words.startswith(WRITES):
+            self.writes.append((self.current.get(id(conn)), words.split("\n")[0][:60]))
+
+    def _end(self, conn: Any) -> None:
+        self.current[id(conn)] = None
+
+
+def test_every_write_transaction_begins_immediate(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = Recorder()
+    real = db.make_engine
+
+    def recording(*args: Any, **kwargs: Any) -> Engine:
+        return recorder.attach(real(*args, **kwargs))
+
+    monkeypatch.setattr(db, "make_engine", recording)
+    project = make_project(tmp_path / "proj", sqlite_url)
+    commands = [
+        ("add", "t1", "--title", "one"),
+        ("add", "t2", "--title", "two"),
+        ("add", "t3", "--title", "three"),
+        ("tick",),
+        ("approve", "t1", "--by", "a"),
+        ("reject", "t2", "--note", "again"),
+        ("halt", "t3"),
+        ("resume", "t3"),
+        ("tick",),
+        ("cancel", "t3"),
+        ("list", "--json"),
+        ("show", "t1", "--json"),
+        ("history", "--json"),
+        ("sql", "SELECT count(*) FROM tasks"),
+    ]
+    for args in commands:
+        result = project.cli(*args)
+        assert result.exit_code == 0, (args, result.output)
+    assert project.state("t1") == "complete"
+    assert check_invariants(project.db_url) == []
+    kinds = {kind for kind, _ in recorder.writes}
+    assert kinds == {"BEGIN IMMEDIATE"}, [w for w in recorder.writes if w[0] != "BEGIN IMMEDIATE"]
+    statements = {statement.split()[0] for _, statement in recorder.writes}
+    assert statements >= {"INSERT", "UPDATE"}
+    assert len(recorder.writes) >= 20
+    assert "BEGIN" in recorder.begins  # read-only transactions stay deferred
+
+
+def test_four_concurrent_read_then_write_transactions_all_succeed(sqlite_url: str) -> None:
+    """RELIABILITY point 2: with a deferred BEGIN, 3 of 4 fail at once with
+    SQLITE_BUSY_SNAPSHOT; through write_tx they queue and each sees the last."""
+    engine = make_engine(sqlite_url, busy_timeout=20)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            barrier.wait()
+            with write_tx(engine) as conn:
+                seen = conn.execute(select(repo.ticks.c.id)).all()
+                time.sleep(0.05)  # hold the read while the others try to start
+                conn.execute(
+                    insert(repo.ticks).values(
+                        host=f"seen-{len(seen)}",
+                        pid=1,
+                        started_at=datetime.now(UTC),
+                        claimed=0,
+                        recovered=0,
+                        advanced=0,
+                    )
+                )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    with read_tx(engine) as conn:
+        hosts = sorted(conn.execute(select(repo.ticks.c.host)).scalars())
+    engine.dispose()
+    assert hosts == ["seen-0", "seen-1", "seen-2", "seen-3"]  # serialised, none lost
+
+
+def test_a_deferred_read_then_write_is_what_immediate_prevents(tmp_path: Path) -> None:
+    """The hazard the rule guards against, shown directly with sqlite3."""
+    path = tmp_path / "o.db"
+    migrated(path)
+    reader = sqlite3.connect(path, isolation_level=None, timeout=5)
+    writer = sqlite3.connect(path, isolation_level=None, timeout=5)
+    row = "INSERT INTO ticks (host, pid, started_at, claimed, recovered, advanced) "
+    row += "VALUES ('h', 1, '2026-01-01 00:00:00', 0, 0, 0)"
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM ticks").fetchone()
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute(row)
+        writer.execute("COMMIT")
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            reader.execute(row)
+        assert time.monotonic() - started < 4  # at once: the busy timeout does not help
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_writer_held_past_the_busy_timeout_exits_69(tmp_path: Path, sqlite_url: str) -> None:
+    project: Project = make_project(tmp_path / "proj", sqlite_url, busy_timeout=0.3)
+    assert project.cli("add", "t1", "--title", "T").exit_code == 0
+    before = project.counts()
+    holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        for args in (("halt", "t1"), ("add", "t2", "--title", "T")):
+            result = project.cli(*args)
+            assert result.exit_code == 69, (args, result.output)
+            assert result.stderr.startswith("Error: database busy")
+            assert len(result.stderr.splitlines()) == 1
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert project.counts() == before
+    assert project.cli("halt", "t1").exit_code == 0
+    assert check_invariants(project.db_url) == []
+
+
+def test_read_tx_does_not_take_the_write_lock(sqlite_url: str) -> None:
+    engine = make_engine(sqlite_url, busy_timeout=0.2)
+    try:
+        with write_tx(engine) as writing:
+            writing.execute(text("SELECT 1"))
+            with read_tx(engine) as reading:  # would wait for the writer if IMMEDIATE
+                assert reading.execute(text("SELECT count(*) FROM tasks")).scalar_one() == 0
+    finally:
+        engine.dispose()
