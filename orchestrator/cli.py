@@ -82,7 +82,7 @@ class App:
         The engine is disposed when the command ends, unless `owned`: then the
         caller disposes it (`run` opens one per tick and must not pile them up).
         """
-        from orchestrator.storage.db import make_engine, translate_errors
+        from orchestrator.storage.db import make_engine, read_tx
         from orchestrator.storage.schema import require_head
 
         settings = settings or self.settings()
@@ -91,7 +91,7 @@ class App:
             click.get_current_context().call_on_close(engine.dispose)
         if check:
             try:
-                with translate_errors(), engine.connect() as conn:
+                with read_tx(engine) as conn:  # no write lock just to look
                     require_head(conn)
             except BaseException:
                 if owned:  # nobody else will dispose it: the caller never got it

@@ -6,6 +6,9 @@ Each returns plain rows (dicts of JSON-ready values) so the CLI only renders.
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -33,8 +36,8 @@ def list_tasks(engine: Engine, state: str | None = None) -> list[dict[str, Any]]
     stage: str | None = None
     status: Status | None = None
     if state is not None:
-        if state in {s.value for s in Status} and state not in ("ready", "complete"):
-            status = Status(state)
+        if state in {s.value for s in Status} and state != "complete":
+            status = Status(state)  # a bare status: `ready`, `halted`, … at any stage
         else:
             try:
                 parsed = parse_state(state)
@@ -169,11 +172,7 @@ def scores(engine: Engine, slug: str, stage: str | None = None) -> list[dict[str
 def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run a read-only query. Writes fail: SQLite's `query_only`, PostgreSQL's
     READ ONLY transaction — the database refuses, not a regex of ours."""
-    with read_tx(engine) as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("PRAGMA query_only = ON")
-        else:
-            conn.execute(text("SET TRANSACTION READ ONLY"))
+    with read_tx(engine) as conn, _read_only(conn):
         try:
             columns, rows = _execute_one(conn, query)
             return columns, [tuple(_jsonable(v) for v in row) for row in rows]
@@ -186,6 +185,30 @@ def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]
             if mapped is not None:
                 raise mapped from exc
             raise RefusedError(f"query failed: {message}") from exc
+
+
+@contextmanager
+def _read_only(conn: Connection) -> Iterator[None]:
+    """Make the connection refuse writes for this query, then restore it: the
+    connection goes back to a pool that the tick's writers share. On SQLite an
+    authorizer also denies ATTACH, which `query_only` lets create files."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(text("SET TRANSACTION READ ONLY"))
+        yield
+        return
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, sqlite3.Connection)
+
+    def authorize(action: int, *_args: object) -> int:
+        return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
+
+    conn.exec_driver_sql("PRAGMA query_only = ON")
+    driver.set_authorizer(authorize)
+    try:
+        yield
+    finally:
+        driver.set_authorizer(None)
+        driver.execute("PRAGMA query_only = OFF").close()
 
 
 def _execute_one(conn: Connection, query: str) -> tuple[list[str], list[Any]]:

@@ -88,6 +88,7 @@ FILTERS = {
     "halted": ["t2"],
     "research:halted": ["t2"],
     "research": ["t4"],
+    "ready": ["t4"],  # a bare status matches at any stage
     "complete": ["t3"],
     "implement": [],
     "implement:halted": [],

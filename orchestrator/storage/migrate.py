@@ -16,7 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from orchestrator.errors import SchemaError
-from orchestrator.storage.db import enable_wal, translate_errors
+from orchestrator.storage.db import enable_wal, read_tx, translate_errors
 from orchestrator.storage.schema import HEAD, REVISIONS, current_revision
 
 
@@ -59,7 +59,7 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 
 def current(engine: Engine) -> str | None:
-    with translate_errors(), engine.connect() as conn:
+    with read_tx(engine) as conn:
         return current_revision(conn)
 
 
