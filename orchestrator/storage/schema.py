@@ -16,6 +16,7 @@ HEAD = "0001"
 REVISIONS = ("0001",)  # oldest first
 
 FIX = "run `orchestrator db upgrade`"
+_READ_REVISION = text("SELECT version_num FROM alembic_version")
 
 
 def current_revision(conn: Connection) -> str | None:
@@ -24,7 +25,7 @@ def current_revision(conn: Connection) -> str | None:
     Call it on its own connection: on PostgreSQL a failed query spoils the
     transaction it runs in."""
     try:
-        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+        row = conn.execute(_READ_REVISION).first()
     except DBAPIError as exc:
         message = str(exc.orig).lower()
         if "no such table" in message or "does not exist" in message:
