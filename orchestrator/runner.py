@@ -461,6 +461,20 @@ class _Child:
         return self.proc.wait()
 
 
+def _open_pidfd(pid: int) -> int | None:
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return int(pidfd_open(pid))
+    except OSError:  # old kernel, or seccomp: fall back to polling
+        return None
+
+
+def _pipes_open(selector: selectors.BaseSelector, exit_fd: int | None) -> bool:
+    return any(key.fd != exit_fd for key in selector.get_map().values())
+
+
 def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill state on purpose
     argv: Sequence[str],
     *,
@@ -523,6 +537,7 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
 
     child = _Child(proc)
     selector: selectors.BaseSelector | None = None
+    exit_fd: int | None = None
     timed_out = interrupted = False
     try:
         identity = ProcessIdentity(
@@ -540,6 +555,12 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         selector = selectors.DefaultSelector()
         for fd in captures:
             selector.register(fd, selectors.EVENT_READ)
+        # On Linux the leader's exit is an event too (a pidfd is readable once
+        # it exits), so we notice it at once instead of polling; elsewhere the
+        # loop polls every poll_interval.
+        exit_fd = _open_pidfd(proc.pid)
+        if exit_fd is not None:
+            selector.register(exit_fd, selectors.EVENT_READ)
         pending = memoryview(stdin_data if stdin_data is not None else b"")
         stdin_fd: int | None = None
         if proc.stdin is not None:
@@ -573,10 +594,12 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
 
         while True:
             now = time.monotonic()
-            if exited_at is None and (now >= next_exit_check or not selector.get_map()):
+            if exited_at is None and (now >= next_exit_check or not _pipes_open(selector, exit_fd)):
                 next_exit_check = now + poll_interval
                 if child.poll_exit():
                     exited_at = now
+                    if exit_fd is not None:
+                        selector.unregister(exit_fd)
             if exited_at is not None:
                 if not selector.get_map() or now - exited_at >= _DRAIN_AFTER_EXIT:
                     break
@@ -612,6 +635,9 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
 
             for key, _mask in selector.select(wait):
                 fd = key.fd
+                if fd == exit_fd:
+                    next_exit_check = 0.0  # look at once, at the top of the loop
+                    continue
                 if fd == stdin_fd:
                     try:
                         written = os.write(fd, pending[:_WRITE_CHUNK])
@@ -642,6 +668,8 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         child.signal_group(signal_module.SIGKILL)
         if selector is not None:
             selector.close()
+        if exit_fd is not None:
+            os.close(exit_fd)
         _close(proc.stdin)
         _close(proc.stdout)
         _close(proc.stderr)
@@ -649,7 +677,9 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
 
     stdout_text, stderr_text = out.text(), err.text()
     for path, text in ((stdout_path, stdout_text), (stderr_path, stderr_text)):
-        if path is not None:
+        # An empty stream leaves no file: most attempts print to one stream
+        # only, and every file is a syscall or three on the tick's hot path.
+        if path is not None and text:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     return replace(
