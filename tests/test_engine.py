@@ -1,0 +1,149 @@
+"""The engine's promises under faults: named crash points, a stale owner's late
+result, claiming limits, and how a signal ends a tick (DESIGN §5)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from e2e.e2e_support import (
+    PASS,
+    agent,
+    execute,
+    kill_quietly,
+    outcomes,
+    read_pid,
+    reap,
+    stage,
+    wait_for,
+)
+from support import Project, check_invariants
+
+from orchestrator.cli import App, _run_one_tick
+from orchestrator.errors import Interrupted
+from orchestrator.locking import TickLock
+
+BEFORE_COMMIT = [
+    "after_claim_commit",
+    "after_spawn_recorded",
+    "after_worker",
+    "before_record",
+    "inside_record_tx",
+]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("point", [*BEFORE_COMMIT, "after_record_commit"])
+def test_crash_point_then_a_clean_tick(project: Project, point: str) -> None:
+    """RELIABILITY A2: a crash before the verdict's commit leaves the attempt to
+    recovery (closed `crashed`, run again); after it, nothing is written twice."""
+    project.write_config(stage("only", worker=["true"], verifier=PASS), retry_interval=60)
+    assert project.cli("add", "t1", "--title", "Crashes").exit_code == 0
+    crashed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": f"{point}:exit"})
+    assert crashed.returncode == 137, crashed.stderr
+
+    clean = project.run("tick")
+    assert clean.returncode == 0, clean.stderr
+    assert project.state("t1") == "complete"
+    events = [row[0] for row in project.query("SELECT event FROM transitions ORDER BY seq")]
+    if point in BEFORE_COMMIT:
+        assert outcomes(project, "t1") == ["crashed", "passed"]
+        assert events == ["add", "claim", "retry", "claim", "stage_passed"]
+    else:
+        assert outcomes(project, "t1") == ["passed"]
+        assert events == ["add", "claim", "stage_passed"]
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+@pytest.mark.e2e
+def test_a_stale_owner_result_is_kept_but_changes_nothing(project: Project, tmp_path: Path) -> None:
+    """RELIABILITY I3 without a frozen process: tick A's attempt is recovered by
+    tick B (another lock: another host) while A still runs it, as if A had
+    missed its lease renewals. A's late verdict is kept as `late_result`; it
+    writes no transition and does not undo B's work."""
+    pidfile = tmp_path / "worker.pid"
+    project.write_config(
+        stage("only", worker=agent("--pidfile", str(pidfile), "--sleep", "3,0"), verifier=PASS),
+        lease_seconds=30,  # A renews every 5 s: not before its worker ends at 3 s
+        retry_interval=60,
+    )
+    other = project.dir / "other-host.toml"
+    other.write_text(project.config.read_text().replace("orchestrator.lock", "other.lock"))
+    assert project.cli("add", "t1", "--title", "Stale owner").exit_code == 0
+    owner = project.popen("tick")
+    try:
+        wait_for(lambda: read_pid(pidfile), what="the owner's worker")
+        # A's lease has run out as far as anyone can tell, on a host B cannot reach.
+        changed = execute(
+            project,
+            "UPDATE attempts SET host = 'elsewhere', lease_expires_at = :past",
+            past=datetime(2000, 1, 1, tzinfo=UTC),
+        )
+        assert changed == 1
+        rescuer = project.cli("--config", str(other), "tick")
+        assert rescuer.exit_code == 0, rescuer.output
+        assert outcomes(project, "t1") == ["crashed", "passed"]
+        assert project.state("t1") == "complete"
+        done = reap(owner, timeout=30)
+        assert done.rc == 0, done.stderr
+    finally:
+        kill_quietly([owner.pid, read_pid(pidfile)])
+    assert outcomes(project, "t1") == ["crashed", "passed"]
+    [(late,)] = project.query("SELECT late_result FROM attempts WHERE number = 1")
+    assert json.loads(late)["outcome"] == "passed"
+    events = [r[0] for r in project.query("SELECT event FROM transitions ORDER BY seq")]
+    assert events == ["add", "claim", "retry", "claim", "stage_passed"]
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_max_seconds_stops_claiming_but_not_running(project: Project, tmp_path: Path) -> None:
+    dump = tmp_path / "dump.jsonl"
+    project.write_config(
+        stage("only", worker=agent("--dump", str(dump), "--sleep", "0.6"), verifier=PASS),
+        retry_interval=60,
+    )
+    for slug in ("t1", "t2", "t3"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    result = project.cli("tick", "--max-seconds", "0.3")
+    assert result.exit_code == 0, result.output
+    # the first claim comes at once; the next would come after 0.6 s, past the limit
+    assert [project.state(s) for s in ("t1", "t2", "t3")] == ["complete", "only", "only"]
+    assert outcomes(project, "t1") == ["passed"]  # the running attempt was not cut short
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def _one_tick(project: Project, *, clean: bool, received: list[int]) -> None:
+    app = App(config=str(project.config), db=project.db_url, verbose=False)
+    settings = app.settings(require_config=True)
+    stop = threading.Event()
+    stop.set()
+    _run_one_tick(
+        app,
+        settings,
+        TickLock(settings.lock_file),
+        stop,
+        received,
+        max_tasks=None,
+        max_seconds=None,
+        jobs=1,
+        only=None,
+        dry_run=False,
+        quiet=True,
+        stop_is_clean=clean,
+    )
+
+
+def test_a_signal_that_stopped_no_attempt_ends_run_cleanly(project: Project) -> None:
+    """`run` exits 0 on SIGTERM while idle, even when the signal lands inside a
+    tick that had nothing running; `tick` still reports the signal."""
+    assert project.cli("add", "t1", "--title", "Not claimed").exit_code == 0
+    _one_tick(project, clean=True, received=[15])  # returns: run's loop then ends, exit 0
+    with pytest.raises(Interrupted) as caught:
+        _one_tick(project, clean=False, received=[15])
+    assert caught.value.exit_code == 143
+    assert project.state("t1") == "research"
+    assert outcomes(project, "t1") == []  # a stopping tick claims nothing
+    assert check_invariants(project.db_url, allow_running=False) == []
