@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from typing import Any
 
 _SPEC = os.environ.get("ORCHESTRATOR_TEST_FAULT", "")
@@ -33,7 +34,8 @@ def fault_point(name: str) -> None:
     if _ACTION == "raise":
         raise InjectedFault(f"injected fault at {name}")
     if _ACTION == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
+        # Aimed at this thread, so it stops here and not a few statements on.
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         return
     os._exit(137)
 

@@ -77,7 +77,20 @@ def make_engine(url: str, *, busy_timeout: float = 30.0, create: bool = False) -
 
 def _server_engine(url: str) -> Engine:
     try:
-        engine = create_engine(url, pool_pre_ping=False, pool_size=5, max_overflow=10)
+        # A client frozen inside a transaction (SIGSTOP, a paused VM) would
+        # hold its row locks for ever and block every other host's recovery;
+        # our transactions are short, so the server may end such a session.
+        engine = create_engine(
+            url,
+            pool_pre_ping=False,
+            pool_size=5,
+            max_overflow=10,
+            connect_args=(
+                {"options": "-c idle_in_transaction_session_timeout=30000"}
+                if make_url(url).get_backend_name() == "postgresql"
+                else {}
+            ),
+        )
     except ModuleNotFoundError as exc:
         raise SchemaError(
             f"the driver for {make_url(url).drivername} is not installed "
