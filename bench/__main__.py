@@ -114,12 +114,13 @@ def bench_noop_and_busy(work: Path, rounds: int) -> list[tuple[str, bool]]:
             1.25,
         )
     ]
-    # Hold the lock from a helper process for the whole measurement.
+    # Hold the lock the way a tick does (with its holder note) for the whole run.
     holder = subprocess.Popen(
         [
             PY,
             "-c",
-            "import sys, time, filelock; l = filelock.FileLock(sys.argv[1]); l.acquire(); "
+            "import sys, time, pathlib; from orchestrator.locking import TickLock; "
+            "lock = TickLock(pathlib.Path(sys.argv[1])); lock.acquire(); "
             "print('held', flush=True); time.sleep(600)",
             str(work / "noop" / "orchestrator.lock"),
         ],

@@ -31,6 +31,18 @@ from filelock import FileLock, Timeout
 from orchestrator.errors import ConfigError, LockBusyError, PermissionDeniedError
 
 
+class LockHeld(LockBusyError):
+    """Another tick holds the lock. Its message names the holder, read only
+    when someone asks: `tick -q` under cron exits 75 without reading it."""
+
+    def __init__(self, lock: TickLock) -> None:
+        super().__init__()
+        self.lock = lock
+
+    def __str__(self) -> str:
+        return f"another tick holds the lock {self.lock.path} ({self.lock.holder()})"
+
+
 class TickLock:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -42,9 +54,7 @@ class TickLock:
         try:
             self._lock.acquire(timeout=wait, poll_interval=min(0.05, max(wait, 0.01)))
         except Timeout:
-            raise LockBusyError(
-                f"another tick holds the lock {self.path} ({self.holder()})"
-            ) from None
+            raise LockHeld(self) from None
         except PermissionError as exc:
             raise PermissionDeniedError(
                 f"cannot open the lock file {self.path}: {exc.strerror}"
