@@ -51,6 +51,7 @@ from orchestrator.testing import fault_point
 
 ACTOR = "tick"
 FENCE_CHECK_SECONDS = 5.0
+ADVANCE_CHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ class Ticker:
                 advanced=self.report.advanced,
                 exit_code=exit_code,
             )
+            fault_point("inside_close_tick_tx")
 
     def finish(self, exit_code: int) -> None:
         """Record the tick's end when it was stopped by a signal."""
@@ -199,6 +201,7 @@ class Ticker:
         for attempt, why, slug in found:
             for ident in self._identities(attempt, slug):
                 runner.kill_process_group(ident, grace=self.settings.kill_grace_seconds)
+            fault_point("before_recover_tx")
             try:
                 self._close_crashed(attempt, why)
             except repo.ConflictError:
@@ -267,6 +270,8 @@ class Ticker:
                 Outcome.CRASHED,
             )
             self._apply(conn, task, decision, attempt.id, now)
+            fault_point("inside_recover_tx")
+        fault_point("after_recover_commit")
         self.say(f"{task.slug}: attempt {attempt.number} at {attempt.stage} crashed ({why})")
 
     # -- 2. approved gates move on ---------------------------------------------------
@@ -298,7 +303,9 @@ class Ticker:
                         next_hint="",
                         hint_source=None,
                     )
+                    fault_point("inside_advance_tx")
                     self.report.advanced += 1
+                fault_point("after_advance_commit")
                 self.say(f"{task.slug}: {task.stage}:approved -> {to}")
             except repo.ConflictError:
                 continue
@@ -311,8 +318,12 @@ class Ticker:
         ended_at: dict[int, float] = {}
         running: dict[Future[None], Claim] = {}
         claims = 0
-        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="attempt") as pool:
-            exhausted = False
+        last_advance = time.monotonic()
+        pool: ThreadPoolExecutor | _Inline = (
+            _Inline() if jobs == 1 else ThreadPoolExecutor(jobs, thread_name_prefix="attempt")
+        )
+        with pool:
+            exhausted = unchecked = False
             while True:
                 while (
                     not exhausted
@@ -334,6 +345,15 @@ class Ticker:
                     claims += 1
                     running[pool.submit(self._attempt, claim)] = claim
                 if not running:
+                    # Before ending, look once more for gates approved
+                    # while the last attempts ran: they may be claimable now.
+                    if unchecked and not self.stop.is_set():
+                        unchecked = False
+                        before = self.report.advanced
+                        self.advance_approved()
+                        if self.report.advanced > before:
+                            exhausted = False
+                            continue
                     break
                 done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -344,7 +364,13 @@ class Ticker:
                         self.report.errors.append(f"{claim.task.slug}: {error}")
                         self.say(f"{claim.task.slug}: error: {error}")
                 if done and not self.stop.is_set():
-                    self.advance_approved()
+                    # Gates approved meanwhile move on; looked for at most
+                    # once a second, not after every (maybe instant) attempt.
+                    unchecked = True
+                    if time.monotonic() - last_advance >= ADVANCE_CHECK_SECONDS:
+                        self.advance_approved()
+                        last_advance = time.monotonic()
+                        unchecked = False
                     exhausted = False
 
     def _may_claim(self, options: TickOptions, claims: int, started: float) -> bool:
@@ -381,6 +407,7 @@ class Ticker:
                     self._halt_unknown(conn, task, now)
                     continue
                 claim = self._open_attempt(conn, task, pipeline, stage, now)
+                fault_point("inside_claim_tx")
             fault_point("after_claim_commit")
             self.report.claimed += 1
             return claim
@@ -527,6 +554,7 @@ class Ticker:
                     worker_exit=worker_exit,
                 )
             verdict_text = verifier.stdout
+        fault_point("after_verifier")
         verdict = parse_verdict(verdict_text or "")
         if verdict is None:
             source = "verifier" if stage.verifier is not None else "worker"
@@ -807,6 +835,31 @@ class Ticker:
 _PROMPT_FIELD = re.compile(
     r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score)\}"
 )
+
+
+class _Inline:
+    """The executor for `--jobs 1`: runs the attempt in the calling thread.
+
+    No thread handoff per attempt; signals still reach the attempt, because
+    the handler runs in this (main) thread between the runner's polls and
+    sets the stop event the runner checks.
+    """
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Callable[[Claim], None], claim: Claim) -> Future[None]:
+        future: Future[None] = Future()
+        try:
+            fn(claim)
+        except Exception as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(None)
+        return future
 
 
 class _FenceGuard:
