@@ -52,6 +52,7 @@ from orchestrator.testing import fault_point
 ACTOR = "tick"
 FENCE_CHECK_SECONDS = 5.0
 ADVANCE_CHECK_SECONDS = 1.0
+PROCESS_NOTE_AFTER = 0.01
 
 
 @dataclass(frozen=True)
@@ -521,6 +522,8 @@ class Ticker:
                 output_cap=self.settings.output_cap_bytes,
                 grace=self.settings.kill_grace_seconds,
                 on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
+                # Commands over within 10 ms need no note to find their orphans by.
+                on_start_after=PROCESS_NOTE_AFTER,
                 should_stop=guard,
             )
 

@@ -487,10 +487,15 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
     output_cap: int = 1_048_576,
     grace: float = 5.0,
     on_start: Callable[[ProcessIdentity], None] | None = None,
+    on_start_after: float = 0.0,
     should_stop: Callable[[], bool] | None = None,
     poll_interval: float = 0.1,
 ) -> ProcessResult:
     """Run one command to completion, timeout or interruption; never leave its group behind.
+
+    `on_start` receives the child's identity once it has run `on_start_after`
+    seconds, and not at all when it exits sooner: recording the identity of a
+    command that is over in a few milliseconds is most of what it costs.
 
     Safe to call from several threads at once. Raises only what `on_start` or
     `should_stop` raise (after killing the group) or an OSError writing the
@@ -541,14 +546,21 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
     timed_out = interrupted = False
     try:
         identity = ProcessIdentity(
-            pid=proc.pid,
-            pgid=proc.pid,
-            start_time=process_start_time(proc.pid),
-            host=host_name(),
-            boot_id=boot_id(),
+            pid=proc.pid, pgid=proc.pid, start_time=None, host=host_name(), boot_id=boot_id()
         )
-        if on_start is not None:
+        report_at: float | None = None if on_start is None else started + on_start_after
+
+        def report_start() -> None:
+            nonlocal identity, report_at
+            report_at = None
+            # The leader is unreaped until we return, so its pid (and start
+            # time) cannot have been reused yet.
+            identity = replace(identity, start_time=process_start_time(proc.pid))
+            assert on_start is not None
             on_start(identity)
+
+        if report_at is not None and on_start_after <= 0:
+            report_start()
 
         assert proc.stdout is not None and proc.stderr is not None
         captures = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
@@ -594,6 +606,8 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
 
         while True:
             now = time.monotonic()
+            if report_at is not None and now >= report_at and exited_at is None:
+                report_start()
             if exited_at is None and (now >= next_exit_check or not _pipes_open(selector, exit_fd)):
                 next_exit_check = now + poll_interval
                 if child.poll_exit():
@@ -621,6 +635,8 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
                 wait = min(wait, exited_at + _DRAIN_AFTER_EXIT - now)
             elif term_sent_at is None:
                 wait = min(wait, deadline - now)
+                if report_at is not None:
+                    wait = min(wait, report_at - now)
             elif not killed:
                 wait = min(wait, term_sent_at + grace - now)
             wait = max(wait, 0.0)

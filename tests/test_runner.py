@@ -635,3 +635,17 @@ def test_parallel_calls_from_threads(tmp_path: Path) -> None:
         assert result.ok
         assert result.stdout == f"{i}\n"
         assert result.stderr == f"e{i}"
+
+
+def test_on_start_after_skips_quick_commands(tmp_path: Path) -> None:
+    seen: list[ProcessIdentity] = []
+    quick = run(["/bin/true"], tmp_path, on_start=seen.append, on_start_after=5.0)
+    assert quick.exit_code == 0 and seen == []
+    assert quick.identity is not None and quick.identity.start_time is None
+    slow = run(
+        py("import time; time.sleep(0.3)"), tmp_path, on_start=seen.append, on_start_after=0.05
+    )
+    assert slow.exit_code == 0
+    [identity] = seen
+    assert slow.identity == identity
+    assert identity.start_time is not None
