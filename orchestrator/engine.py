@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import threading
 import time
 import uuid
@@ -128,6 +129,7 @@ class Ticker:
         self._tick_id: int | None = None
         self._tick_lock = threading.Lock()
         self._processes: dict[Path, runner.ProcessIdentity] = {}
+        self._environments: dict[str, dict[str, str]] = {}
 
     # -- the tick ------------------------------------------------------------
 
@@ -490,11 +492,9 @@ class Ticker:
             "prompt_file": str(prompt_file) if prompt_file else "",
             "hint": claim.hint,
         }
-        env = runner.child_environment(
-            os.environ,
-            deny=self.settings.env_deny,
-            extra=dict(stage.env),
-            orchestrator_vars={
+        env = self._environment(
+            stage,
+            {
                 "ORCHESTRATOR_TASK": slug,
                 "ORCHESTRATOR_STAGE": stage.name,
                 "ORCHESTRATOR_ATTEMPT": str(claim.number),
@@ -574,6 +574,17 @@ class Ticker:
             verifier_exit=verifier_exit,
         )
 
+    def _environment(self, stage: StageConfig, ours: dict[str, str]) -> dict[str, str]:
+        """The child's environment: the stage's filtered base (built once per
+        tick and stage) plus this attempt's ORCHESTRATOR_* values."""
+        base = self._environments.get(stage.name)
+        if base is None:
+            base = runner.child_environment(
+                os.environ, deny=self.settings.env_deny, extra=dict(stage.env), orchestrator_vars={}
+            )
+            self._environments[stage.name] = base
+        return {**base, **runner.child_environment({}, deny=(), extra={}, orchestrator_vars=ours)}
+
     def _workspace(self, claim: Claim) -> tuple[Path, str | None]:
         """The task's workspace, created on first use; never outside the root."""
         root = self.settings.workspace_root
@@ -582,10 +593,15 @@ class Ticker:
         if problem is not None:
             return root, problem
         workspace = root / slug
-        root_real = root.resolve()
-        if workspace.is_symlink() or workspace.exists():
-            if not workspace.resolve().is_relative_to(root_real) or workspace.is_symlink():
-                return workspace, f"workspace {workspace} is a link leading out of the root"
+        try:
+            mode = os.lstat(workspace).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None:
+            # The slug has no separator and no `..`, so only a link can lead
+            # out of the root; links are refused, wherever they point.
+            if stat.S_ISLNK(mode):
+                return workspace, f"workspace {workspace} is a link; refusing to follow it"
             return workspace, None
         root.mkdir(parents=True, exist_ok=True)
         setup = claim.pipeline.setup
