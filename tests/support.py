@@ -44,8 +44,12 @@ class Project:
     def cli(self, *args: str, input: str | None = None) -> Result:
         """Run a command in-process through click's CliRunner."""
         runner = CliRunner()
-        env = {"ORCHESTRATOR_CONFIG": str(self.config), "ORCHESTRATOR_DB_URL": self.db_url,
-               "ORCHESTRATOR_TASK": None, **self.env}
+        env = {
+            "ORCHESTRATOR_CONFIG": str(self.config),
+            "ORCHESTRATOR_DB_URL": self.db_url,
+            "ORCHESTRATOR_TASK": None,
+            **self.env,
+        }
         return runner.invoke(cli, list(args), env=env, input=input, catch_exceptions=False)
 
     def process_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -55,20 +59,35 @@ class Project:
         env.update(extra or {})
         return env
 
-    def run(self, *args: str, timeout: float = 60, extra_env: Mapping[str, str] | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        *args: str,
+        timeout: float = 60,
+        extra_env: Mapping[str, str] | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """Run a command as a real process (`python -m orchestrator`)."""
-        return subprocess.run(
+        return subprocess.run(  # noqa: PLW1510 - callers assert on returncode
             [sys.executable, "-m", "orchestrator", *args],
-            cwd=self.dir, env=self.process_env(extra_env), capture_output=True, text=True,
-            timeout=timeout, input=input,
+            cwd=self.dir,
+            env=self.process_env(extra_env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
         )
 
-    def popen(self, *args: str, extra_env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    def popen(
+        self, *args: str, extra_env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "orchestrator", *args],
-            cwd=self.dir, env=self.process_env(extra_env), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
+            cwd=self.dir,
+            env=self.process_env(extra_env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
 
     def write_config(self, stages: str, **orchestrator: Any) -> None:
@@ -83,9 +102,7 @@ class Project:
             engine.dispose()
 
     def state(self, slug: str) -> str:
-        rows = self.query(
-            "SELECT stage, status FROM tasks WHERE slug = :slug", slug=slug
-        )
+        rows = self.query("SELECT stage, status FROM tasks WHERE slug = :slug", slug=slug)
         stage, status = rows[0]
         return stage if status in ("ready", "complete") else f"{stage}:{status}"
 
@@ -113,7 +130,9 @@ def write_config(path: Path, stages: str, **orchestrator: Any) -> None:
     path.write_text(head + "\n" + textwrap.dedent(stages))
 
 
-def make_project(folder: Path, db_url: str, stages: str = DEFAULT_STAGES, **orchestrator: Any) -> Project:
+def make_project(
+    folder: Path, db_url: str, stages: str = DEFAULT_STAGES, **orchestrator: Any
+) -> Project:
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "orchestrator.toml"
     write_config(config, stages, **orchestrator)
@@ -137,16 +156,20 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
             tasks = conn.execute(text("SELECT id, slug, stage, status, version FROM tasks")).all()
             for task_id, slug, stage, status, version in tasks:
                 rows = conn.execute(
-                    text("SELECT seq, from_state, to_state, event FROM transitions "
-                         "WHERE task_id = :t ORDER BY seq"), {"t": task_id}
+                    text(
+                        "SELECT seq, from_state, to_state, event FROM transitions "
+                        "WHERE task_id = :t ORDER BY seq"
+                    ),
+                    {"t": task_id},
                 ).all()
                 seqs = [r[0] for r in rows]
                 if seqs != list(range(1, len(rows) + 1)):
                     problems.append(f"{slug}: transition seq not contiguous: {seqs}")
                 state = stage if status in ("ready", "complete") else f"{stage}:{status}"
                 if not rows or rows[-1][2] != state:
-                    problems.append(f"{slug}: state {state} != newest to_state "
-                                    f"{rows[-1][2] if rows else None}")
+                    problems.append(
+                        f"{slug}: state {state} != newest to_state {rows[-1][2] if rows else None}"
+                    )
                 if version != len(rows):
                     problems.append(f"{slug}: version {version} != {len(rows)} transitions")
                 for _seq, before, after, event in rows:
@@ -156,7 +179,9 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                     if problem:
                         problems.append(f"{slug}: {problem}")
                 open_attempts = conn.execute(
-                    text("SELECT count(*) FROM attempts WHERE task_id = :t AND finished_at IS NULL"),
+                    text(
+                        "SELECT count(*) FROM attempts WHERE task_id = :t AND finished_at IS NULL"
+                    ),
                     {"t": task_id},
                 ).scalar_one()
                 if status == "running" and open_attempts != 1 and not allow_running:
@@ -195,5 +220,11 @@ def cli_json(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-__all__: Sequence[str] = ["FAKES", "Project", "check_invariants", "cli_json", "make_project",
-                          "write_config"]
+__all__: Sequence[str] = [
+    "FAKES",
+    "Project",
+    "check_invariants",
+    "cli_json",
+    "make_project",
+    "write_config",
+]
