@@ -79,7 +79,7 @@ def test_readme_starts_with_the_two_commands_ci_runs() -> None:
     head = README[: README.index("## What it is")]
     assert demo in head and tests in head
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]'" in ci
+    assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'" in ci
     assert "\n.venv/bin/python -m pytest\n" in ci
 
 
