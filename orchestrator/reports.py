@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, and_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from orchestrator.domain.pipeline import Status, parse_state
-from orchestrator.errors import RefusedError, UnknownTaskError
+from orchestrator.errors import RefusedError, SchemaError, UnknownTaskError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
 
@@ -182,8 +182,8 @@ def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]
             if "readonly" in message or "read-only" in message:
                 raise RefusedError(f"sql is read-only: {message}") from exc
             mapped = translate(exc)
-            if mapped is not None:
-                raise mapped from exc
+            if mapped is not None and not isinstance(mapped, SchemaError):
+                raise mapped from exc  # busy, unreadable, permission: not the query's fault
             raise RefusedError(f"query failed: {message}") from exc
 
 

@@ -280,3 +280,9 @@ def test_json_is_valid_utf8_without_escapes(project: Project) -> None:
     out = run(project, "list", "--json").stdout
     assert "ünï ✓" in out
     assert json.loads(out)[0]["title"] == "ünï ✓"
+
+
+def test_sql_with_a_missing_table_is_the_query_s_fault(project: Project) -> None:
+    result = project.cli("sql", "SELECT * FROM no_such_table")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("Error: query failed:")

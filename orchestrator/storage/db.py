@@ -214,11 +214,22 @@ def translate(exc: BaseException) -> OrchestratorError | None:
         return DatabaseUnreadableError(f"database unreadable: {message}")
     if any(marker in lowered for marker in _PERMISSION):
         return PermissionDeniedError(f"cannot write the database: {message}")
+    if any(marker in lowered for marker in _DRIFT) or type(orig).__name__ in _DRIFT_CLASSES:
+        return SchemaError(
+            f"database schema does not match this orchestrator ({message}); "
+            "run `orchestrator doctor`"
+        )
     if isinstance(exc, OperationalError) and (
         "connection" in lowered or "could not connect" in lowered or "does not exist" in lowered
     ):
         return SchemaError(f"cannot reach the database: {message}")
     return None
+
+
+# A table or column the code expects is missing although the stamped revision
+# is current: someone altered the schema by hand.
+_DRIFT = ("no such table", "no such column", "has no column named")
+_DRIFT_CLASSES = frozenset({"UndefinedTable", "UndefinedColumn"})
 
 
 @contextmanager
@@ -230,3 +241,9 @@ def translate_errors() -> Iterator[None]:
         if mapped is None:
             raise
         raise mapped from exc
+    except UnicodeDecodeError as exc:
+        # SQLite quotes a damaged schema's bytes in its message, which the
+        # driver then cannot decode: the file is corrupt, not our input.
+        raise DatabaseUnreadableError(
+            "database unreadable: malformed database schema (SQLite's message is not UTF-8)"
+        ) from exc

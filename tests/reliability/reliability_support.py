@@ -1,0 +1,333 @@
+"""Helpers for the reliability suite: real processes, invariants, snapshots.
+
+Everything that crashes is a real `python -m orchestrator` process; the
+checks afterwards read the database directly (River/Jepsen style: external
+faults, then SQL invariants).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+from support import FAKES, Project, check_invariants
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "orchestrator"
+AGENT = FAKES / "agent.py"
+COUNTER = Path(__file__).with_name("stmt_counter.py")
+CRASH_RC = 137  # os._exit(137) in orchestrator/testing.py: like SIGKILL, no finalisers
+
+PASS_VERDICT = ["sh", "-c", 'echo \'{"pass": true, "score": 0.9}\'']
+
+# research [gate] -> implement -> complete, with commands that cost no Python start.
+GATED = """
+[[pipelines.default.stages]]
+name = "research"
+gate = true
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.9}'"]
+
+[[pipelines.default.stages]]
+name = "implement"
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
+"""
+
+
+def agent(*args: str) -> list[str]:
+    """argv for the fake worker/verifier (tests/fakes/agent.py)."""
+    return [sys.executable, str(AGENT), *args]
+
+
+def fault_points() -> dict[str, str]:
+    """Every named crash point in the package: name -> module file name."""
+    found: dict[str, str] = {}
+    pattern = re.compile(r"""fault_point\(\s*["']([A-Za-z0-9_]+)["']\s*\)""")
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "testing.py":
+            continue
+        for name in pattern.findall(path.read_text()):
+            found[name] = path.name
+    return found
+
+
+# -- processes -------------------------------------------------------------------------
+
+
+def run(
+    project: Project,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 90,
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`python -m orchestrator ARGS` as a real process, with a hard deadline."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=project.dir,
+        env=project.process_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        preexec_fn=preexec_fn,  # noqa: PLW1509 - a limit for the child; no threads here
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError(f"orchestrator {' '.join(args)} hung for {timeout}s") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def crash_env(point: str) -> dict[str, str]:
+    return {"ORCHESTRATOR_TEST_FAULT": f"{point}:exit"}
+
+
+def one_error_line(stderr: str) -> str | None:
+    """The `Error: ...` line when stderr is exactly that one line (DESIGN §9)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in stderr:
+        return lines[0]
+    return None
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.01)
+
+
+# -- projects ----------------------------------------------------------------------------
+
+
+def clone_project(source: Project, folder: Path) -> Project:
+    """A copy of a (quiescent) project: config, database, state and workspaces."""
+    shutil.copytree(source.dir, folder, symlinks=True)
+    src_db = sqlite_file(source.db_url)
+    db = folder / src_db.relative_to(source.dir)
+    for suffix in ("-shm",):  # a stale -shm is rebuilt by SQLite; never copy one
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return Project(dir=folder, db_url=f"sqlite:///{db}", config=folder / source.config.name)
+
+
+def sqlite_file(db_url: str) -> Path:
+    assert db_url.startswith("sqlite:///"), db_url
+    return Path(db_url.removeprefix("sqlite:///"))
+
+
+def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(sql), params)]
+    finally:
+        engine.dispose()
+
+
+def state_of(project: Project, slug: str = "t1") -> str:
+    return project.state(slug)
+
+
+def events(db_url: str, slug: str = "t1") -> list[str]:
+    rows = query(
+        db_url,
+        "SELECT x.event FROM transitions x JOIN tasks t ON t.id = x.task_id "
+        "WHERE t.slug = :s ORDER BY x.seq",
+        s=slug,
+    )
+    return [r[0] for r in rows]
+
+
+def outcomes(db_url: str, slug: str = "t1") -> list[str | None]:
+    rows = query(
+        db_url,
+        "SELECT a.outcome FROM attempts a JOIN tasks t ON t.id = a.task_id "
+        "WHERE t.slug = :s ORDER BY a.id",
+        s=slug,
+    )
+    return [r[0] for r in rows]
+
+
+def table_counts(db_url: str) -> dict[str, int]:
+    return {
+        table: query(db_url, f"SELECT count(*) FROM {table}")[0][0]
+        for table in ("tasks", "attempts", "transitions", "ticks")
+    }
+
+
+def transition_log(db_url: str) -> list[tuple[Any, ...]]:
+    """Every transition as an immutable fact (what a later fault must never lose)."""
+    return query(
+        db_url,
+        "SELECT task_id, seq, from_state, to_state, event, attempt_id FROM transitions "
+        "ORDER BY task_id, seq",
+    )
+
+
+# -- invariants ----------------------------------------------------------------------------
+
+
+@dataclass
+class TransitionAudit:
+    """Per-attempt transition counts: each attempt is opened by one claim and
+    closed by at most one transition (exactly one when it ran to a result)."""
+
+    lost: list[str]
+    duplicated: list[str]
+
+
+def audit_transitions(db_url: str) -> TransitionAudit:
+    lost: list[str] = []
+    duplicated: list[str] = []
+    rows = query(
+        db_url,
+        "SELECT a.id, t.slug, a.stage, a.number, a.outcome, a.finished_at, a.error, "
+        "  (SELECT count(*) FROM transitions x WHERE x.attempt_id = a.id AND x.event = 'claim'),"
+        "  (SELECT count(*) FROM transitions x WHERE x.attempt_id = a.id AND x.event <> 'claim')"
+        " FROM attempts a JOIN tasks t ON t.id = a.task_id ORDER BY a.id",
+    )
+    for _id, slug, stage, number, outcome, finished, error, claims, closes in rows:
+        name = f"{slug} {stage}#{number}"
+        if claims > 1:
+            duplicated.append(f"{name}: {claims} claim transitions")
+        if claims == 0:
+            lost.append(f"{name}: no claim transition")
+        if closes > 1:
+            duplicated.append(f"{name}: {closes} closing transitions")
+        fenced_off = error is not None and error.startswith("the task changed")
+        if finished is not None and closes == 0 and not fenced_off:
+            lost.append(f"{name}: closed ({outcome}) without a closing transition")
+        if finished is None and closes:
+            lost.append(f"{name}: open, yet it has a closing transition")
+    return TransitionAudit(lost, duplicated)
+
+
+def violations(db_url: str, *, allow_running: bool = False) -> list[str]:
+    """`support.check_invariants` plus the checks the fault tests add:
+
+    - each attempt has one claim transition and at most one closing one;
+    - every score (and `score_history` row) belongs to a closed attempt;
+    - an open attempt belongs to a running task at the attempt's stage;
+    - no transition refers to a missing attempt; foreign keys hold (SQLite).
+    """
+    problems = list(check_invariants(db_url, allow_running=allow_running))
+    audit = audit_transitions(db_url)
+    problems += audit.lost + audit.duplicated
+    for slug, stage, number in query(
+        db_url,
+        "SELECT t.slug, a.stage, a.number FROM attempts a JOIN tasks t ON t.id = a.task_id "
+        "WHERE a.finished_at IS NULL AND (a.score IS NOT NULL OR a.pass IS NOT NULL "
+        "OR a.outcome IS NOT NULL)",
+    ):
+        problems.append(f"{slug} {stage}#{number}: verdict on an open attempt")
+    open_rows = query(db_url, "SELECT count(*) FROM score_history WHERE at IS NULL")[0][0]
+    if open_rows:
+        problems.append(f"{open_rows} score_history rows of open attempts")
+    for slug, stage, number, status, task_stage in query(
+        db_url,
+        "SELECT t.slug, a.stage, a.number, t.status, t.stage FROM attempts a "
+        "JOIN tasks t ON t.id = a.task_id WHERE a.finished_at IS NULL",
+    ):
+        if status != "running" or task_stage != stage:
+            problems.append(
+                f"{slug} {stage}#{number}: open while the task is {task_stage}:{status}"
+            )
+    dangling = query(
+        db_url,
+        "SELECT count(*) FROM transitions x WHERE x.attempt_id IS NOT NULL AND NOT EXISTS "
+        "(SELECT 1 FROM attempts a WHERE a.id = x.attempt_id)",
+    )[0][0]
+    if dangling:
+        problems.append(f"{dangling} transitions name a missing attempt")
+    if db_url.startswith("sqlite"):
+        bad = query(db_url, "PRAGMA foreign_key_check")
+        if bad:
+            problems.append(f"foreign_key_check: {bad[:5]}")
+    return problems
+
+
+# -- files -------------------------------------------------------------------------------
+
+
+def snapshot(root: Path, ignore: Iterable[str] = ()) -> dict[str, str]:
+    """Path -> kind and content hash of everything under `root` (links not followed)."""
+    skipped = tuple(ignore)
+    out: dict[str, str] = {}
+    if not root.exists():
+        return out
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if any(rel == s or rel.startswith(s) for s in skipped):
+            continue
+        if path.is_symlink():
+            out[rel] = f"link:{os.readlink(path)}"
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+__all__ = [
+    "AGENT",
+    "COUNTER",
+    "CRASH_RC",
+    "GATED",
+    "PASS_VERDICT",
+    "TransitionAudit",
+    "agent",
+    "audit_transitions",
+    "clone_project",
+    "crash_env",
+    "events",
+    "fault_points",
+    "file_digest",
+    "one_error_line",
+    "outcomes",
+    "percentile",
+    "query",
+    "run",
+    "snapshot",
+    "sqlite_file",
+    "state_of",
+    "table_counts",
+    "transition_log",
+    "violations",
+    "wait_for",
+]

@@ -1,0 +1,37 @@
+"""Run the orchestrator CLI and write how many SQL statements it executed.
+
+`python stmt_counter.py OUT ARGS...` counts `after_cursor_execute` events on
+every engine (the event the crash sweep's own counter uses, in
+orchestrator/testing.py) and writes the count and the statements to OUT when
+the process exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+STATEMENTS: list[str] = []
+
+
+@event.listens_for(Engine, "after_cursor_execute")
+def _count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    STATEMENTS.append(" ".join(statement.split())[:120])
+
+
+def _write() -> None:
+    Path(OUT).write_text(json.dumps({"count": len(STATEMENTS), "statements": STATEMENTS}))
+
+
+if __name__ == "__main__":
+    OUT = sys.argv[1]
+    atexit.register(_write)
+    from orchestrator.cli import main
+
+    main(sys.argv[2:])

@@ -1,0 +1,139 @@
+"""A2/A4: a real process crashes (`os._exit(137)`) at every named crash point.
+
+The points are found by scanning the package for `fault_point("...")`, so a
+point added later is covered (or fails here, saying no scenario reaches it).
+Each case: bring a task to where the point is on the path, run the command
+with `ORCHESTRATOR_TEST_FAULT=<point>:exit` and see it die there, check the
+invariants (open attempts allowed), recover with a clean tick (or a re-run
+of `approve`), check again with no attempt left open, then drive the task to
+`complete` and check that no transition was written twice: one
+`await_approval`, one `approve`, one `advance`, one `stage_passed`; one
+claim per attempt and at most one closing transition each.
+"""
+
+from __future__ import annotations
+
+import pytest
+from reliability_report import CRASH, ProjectFactory
+from reliability_support import (
+    CRASH_RC,
+    GATED,
+    audit_transitions,
+    crash_env,
+    events,
+    fault_points,
+    outcomes,
+    run,
+    violations,
+)
+from support import Project
+
+pytestmark = [pytest.mark.reliability, pytest.mark.lane(CRASH)]
+
+POINTS = fault_points()
+
+# Points whose crash leaves the attempt of the scenario unrecorded: recovery
+# closes it as `crashed` and the stage runs again. (A crash inside the claim
+# transaction rolls the attempt back: there is nothing to recover.)
+ATTEMPT_LOST = {
+    "after_claim_commit",
+    "after_spawn_recorded",
+    "after_worker",
+    "after_verifier",
+    "before_record",
+    "inside_record_tx",
+}
+# Points reached after everything of the scenario's attempt is committed.
+ATTEMPT_KEPT = {"inside_claim_tx", "after_record_commit", "inside_close_tick_tx"}
+
+
+# Workers that live past the tick's 10 ms threshold for noting a child's
+# identity, so `after_spawn_recorded` is on the path.
+STAGES = GATED.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]')
+
+
+def scenario(point: str) -> str:
+    if POINTS[point] == "actions.py":
+        return "approve"
+    if "recover" in point:
+        return "recover"
+    if "advance" in point:
+        return "advance"
+    return "tick"
+
+
+def tick(project: Project, **env: str) -> None:
+    result = run(project, "tick", env=env)
+    assert result.returncode == 0, result.stderr
+
+
+def prepare(project: Project, kind: str) -> None:
+    """Bring t1 to where the crash point is on the command's path."""
+    assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
+    if kind == "recover":
+        # An orphan for recovery to find: the tick died right after the claim.
+        died = run(project, "tick", env=crash_env("after_claim_commit"))
+        assert died.returncode == CRASH_RC, died.stderr
+    elif kind in ("advance", "approve"):
+        tick(project)
+        assert project.state("t1") == "research:awaiting_approval"
+        if kind == "advance":
+            assert project.cli("approve", "t1").exit_code == 0
+
+
+def drive_to_complete(project: Project) -> None:
+    for _ in range(8):
+        state = project.state("t1")
+        if state == "complete":
+            return
+        if state == "research:awaiting_approval":
+            approved = run(project, "approve", "t1")
+            assert approved.returncode == 0, approved.stderr
+        else:
+            tick(project)
+    raise AssertionError(f"t1 did not complete: {project.state('t1')}")
+
+
+@pytest.mark.parametrize("point", sorted(POINTS))
+def test_crash_point_recovers_without_double_transitions(
+    point: str, new_project: ProjectFactory
+) -> None:
+    kind = scenario(point)
+    project = new_project(STAGES)
+    prepare(project, kind)
+
+    command = ("approve", "t1") if kind == "approve" else ("tick",)
+    died = run(project, *command, env=crash_env(point))
+    assert died.returncode == CRASH_RC, (
+        f"{point} was not reached by the {kind!r} scenario (rc {died.returncode}); "
+        f"teach test_crash_points which scenario reaches it\n{died.stderr}"
+    )
+    assert violations(project.db_url, allow_running=True) == []
+
+    # Recovery: the next clean command finds the mess and finishes the step.
+    again = run(project, *command)
+    assert again.returncode == 0, again.stderr
+    assert violations(project.db_url, allow_running=False) == []
+    if kind == "approve":
+        assert project.state("t1") == "research:approved"
+        assert events(project.db_url).count("approve") == 1
+        # A third approve is "already approved": still one approval.
+        third = run(project, "approve", "t1")
+        assert third.returncode == 0, third.stderr
+        assert "already approved" in third.stdout
+        assert events(project.db_url).count("approve") == 1
+
+    drive_to_complete(project)
+    assert violations(project.db_url, allow_running=False) == []
+    log = events(project.db_url)
+    for event in ("await_approval", "approve", "advance", "stage_passed"):
+        assert log.count(event) == 1, (event, log)
+    audit = audit_transitions(project.db_url)
+    assert audit.lost == [] and audit.duplicated == []
+    crashed = outcomes(project.db_url).count("crashed")
+    if kind == "recover" or point in ATTEMPT_LOST:
+        assert crashed == 1, outcomes(project.db_url)
+    elif point in ATTEMPT_KEPT or kind in ("advance", "approve"):
+        assert crashed == 0, outcomes(project.db_url)
+    else:
+        assert crashed <= 1, outcomes(project.db_url)

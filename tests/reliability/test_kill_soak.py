@@ -1,0 +1,179 @@
+"""A10: kill -9 soak. 200 ticks SIGKILLed at a uniformly random moment.
+
+One project with many tasks (two ungated stages) is reused across the
+iterations. Each iteration: the worker sleeps a random 0-0.3 s; a real tick
+(`--max-tasks 1`) starts and is SIGKILLed at a uniformly random moment in
+[0, T], where T is the measured time of a tick that runs one attempt (at
+least 0.6 s): its pid only, its whole session (process group), or its
+session and the worker's group too. Then a recovery tick (`--task` naming no
+task, so it recovers and claims nothing) runs and is timed; the invariants
+must hold with no attempt left open, every transition committed before the
+kill is still there, and none is written twice. At the end a few clean ticks
+finish every task: all reach `complete`.
+
+`ORCHESTRATOR_SOAK_ITERATIONS` and `ORCHESTRATOR_SOAK_SEED` override the
+defaults (200, random); the seed is in every failure message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from reliability_report import SOAK, ProjectFactory, ReliabilityReport
+from reliability_support import (
+    PASS_VERDICT,
+    agent,
+    audit_transitions,
+    query,
+    run,
+    transition_log,
+    violations,
+)
+from support import Project
+
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+
+ITERATIONS = int(os.environ.get("ORCHESTRATOR_SOAK_ITERATIONS", "200"))
+TASKS = max(10, ITERATIONS // 3)
+KILL_WINDOW = 0.6
+MODES = ("tick", "session", "session+worker")
+
+
+def stages(pidfile: Path, sleep: float) -> str:
+    worker = agent("--pidfile", str(pidfile), "--sleep", f"{sleep:.3f}")
+    return "".join(
+        f"""
+[[pipelines.default.stages]]
+name = "{name}"
+worker = {json.dumps(worker)}
+verifier = {json.dumps(PASS_VERDICT)}
+max_attempts = 1000
+"""
+        for name in ("a", "b")
+    )
+
+
+def configure(project: Project, pidfile: Path, sleep: float) -> None:
+    project.write_config(stages(pidfile, sleep), kill_grace_seconds=1, retry_interval=0)
+
+
+def is_agent(pid: int) -> bool:
+    try:
+        return b"agent.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def kill(proc: subprocess.Popen[str], mode: str, pidfile: Path) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        if mode == "tick":
+            os.kill(proc.pid, signal.SIGKILL)
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)  # the tick's session: start_new_session
+    if mode == "session+worker":
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid, pgid = (int(x) for x in pidfile.read_text().split()[:2])
+            if is_agent(pid):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def test_kill_soak(new_project: ProjectFactory, report: ReliabilityReport, tmp_path: Path) -> None:
+    seed = int(os.environ.get("ORCHESTRATOR_SOAK_SEED", "0")) or random.randrange(1, 2**31)
+    rng = random.Random(seed)
+    report.soak_seed = seed
+    pidfile = tmp_path / "worker.pid"
+    project = new_project(stages(pidfile, 0.0), name="soak")
+    configure(project, pidfile, 0.0)
+    lines = "".join(f'{{"slug": "t{i:03d}", "title": "soak {i}"}}\n' for i in range(TASKS))
+    (tmp_path / "tasks.jsonl").write_text(lines)
+    assert project.cli("add", "--from", str(tmp_path / "tasks.jsonl")).exit_code == 0
+
+    # The kill window spans a whole tick that runs one attempt, as measured
+    # here (at least KILL_WINDOW): on a loaded machine start-up alone can
+    # take 0.6 s, and a fixed window would then kill almost no attempt.
+    samples = []
+    for _ in range(3):
+        configure(project, pidfile, 0.15)
+        clock = time.monotonic()
+        assert run(project, "tick", "--max-tasks", "1", "-q").returncode == 0
+        samples.append(time.monotonic() - clock)
+    window = max(KILL_WINDOW, sorted(samples)[1])
+    report.soak_window = window
+
+    failures: list[str] = []
+    for iteration in range(ITERATIONS):
+        configure(project, pidfile, rng.uniform(0.0, 0.3))
+        pidfile.unlink(missing_ok=True)
+        before = set(transition_log(project.db_url))
+        kill_at = rng.uniform(0.0, window)
+        mode = rng.choice(MODES)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "tick", "--max-tasks", "1", "-q"],
+            cwd=project.dir,
+            env=project.process_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        started = time.monotonic()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=kill_at)
+        finished_first = proc.returncode is not None
+        if not finished_first:
+            kill(proc, mode, pidfile)
+        proc.wait(timeout=30)
+        key = "finished first" if finished_first else mode
+        report.soak_modes[key] = report.soak_modes.get(key, 0) + 1
+
+        clock = time.monotonic()
+        recovery = run(project, "tick", "--task", "no-such-task", "-q", timeout=60)
+        report.soak_recovery_seconds.append(time.monotonic() - clock)
+        report.soak_iterations += 1
+
+        where = (
+            f"iteration {iteration} (seed {seed}, kill at {kill_at:.3f}s by {key}, "
+            f"rc {proc.returncode} after {time.monotonic() - started:.2f}s)"
+        )
+        problems = [f"recovery tick exit {recovery.returncode}: {recovery.stderr}"] * (
+            recovery.returncode != 0
+        )
+        problems += violations(project.db_url, allow_running=False)
+        after = set(transition_log(project.db_url))
+        missing = before - after
+        audit = audit_transitions(project.db_url)
+        report.soak_lost += len(missing) + len(audit.lost)
+        report.soak_duplicated += len(audit.duplicated)
+        left = query(project.db_url, "SELECT count(*) FROM attempts WHERE finished_at IS NULL")
+        report.soak_left_running += left[0][0]
+        if missing:
+            problems.append(f"{len(missing)} committed transitions lost: {sorted(missing)[:3]}")
+        report.count(SOAK, not problems)
+        report.soak_recovered += not problems
+        if problems:
+            failures.append(f"{where}: " + "; ".join(problems))
+            if len(failures) >= 5:
+                break
+
+    crashed = query(project.db_url, "SELECT count(*) FROM attempts WHERE outcome = 'crashed'")
+    report.soak_crashed_attempts = crashed[0][0]
+    assert failures == [], "\n".join(failures)
+
+    # Every task still finishes: nothing was lost for good.
+    configure(project, pidfile, 0.0)
+    for _ in range(6):
+        if query(project.db_url, "SELECT count(*) FROM tasks WHERE status <> 'complete'")[0][0]:
+            drained = run(project, "tick", "--jobs", "2", "-q", timeout=300)
+            assert drained.returncode == 0, drained.stderr
+    states = query(project.db_url, "SELECT status, count(*) FROM tasks GROUP BY status")
+    assert states == [("complete", TASKS)], f"seed {seed}: {states}"
+    assert violations(project.db_url, allow_running=False) == []
