@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
-from support import FAKES, Project, check_invariants
+from support import DEFAULT_STAGES, FAKES, Project, check_invariants
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "orchestrator"
@@ -34,18 +34,7 @@ CRASH_RC = 137  # os._exit(137) in orchestrator/testing.py: like SIGKILL, no fin
 PASS_VERDICT = ["sh", "-c", 'echo \'{"pass": true, "score": 0.9}\'']
 
 # research [gate] -> implement -> complete, with commands that cost no Python start.
-GATED = """
-[[pipelines.default.stages]]
-name = "research"
-gate = true
-worker = ["true"]
-verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.9}'"]
-
-[[pipelines.default.stages]]
-name = "implement"
-worker = ["true"]
-verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
-"""
+GATED = DEFAULT_STAGES
 
 
 def agent(*args: str) -> list[str]:
