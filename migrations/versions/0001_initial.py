@@ -113,7 +113,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_tasks_stage", "tasks", ["stage"])
     op.create_index("ix_tasks_status", "tasks", ["status"])
-    op.create_index("ix_tasks_claim", "tasks", ["status", "priority", "id"])
+    op.create_index("ix_tasks_claim", "tasks", ["status", sa.text("priority DESC"), "id"])
     op.create_table(
         "ticks",
         sa.Column("id", sa.Integer(), nullable=False),

@@ -88,8 +88,10 @@ tasks = Table(
     Column("host", String(255)),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
-    Index("ix_tasks_claim", "status", "priority", "id"),
 )
+# Claims read the ready tasks in priority order, oldest first, and stop at the
+# first one they may take: the index must hold exactly that order.
+Index("ix_tasks_claim", tasks.c.status, tasks.c.priority.desc(), tasks.c.id)
 
 # One tick that did work (idle ticks write nothing).
 ticks = Table(
