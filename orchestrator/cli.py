@@ -37,8 +37,6 @@ from orchestrator.errors import (
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from orchestrator.locking import TickLock
-
 
 class CliError(click.ClickException):
     """An OrchestratorError on its way out: `Error: …` and its exit status."""
@@ -668,19 +666,16 @@ def _signals_to(stop: threading.Event) -> Iterator[list[int]]:
 def _run_one_tick(
     app: App,
     settings: Settings,
-    lock: TickLock,
     stop: threading.Event,
     received: list[int],
+    options: dict[str, Any],
     *,
-    max_tasks: int | None,
-    max_seconds: float | None,
-    jobs: int,
-    only: str | None,
-    dry_run: bool,
     quiet: bool,
     stop_is_clean: bool = False,
 ) -> None:
-    """One tick under the lock. A signal exits 130/143 after the attempts it
+    """One tick under the lock, with `options` for `TickOptions` (built here:
+    the engine module imports SQLAlchemy, which the busy-lock path must not).
+    A signal exits 130/143 after the attempts it
     stopped are recorded; with `stop_is_clean` (`run`), a signal that stopped
     no attempt (it came while the tick was idle) just ends the loop."""
     from orchestrator.engine import Ticker, TickOptions
@@ -691,11 +686,7 @@ def _run_one_tick(
     engine = app.engine(settings, owned=True)
     try:
         ticker = Ticker(settings, engine, stop=stop, say=say)
-        report = ticker.tick(
-            TickOptions(
-                max_tasks=max_tasks, max_seconds=max_seconds, jobs=jobs, task=only, dry_run=dry_run
-            )
-        )
+        report = ticker.tick(TickOptions(**options))
         interrupted = report.outcomes.get("interrupted", 0) > 0
         if received and (interrupted or not stop_is_clean):
             ticker.finish(128 + received[0])
@@ -753,19 +744,9 @@ def tick(
     stop = threading.Event()
     try:
         with _signals_to(stop) as received:
-            _run_one_tick(
-                app,
-                settings,
-                lock,
-                stop,
-                received,
-                max_tasks=max_tasks,
-                max_seconds=max_seconds,
-                jobs=jobs,
-                only=only,
-                dry_run=dry_run,
-                quiet=quiet,
-            )
+            options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
+            options.update(jobs=jobs, task=only, dry_run=dry_run)
+            _run_one_tick(app, settings, stop, received, options, quiet=quiet)
     finally:
         lock.release()
 
@@ -798,6 +779,8 @@ def run(
     from orchestrator.locking import TickLock
 
     stop = threading.Event()
+    options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
+    options.update(jobs=jobs, task=only)
     with _signals_to(stop) as received:
         while not stop.is_set():
             settings = load_settings(config=app.config, db_url=app.db, require_config=True)
@@ -810,18 +793,7 @@ def run(
             else:
                 try:
                     _run_one_tick(
-                        app,
-                        settings,
-                        lock,
-                        stop,
-                        received,
-                        max_tasks=max_tasks,
-                        max_seconds=max_seconds,
-                        jobs=jobs,
-                        only=only,
-                        dry_run=False,
-                        quiet=quiet,
-                        stop_is_clean=True,
+                        app, settings, stop, received, options, quiet=quiet, stop_is_clean=True
                     )
                 finally:
                     lock.release()

@@ -24,7 +24,6 @@ from support import Project, check_invariants
 
 from orchestrator.cli import App, _run_one_tick
 from orchestrator.errors import Interrupted
-from orchestrator.locking import TickLock
 
 BEFORE_COMMIT = [
     "after_claim_commit",
@@ -120,20 +119,7 @@ def _one_tick(project: Project, *, clean: bool, received: list[int]) -> None:
     settings = app.settings(require_config=True)
     stop = threading.Event()
     stop.set()
-    _run_one_tick(
-        app,
-        settings,
-        TickLock(settings.lock_file),
-        stop,
-        received,
-        max_tasks=None,
-        max_seconds=None,
-        jobs=1,
-        only=None,
-        dry_run=False,
-        quiet=True,
-        stop_is_clean=clean,
-    )
+    _run_one_tick(app, settings, stop, received, {"jobs": 1}, quiet=True, stop_is_clean=clean)
 
 
 def test_a_signal_that_stopped_no_attempt_ends_run_cleanly(project: Project) -> None:
