@@ -193,7 +193,9 @@ def _format_options(csv_ok: bool = True) -> Callable[[Callable[..., Any]], Calla
             f = click.option("--csv", "fmt", flag_value="csv", help="Print CSV with a header row.")(
                 f
             )
-        json_flag = click.option("--json", "fmt", flag_value="json", help="Print JSON.")
+        json_flag = click.option(
+            "--json", "fmt", flag_value="json", help="Print a JSON list of objects, for scripts."
+        )
         return json_flag(f)
 
     return decorate
@@ -597,8 +599,12 @@ def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
 @_format_options()
 @pass_app
 def sql(app: App, query: str, fmt: str | None) -> None:
-    """Run a read-only SQL QUERY (tables tasks, attempts, transitions, ticks;
-    views task_states, score_history, timeline). Writes are refused."""
+    """Run one read-only SQL QUERY against the history.
+
+    Tables: tasks, attempts, transitions, ticks; views: task_states,
+    score_history, timeline (README, "SQL schema"). The database refuses
+    writes; a bad query exits 1.
+    """
     from orchestrator.reports import run_sql
 
     columns, rows = run_sql(app.engine(), query)
