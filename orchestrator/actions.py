@@ -172,10 +172,10 @@ def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionR
         # "Already approved" only for this stage's gate: an approval of an
         # earlier gate must not pass for one of a gate not yet waiting.
         approved = repo.last_event(conn, task.id, Event.APPROVE.value)
-        awaiting = repo.last_event_seq(conn, task.id, [Event.AWAIT_APPROVAL.value])
+        awaiting = repo.last_event(conn, task.id, Event.AWAIT_APPROVAL.value)
         if (
             approved is not None
-            and (awaiting is None or approved[0] > awaiting)
+            and (awaiting is None or approved[0] > awaiting[0])
             and approved[1] is not None
             and parse_state(approved[1]).stage == task.stage
         ):

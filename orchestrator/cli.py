@@ -495,46 +495,27 @@ def show(app: App, slug: str, as_json: bool) -> None:
         )
 
 
-def _human_command(
-    name: str, action: Callable[..., Any], doc: str, note_required: bool = False
-) -> None:
+def _human_command(name: str, doc: str, note_required: bool = False) -> None:
+    """Register the command `name`, which calls `orchestrator.actions.<name>`
+    (imported when it runs: the action module imports SQLAlchemy)."""
+
     @click.argument("slug")
     @click.option("--by", metavar="NAME", help="Who is acting (default: the login name).")
     @click.option("--note", required=note_required, help="Why; stored on the transition.")
     @pass_app
     def command(app: App, slug: str, by: str | None, note: str | None) -> None:
+        from orchestrator import actions
+
         _human_only()
-        result = action(app.engine(), slug, _actor(by), note)
+        result = getattr(actions, name)(app.engine(), slug, _actor(by), note)
         click.echo(result.message)
 
     command.__doc__ = doc
     cli.command(name)(command)
 
 
-def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> Any:
-    from orchestrator.actions import approve
-
-    return approve(engine, slug, actor, note)
-
-
-def _reject(engine: Engine, slug: str, actor: str, note: str | None) -> Any:
-    from orchestrator.actions import reject
-
-    return reject(engine, slug, actor, note or "")
-
-
-def _lazy(name: str) -> Callable[..., Any]:
-    def call(engine: Engine, slug: str, actor: str, note: str | None) -> Any:
-        from orchestrator import actions
-
-        return getattr(actions, name)(engine, slug, actor, note)
-
-    return call
-
-
 _human_command(
     "approve",
-    _approve,
     """Open a gate: SLUG moves from STAGE:awaiting_approval to STAGE:approved.
 
     The next tick moves it to the next stage. Approving again is harmless.
@@ -542,7 +523,6 @@ _human_command(
 )
 _human_command(
     "reject",
-    _reject,
     """Send a gate back: SLUG runs its stage again with --note as the hint.
 
     The note reaches the next attempt as ORCHESTRATOR_NEXT_HINT and {hint}.
@@ -551,17 +531,14 @@ _human_command(
 )
 _human_command(
     "halt",
-    _lazy("halt"),
     """Stop SLUG where it is (halt_reason manual); a running attempt stops within seconds.""",
 )
 _human_command(
     "resume",
-    _lazy("resume"),
     """Make a halted SLUG ready again at its stage, with a fresh plateau window.""",
 )
 _human_command(
     "cancel",
-    _lazy("cancel"),
     """End SLUG for good (terminal); a running attempt stops within seconds.""",
 )
 

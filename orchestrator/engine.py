@@ -423,8 +423,8 @@ class Ticker:
         stage: StageConfig,
         now: datetime,
     ) -> Claim:
-        number = repo.next_attempt_number(conn, task.id, task.stage)
-        previous = repo.attempts_of(conn, task.id, task.stage)[-1:] if number > 1 else []
+        prev = repo.last_attempt(conn, task.id, task.stage)
+        number = 1 if prev is None else prev.number + 1
         token = uuid.uuid4().hex
         attempt_id = repo.open_attempt(
             conn,
@@ -453,7 +453,6 @@ class Ticker:
             attempt_id=attempt_id,
             host=self.host if task.host is None else None,
         )
-        prev = previous[0] if previous else None
         return Claim(
             task=claimed,
             pipeline=pipeline,

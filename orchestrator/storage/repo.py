@@ -281,14 +281,6 @@ _COMPARE_AND_SET = (
 _INSERT_TRANSITION = insert(transitions)
 
 
-def last_event_seq(conn: Connection, task_id: int, events: Iterable[str]) -> int | None:
-    return conn.execute(
-        select(func.max(transitions.c.seq)).where(
-            and_(transitions.c.task_id == task_id, transitions.c.event.in_(list(events)))
-        )
-    ).scalar_one_or_none()
-
-
 def last_event(conn: Connection, task_id: int, event: str) -> tuple[int, str | None] | None:
     """(seq, from_state) of the task's newest transition of this event, or None."""
     row = conn.execute(
@@ -353,8 +345,11 @@ def _claim_query(*, any_host: bool, exclude: bool, slug: bool, lock: bool) -> An
 # -- attempts --------------------------------------------------------------
 
 
-_LAST_NUMBER = select(func.max(attempts.c.number)).where(
-    attempts.c.task_id == bindparam("task_id"), attempts.c.stage == bindparam("stage")
+_LAST_ATTEMPT = (
+    select(attempts.c.number, attempts.c.outcome, attempts.c.score)
+    .where(attempts.c.task_id == bindparam("task_id"), attempts.c.stage == bindparam("stage"))
+    .order_by(attempts.c.number.desc())
+    .limit(1)
 )
 _OPEN_ATTEMPT = insert(attempts).returning(attempts.c.id)
 _RENEW_LEASE = (
@@ -368,9 +363,19 @@ _RENEW_LEASE = (
 )
 
 
-def next_attempt_number(conn: Connection, task_id: int, stage: str) -> int:
-    current = conn.execute(_LAST_NUMBER, {"task_id": task_id, "stage": stage}).scalar_one_or_none()
-    return (current or 0) + 1
+@dataclass(frozen=True)
+class LastAttempt:
+    """The newest attempt of a task at a stage: the next one's number, and
+    what the next one is told of it (ORCHESTRATOR_PREV_*)."""
+
+    number: int
+    outcome: str | None
+    score: float | None
+
+
+def last_attempt(conn: Connection, task_id: int, stage: str) -> LastAttempt | None:
+    row = conn.execute(_LAST_ATTEMPT, {"task_id": task_id, "stage": stage}).first()
+    return None if row is None else LastAttempt(int(row[0]), row[1], row[2])
 
 
 def open_attempt(conn: Connection, **values: Any) -> int:
@@ -418,11 +423,6 @@ def unfinished_attempts(conn: Connection) -> list[AttemptSnapshot]:
         select(*_ATTEMPT_COLUMNS).where(attempts.c.finished_at.is_(None)).order_by(attempts.c.id)
     )
     return [_attempt(row) for row in rows]
-
-
-def get_attempt(conn: Connection, attempt_id: int) -> AttemptSnapshot | None:
-    row = conn.execute(select(*_ATTEMPT_COLUMNS).where(attempts.c.id == attempt_id)).first()
-    return None if row is None else _attempt(row)
 
 
 _RUN_HISTORY = (
