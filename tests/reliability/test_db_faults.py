@@ -9,7 +9,9 @@ and rows committed before the fault are intact afterwards.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import importlib
 import os
 import resource
 import shutil
@@ -17,7 +19,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -223,6 +224,29 @@ def world_dir() -> Iterator[Path]:
 DROP = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
+# What `orchestrator list/tick/approve` import; copied where nobody can read them.
+NOBODY_PACKAGES = ("orchestrator", "click", "sqlalchemy", "filelock", "typing_extensions")
+
+
+def _world_readable_packages() -> Path:
+    """A copy of the packages the CLI needs, in a folder nobody may read: the
+    checkout and its virtualenv may sit below a folder only root can enter
+    (a clone in a `mktemp -d` folder, a venv under /root)."""
+    root = Path(tempfile.mkdtemp(prefix="orch-nobody-", dir="/tmp"))
+    atexit.register(shutil.rmtree, root, True)
+    for name in NOBODY_PACKAGES:
+        source = Path(importlib.import_module(name).__file__ or "")
+        if source.name == "__init__.py":
+            shutil.copytree(
+                source.parent, root / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        else:
+            shutil.copy2(source, root / source.name)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return root
+
+
 @functools.cache
 def _nobody_python() -> list[str] | str:
     """argv prefix that runs `orchestrator` as nobody, or why we cannot."""
@@ -233,12 +257,12 @@ def _nobody_python() -> list[str] | str:
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     if not system.exists():
         return f"no {system} to run as nobody"
-    site = sysconfig.get_path("purelib")
+    packages = _world_readable_packages()
     boot = (
-        f"import site, sys; site.addsitedir({site!r}); "
+        f"import sys; sys.path.insert(0, {str(packages)!r}); "
         "from orchestrator.cli import main; main(sys.argv[1:])"
     )
-    prefix = [*DROP, str(system), "-c", boot]
+    prefix = [*DROP, str(system), "-s", "-c", boot]
     probe = subprocess.run(
         [*prefix, "--version"], capture_output=True, text=True, timeout=60, check=False
     )
