@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -319,7 +319,7 @@ class Ticker:
         jobs = max(1, options.jobs)
         started = time.monotonic()
         ended_at: dict[int, float] = {}
-        running: dict[Future[None], Claim] = {}
+        running: dict[Future[bool], Claim] = {}
         claims = 0
         last_advance = time.monotonic()
         pool: ThreadPoolExecutor | _Inline = (
@@ -334,14 +334,15 @@ class Ticker:
                     and len(running) < jobs
                     and self._may_claim(options, claims, started)
                 ):
+                    # Running tasks are not ready, so the query passes them
+                    # over; only tasks that ended ready again wait here.
                     now_mono = time.monotonic()
-                    exclude = {
-                        task_id
+                    ended_at = {
+                        task_id: ended
                         for task_id, ended in ended_at.items()
                         if now_mono - ended < self.settings.retry_interval
                     }
-                    exclude.update(c.task.id for c in running.values())
-                    claim = self._claim(exclude, options.task)
+                    claim = self._claim(ended_at.keys(), options.task)
                     if claim is None:
                         exhausted = True
                         break
@@ -361,8 +362,9 @@ class Ticker:
                 done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
                 for future in done:
                     claim = running.pop(future)
-                    ended_at[claim.task.id] = time.monotonic()
                     error = future.exception()
+                    if error is not None or future.result():
+                        ended_at[claim.task.id] = time.monotonic()
                     if error is not None:
                         self.report.errors.append(f"{claim.task.slug}: {error}")
                         self.say(f"{claim.task.slug}: error: {error}")
@@ -386,7 +388,7 @@ class Ticker:
             return False
         return self.report.stopped_claiming is None
 
-    def _claim(self, exclude: set[int], only: str | None) -> Claim | None:
+    def _claim(self, exclude: Collection[int], only: str | None) -> Claim | None:
         """Claim the next task, halting the ones whose stage the config lost."""
         while True:
             with write_tx(self.engine) as conn:
@@ -467,13 +469,14 @@ class Ticker:
 
     # -- 4. one attempt (runs in a pool thread) ------------------------------------------
 
-    def _attempt(self, claim: Claim) -> None:
+    def _attempt(self, claim: Claim) -> bool:
+        """Run and record one attempt; True when the task may be ready again."""
         try:
             result = self._execute(claim)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
         fault_point("before_record")
-        self._record(claim, result)
+        return self._record(claim, result)
 
     def _execute(self, claim: Claim) -> AttemptRun:
         slug, stage = claim.task.slug, claim.stage
@@ -680,7 +683,9 @@ class Ticker:
 
     # -- 5. record -----------------------------------------------------------------
 
-    def _record(self, claim: Claim, run: AttemptRun) -> None:
+    def _record(self, claim: Claim, run: AttemptRun) -> bool:
+        """Close the attempt and apply its decision; True when the task is
+        ready again (or, its result stale, may be: someone else moved it)."""
         verdict = run.verdict
         fields: dict[str, Any] = {
             "outcome": run.outcome.value,
@@ -723,7 +728,7 @@ class Ticker:
                     )
                     self.report.stale += 1
                 self._count(run.outcome)
-                return
+                return True
             decision = decide(
                 task.stage,
                 claim.pipeline.stage_names,
@@ -740,7 +745,7 @@ class Ticker:
             if not closed:
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 self.report.stale += 1
-                return
+                return True
             fault_point("inside_record_tx")
             self._apply(conn, task, decision, claim.attempt_id, now)
         fault_point("after_record_commit")
@@ -751,6 +756,7 @@ class Ticker:
             f"{run.outcome.value}{score} -> {decision.state}"
             + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
         )
+        return decision.state.status is Status.READY
 
     def _count(self, outcome: Outcome) -> None:
         with self._tick_lock:
@@ -869,14 +875,14 @@ class _Inline:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def submit(self, fn: Callable[[Claim], None], claim: Claim) -> Future[None]:
-        future: Future[None] = Future()
+    def submit(self, fn: Callable[[Claim], bool], claim: Claim) -> Future[bool]:
+        future: Future[bool] = Future()
         try:
-            fn(claim)
+            result = fn(claim)
         except Exception as exc:
             future.set_exception(exc)
         else:
-            future.set_result(None)
+            future.set_result(result)
         return future
 
 

@@ -9,7 +9,7 @@ is one process, and the check must cost nothing on the hot path.
 `ORCHESTRATOR_TEST_CRASH_AFTER_STMT=n` makes the process `os._exit(137)`
 right after its n-th SQL statement (the SQLite "fault after N operations"
 loop, applied to our statements); `install_statement_crash` hooks it onto
-an engine.
+an engine, and `Prepared` statements count themselves.
 """
 
 from __future__ import annotations
@@ -40,17 +40,28 @@ def fault_point(name: str) -> None:
     os._exit(137)
 
 
+_executed = 0
+
+
+def statement_executed(_sql: str = "") -> None:
+    """Count one SQL statement; exit when it is the n-th one asked for.
+
+    Called by `Prepared` (which runs on the driver cursor, out of the
+    engine's sight) and by the hook `install_statement_crash` puts on an
+    engine, so the sweep covers every statement, hot path or not. The
+    sweep's counter replaces this function to see the same statements."""
+    global _executed  # noqa: PLW0603 - one process, one count, by design
+    if _CRASH_AFTER <= 0:
+        return
+    _executed += 1
+    if _executed >= _CRASH_AFTER:
+        os._exit(137)
+
+
 def install_statement_crash(engine: Any) -> None:
     """Exit after the n-th statement executed on `engine`, when asked to."""
     if _CRASH_AFTER <= 0:
         return
     from sqlalchemy import event
 
-    count = 0
-
-    @event.listens_for(engine, "after_cursor_execute")
-    def _count(*_args: Any) -> None:
-        nonlocal count
-        count += 1
-        if count >= _CRASH_AFTER:
-            os._exit(137)
+    event.listen(engine, "after_cursor_execute", lambda *_args: statement_executed())

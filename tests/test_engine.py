@@ -114,6 +114,35 @@ def test_max_seconds_stops_claiming_but_not_running(project: Project, tmp_path: 
     assert check_invariants(project.db_url, allow_running=False) == []
 
 
+@pytest.mark.parametrize(("interval", "attempts"), [(60, 1), (0, 2)])
+def test_a_task_ready_again_waits_out_the_retry_interval(
+    project: Project, interval: int, attempts: int
+) -> None:
+    """Within one tick a task gets its next attempt only once `retry_interval`
+    has passed since its last one ended: a failure retried, or a pass moved to
+    the next stage. Tasks that are done do not count against it."""
+    fail = agent("--fail", "--score", "0.1")
+    project.write_config(
+        stage("first", worker=["true"], verifier=PASS)
+        + stage("second", worker=["true"], verifier=PASS),
+        retry_interval=interval,
+    )
+    config = project.config.read_text()
+    project.config.write_text(
+        config
+        + '\n[[pipelines.flaky.stages]]\nname = "only"\n'
+        + f'worker = ["true"]\nverifier = {json.dumps(fail)}\nmax_attempts = 2\n'
+    )
+    assert project.cli("add", "moves", "--title", "m").exit_code == 0
+    assert project.cli("add", "fails", "--title", "f", "--pipeline", "flaky").exit_code == 0
+    result = project.cli("tick")
+    assert result.exit_code == 0, result.output
+    assert len(outcomes(project, "moves")) == attempts
+    assert len(outcomes(project, "fails")) == attempts
+    assert project.state("moves") == ("second" if attempts == 1 else "complete")
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
 def _one_tick(project: Project, *, clean: bool, received: list[int]) -> None:
     app = App(config=str(project.config), db=project.db_url, verbose=False)
     settings = app.settings(require_config=True)

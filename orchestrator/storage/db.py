@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
@@ -34,6 +34,7 @@ from orchestrator.errors import (
     PermissionDeniedError,
     SchemaError,
 )
+from orchestrator.storage.prepared import Prepared
 from orchestrator.testing import install_statement_crash
 
 _READ_ONLY = "orchestrator_read_only"
@@ -177,12 +178,17 @@ def read_tx(engine: Engine) -> Iterator[Connection]:
             yield conn
 
 
+_NOW = Prepared(select(func.now()))
+
+
 def db_now(conn: Connection) -> datetime:
     """The database's clock: the authority for lease expiry on PostgreSQL,
     where ticks on several hosts must agree. SQLite lives on one host, whose
     clock it is."""
     if conn.dialect.name == "postgresql":
-        value = conn.execute(text("SELECT now()")).scalar_one()
+        row = _NOW.execute(conn).first()
+        assert row is not None
+        value = row[0]
         assert isinstance(value, datetime)
         return value.astimezone(UTC)
     return datetime.now(UTC)

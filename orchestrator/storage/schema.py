@@ -7,16 +7,18 @@ test keeps them equal to what the migration scripts say.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, column, select, table
 from sqlalchemy.exc import DBAPIError
 
 from orchestrator.errors import SchemaError
+from orchestrator.storage.prepared import Prepared
 
 HEAD = "0001"
 REVISIONS = ("0001",)  # oldest first
 
 FIX = "run `orchestrator db upgrade`"
-_READ_REVISION = text("SELECT version_num FROM alembic_version")
+# Read before every claim (a migration mid-tick stops the claiming).
+_READ_REVISION = Prepared(select(column("version_num")).select_from(table("alembic_version")))
 
 
 def current_revision(conn: Connection) -> str | None:
@@ -25,7 +27,7 @@ def current_revision(conn: Connection) -> str | None:
     Call it on its own connection: on PostgreSQL a failed query spoils the
     transaction it runs in."""
     try:
-        row = conn.execute(_READ_REVISION).first()
+        row = _READ_REVISION.execute(conn).first()
     except DBAPIError as exc:
         message = str(exc.orig).lower()
         if "no such table" in message or "does not exist" in message:

@@ -1,9 +1,10 @@
 """Run the orchestrator CLI and write how many SQL statements it executed.
 
-`python stmt_counter.py OUT ARGS...` counts `after_cursor_execute` events on
-every engine (the event the crash sweep's own counter uses, in
-orchestrator/testing.py) and writes the count and the statements to OUT when
-the process exits.
+`python stmt_counter.py OUT ARGS...` counts what the crash sweep's own
+counter counts (orchestrator/testing.py): `after_cursor_execute` events on
+every engine, and the `Prepared` statements, which run on the driver cursor
+and report themselves through `testing.statement_executed`. It writes the
+count and the statements to OUT when the process exits.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def _count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
     STATEMENTS.append(" ".join(statement.split())[:120])
 
 
+def _prepared(sql: str = "") -> None:
+    STATEMENTS.append(" ".join(sql.split())[:120])
+
+
 def _write() -> None:
     Path(OUT).write_text(json.dumps({"count": len(STATEMENTS), "statements": STATEMENTS}))
 
@@ -32,6 +37,9 @@ def _write() -> None:
 if __name__ == "__main__":
     OUT = sys.argv[1]
     atexit.register(_write)
+    from orchestrator import testing
+
+    testing.statement_executed = _prepared
     from orchestrator.cli import main
 
     main(sys.argv[2:])

@@ -82,7 +82,8 @@ def test_paths_with_uri_characters(tmp_path: Path, folder: str) -> None:
 
 class Recorder:
     """Per connection: the kind of the open transaction, and every write
-    statement with the BEGIN it ran under."""
+    statement with the BEGIN it ran under. It listens on the driver (SQLite's
+    trace callback), so it sees what SQLite runs, whichever way it came."""
 
     def __init__(self) -> None:
         self.current: dict[int, str | None] = {}
@@ -90,21 +91,22 @@ class Recorder:
         self.begins: list[str] = []
 
     def attach(self, engine: Engine) -> Engine:
-        event.listen(engine, "before_cursor_execute", self._statement)
-        event.listen(engine, "commit", self._end)
-        event.listen(engine, "rollback", self._end)
+        event.listen(engine, "connect", self._connected)
         return engine
 
-    def _statement(self, conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def _connected(self, dbapi_conn: Any, _record: Any) -> None:
+        key = id(dbapi_conn)
+        dbapi_conn.set_trace_callback(lambda statement: self._statement(key, statement))
+
+    def _statement(self, key: int, statement: str) -> None:
         words = statement.strip().upper()
         if words.startswith("BEGIN"):
-            self.current[id(conn)] = words
+            self.current[key] = words
             self.begins.append(words)
+        elif words.startswith(("COMMIT", "ROLLBACK", "END")):
+            self.current[key] = None
         elif words.startswith(WRITES):
-            self.writes.append((self.current.get(id(conn)), words.split("\n")[0][:60]))
-
-    def _end(self, conn: Any) -> None:
-        self.current[id(conn)] = None
+            self.writes.append((self.current.get(key), words.split("\n")[0][:60]))
 
 
 def test_every_write_transaction_begins_immediate(
