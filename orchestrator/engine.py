@@ -130,6 +130,8 @@ class Ticker:
         self._tick_lock = threading.Lock()
         self._processes: dict[Path, runner.ProcessIdentity] = {}
         self._environments: dict[str, dict[str, str]] = {}
+        self._config = _ConfigWatch(settings.config_path, settings.fingerprint)
+        self._workspace_root_made = False
 
     # -- the tick ------------------------------------------------------------
 
@@ -383,7 +385,7 @@ class Ticker:
             return False
         if options.max_seconds is not None and time.monotonic() - started >= options.max_seconds:
             return False
-        if config_fingerprint(self.settings.config_path) != self.settings.fingerprint:
+        if self._config.changed():
             self.report.stopped_claiming = "the configuration changed"
             return False
         return self.report.stopped_claiming is None
@@ -605,7 +607,9 @@ class Ticker:
             if stat.S_ISLNK(mode):
                 return workspace, f"workspace {workspace} is a link; refusing to follow it"
             return workspace, None
-        root.mkdir(parents=True, exist_ok=True)
+        if not self._workspace_root_made:
+            root.mkdir(parents=True, exist_ok=True)
+            self._workspace_root_made = True
         setup = claim.pipeline.setup
         if setup is None:
             workspace.mkdir()
@@ -859,6 +863,32 @@ class Ticker:
 _PROMPT_FIELD = re.compile(
     r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score)\}"
 )
+
+
+class _ConfigWatch:
+    """Whether the config file was edited since the settings were read.
+
+    Asked before every claim: a stat each time, the file read and hashed
+    only when its stat moved (a `touch` is not an edit)."""
+
+    def __init__(self, path: Path | None, fingerprint: str) -> None:
+        self.path = path
+        self.fingerprint = fingerprint
+        self._seen: tuple[int, ...] | None = None
+
+    def changed(self) -> bool:
+        if self.path is None:
+            return False
+        try:
+            st = self.path.stat()
+        except OSError:
+            seen = None
+        else:
+            seen = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        if seen is not None and seen == self._seen:
+            return False
+        self._seen = seen
+        return config_fingerprint(self.path) != self.fingerprint
 
 
 class _Inline:

@@ -497,9 +497,10 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
     seconds, and not at all when it exits sooner: recording the identity of a
     command that is over in a few milliseconds is most of what it costs.
 
-    Safe to call from several threads at once. Raises only what `on_start` or
-    `should_stop` raise (after killing the group) or an OSError writing the
-    capture files.
+    `stdout_path` and `stderr_path` (written when the stream is not empty)
+    must be in an existing folder. Safe to call from several threads at once.
+    Raises only what `on_start` or `should_stop` raise (after killing the
+    group) or an OSError writing the capture files.
     """
     argv_t = tuple(argv)
     started = time.monotonic()
@@ -696,7 +697,6 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         # An empty stream leaves no file: most attempts print to one stream
         # only, and every file is a syscall or three on the tick's hot path.
         if path is not None and text:
-            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     return replace(
         blank,

@@ -143,6 +143,24 @@ def test_a_task_ready_again_waits_out_the_retry_interval(
     assert check_invariants(project.db_url, allow_running=False) == []
 
 
+@pytest.mark.parametrize("edit", [True, False])
+def test_an_edited_config_stops_claiming_and_a_touch_does_not(project: Project, edit: bool) -> None:
+    config = str(project.config)
+    worker = ["sh", "-c", 'echo "# edited" >> "$0"', config] if edit else ["touch", config]
+    project.write_config(stage("only", worker=worker, verifier=PASS), retry_interval=60)
+    for slug in ("t1", "t2"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    result = project.cli("tick")
+    assert result.exit_code == 0, result.output
+    states = [project.state(slug) for slug in ("t1", "t2")]
+    if edit:
+        assert states == ["complete", "only"]
+        assert "stopped claiming: the configuration changed" in result.output
+    else:
+        assert states == ["complete", "complete"]
+        assert "stopped claiming" not in result.output
+
+
 def _one_tick(project: Project, *, clean: bool, received: list[int]) -> None:
     app = App(config=str(project.config), db=project.db_url, verbose=False)
     settings = app.settings(require_config=True)

@@ -453,6 +453,7 @@ def test_huge_output_keeps_verdict_in_tail(tmp_path: Path) -> None:
     )
     out_file = tmp_path / "logs" / "deep" / "stdout.txt"
     err_file = tmp_path / "logs" / "deep" / "stderr.txt"
+    out_file.parent.mkdir(parents=True)
     cap = 1_048_576
     result = run(
         py(code), tmp_path, timeout=30, stdout_path=out_file, stderr_path=err_file, output_cap=cap
