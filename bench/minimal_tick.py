@@ -5,11 +5,17 @@ For each of N tasks: an open transaction (the attempt row) and a commit,
 spawn the worker, spawn the verifier and read its output, parse the JSON,
 then a close transaction (attempt outcome + task state) and a commit.
 SQLite in WAL mode with synchronous=FULL, like the orchestrator.
+
+`--files` adds what an attempt also does on the filesystem: the task's
+workspace, its state folder and the attempt's, and the verifier's captured
+output. On ext4 each of those is journal work the next fsync pays for, which
+the bench reports on a line of its own.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +23,11 @@ import sys
 
 def main() -> None:
     count, path = int(sys.argv[1]), sys.argv[2]
+    files = "--files" in sys.argv[3:]
+    root = f"{path}.files"
+    if files:
+        os.makedirs(f"{root}/tasks", exist_ok=True)
+        os.makedirs(f"{root}/state", exist_ok=True)
     worker = ["/bin/true"]
     verifier = ["/bin/echo", '{"pass": true, "score": 1.0}']
     conn = sqlite3.connect(path, isolation_level=None)
@@ -33,9 +44,15 @@ def main() -> None:
         attempt = conn.execute("INSERT INTO attempts (task) VALUES (?)", (task,)).lastrowid
         conn.execute("UPDATE tasks SET state = 'running' WHERE id = ?", (task,))
         conn.execute("COMMIT")
+        if files:
+            os.mkdir(f"{root}/tasks/{task}")
+            os.makedirs(f"{root}/state/{task}/work-001")
         subprocess.run(worker, check=True)
         out = subprocess.run(verifier, check=True, capture_output=True).stdout
         verdict = json.loads(out)
+        if files:
+            with open(f"{root}/state/{task}/work-001/verifier.out", "wb") as capture:
+                capture.write(out)
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
             "UPDATE attempts SET outcome = 'passed', score = ? WHERE id = ?",

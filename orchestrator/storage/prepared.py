@@ -5,7 +5,7 @@ each pays 60-200 µs of SQLAlchemy bookkeeping (cache key, parameter
 processing, result metadata) for a query SQLite answers in 20-50 µs: most of
 a trivial attempt's database cost. `Prepared` keeps the Core statement as
 the single definition of the SQL, compiles it with SQLAlchemy (public API:
-`compile`, `positiontup`, `binds`, the types' bind and result processors),
+`compile`, `positiontup`, `bind_names`, the types' bind and result processors),
 and then runs it on the driver cursor of the caller's transaction. Values go
 in and come out exactly as `Connection.execute` would convert them, which
 `tests/storage/test_prepared.py` checks statement by statement.
@@ -24,8 +24,8 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement
 
 from orchestrator import testing
 
@@ -59,7 +59,7 @@ class Rows:
 class Prepared:
     """A Core statement, compiled on first use for each dialect it meets."""
 
-    def __init__(self, statement: Executable) -> None:
+    def __init__(self, statement: ClauseElement) -> None:
         self.statement = statement
         self._plans: dict[tuple[str, str, str], _Plan] = {}
 
@@ -116,8 +116,8 @@ class Prepared:
         return Rows(rows, rowcount)
 
 
-def _compile(statement: Executable, dialect: Dialect) -> _Plan:
-    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+def _compile(statement: ClauseElement, dialect: Dialect) -> _Plan:
+    compiled = statement.compile(dialect=dialect)
     assert isinstance(compiled, SQLCompiler)
     if "POSTCOMPILE" in compiled.string:
         # Expanding (IN) and literal-execute parameters are rendered per call.
