@@ -22,8 +22,9 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -104,6 +105,22 @@ class AttemptRun:
     worker_exit: int | None = None
     verifier_exit: int | None = None
     fence_lost: bool = False
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """`--jobs 1`: what the transaction recording an attempt needs to claim
+    the next task too, saving a transaction (and its fsync) per attempt."""
+
+    options: TickOptions
+    claims: int  # claims made so far, this attempt's included
+    started: float
+    ended_at: dict[int, float]  # task id -> when its last attempt ended
+
+
+# What an attempt leaves the loop: whether its task may be ready again, and
+# the next claim when the recording transaction made one (`_Chain`).
+_Outcome = tuple[bool, Claim | None]
 
 
 class Ticker:
@@ -321,7 +338,8 @@ class Ticker:
         jobs = max(1, options.jobs)
         started = time.monotonic()
         ended_at: dict[int, float] = {}
-        running: dict[Future[bool], Claim] = {}
+        running: dict[Future[_Outcome], Claim] = {}
+        chained: Claim | None = None
         claims = 0
         last_advance = time.monotonic()
         pool: ThreadPoolExecutor | _Inline = (
@@ -330,26 +348,28 @@ class Ticker:
         with pool:
             exhausted = unchecked = False
             while True:
-                while (
+                while chained is not None or (
                     not exhausted
                     and not self.stop.is_set()
                     and len(running) < jobs
                     and self._may_claim(options, claims, started)
                 ):
-                    # Running tasks are not ready, so the query passes them
-                    # over; only tasks that ended ready again wait here.
-                    now_mono = time.monotonic()
-                    ended_at = {
-                        task_id: ended
-                        for task_id, ended in ended_at.items()
-                        if now_mono - ended < self.settings.retry_interval
-                    }
-                    claim = self._claim(ended_at.keys(), options.task)
-                    if claim is None:
-                        exhausted = True
-                        break
+                    if chained is not None:
+                        # Claimed (and committed) with the last record: it runs,
+                        # even if a signal came since, and is then interrupted.
+                        claim, chained = chained, None
+                    else:
+                        # Running tasks are not ready, so the query passes them
+                        # over; only tasks that ended ready again wait here.
+                        ended_at = self._recent(ended_at)
+                        found = self._claim(ended_at.keys(), options.task)
+                        if found is None:
+                            exhausted = True
+                            break
+                        claim = found
                     claims += 1
-                    running[pool.submit(self._attempt, claim)] = claim
+                    chain = _Chain(options, claims, started, ended_at) if jobs == 1 else None
+                    running[pool.submit(self._attempt, claim, chain)] = claim
                 if not running:
                     # Before ending, look once more for gates approved
                     # while the last attempts ran: they may be claimable now.
@@ -363,13 +383,7 @@ class Ticker:
                     break
                 done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
                 for future in done:
-                    claim = running.pop(future)
-                    error = future.exception()
-                    if error is not None or future.result():
-                        ended_at[claim.task.id] = time.monotonic()
-                    if error is not None:
-                        self.report.errors.append(f"{claim.task.slug}: {error}")
-                        self.say(f"{claim.task.slug}: error: {error}")
+                    chained = self._ended(running.pop(future), future, ended_at) or chained
                 if done and not self.stop.is_set():
                     # Gates approved meanwhile move on; looked for at most
                     # once a second, not after every (maybe instant) attempt.
@@ -379,6 +393,28 @@ class Ticker:
                         last_advance = time.monotonic()
                         unchecked = False
                     exhausted = False
+
+    def _ended(
+        self, claim: Claim, future: Future[_Outcome], ended_at: dict[int, float]
+    ) -> Claim | None:
+        """Note an attempt that ended; the claim its record made, if any."""
+        error = future.exception()
+        ready, following = (True, None) if error is not None else future.result()
+        if ready:
+            ended_at[claim.task.id] = time.monotonic()
+        if error is not None:
+            self.report.errors.append(f"{claim.task.slug}: {error}")
+            self.say(f"{claim.task.slug}: error: {error}")
+        return following
+
+    def _recent(self, ended_at: dict[int, float]) -> dict[int, float]:
+        """The tasks whose last attempt ended less than `retry_interval` ago."""
+        now = time.monotonic()
+        return {
+            task_id: ended
+            for task_id, ended in ended_at.items()
+            if now - ended < self.settings.retry_interval
+        }
 
     def _may_claim(self, options: TickOptions, claims: int, started: float) -> bool:
         if options.max_tasks is not None and claims >= options.max_tasks:
@@ -391,33 +427,54 @@ class Ticker:
         return self.report.stopped_claiming is None
 
     def _claim(self, exclude: Collection[int], only: str | None) -> Claim | None:
-        """Claim the next task, halting the ones whose stage the config lost."""
-        while True:
-            with write_tx(self.engine) as conn:
-                if current_revision(conn) != HEAD:
-                    self.report.stopped_claiming = "the schema revision changed"
-                    return None
-                task = repo.find_claimable(
-                    conn,
-                    host=self.host,
-                    any_host=self.settings.affinity == "any",
-                    exclude=exclude,
-                    slug=only,
-                )
-                if task is None:
-                    return None
-                now = db_now(conn)
-                self._ensure_tick(conn, now)
-                pipeline = self.settings.pipeline(task.pipeline)
-                stage = None if pipeline is None else pipeline.stage(task.stage)
-                if pipeline is None or stage is None:
-                    self._halt_unknown(conn, task, now)
-                    continue
-                claim = self._open_attempt(conn, task, pipeline, stage, now)
+        with self._tick_rollback(), write_tx(self.engine) as conn:
+            claim = self._claim_in(conn, exclude, only)
+            if claim is not None:
                 fault_point("inside_claim_tx")
+        if claim is not None:
             fault_point("after_claim_commit")
             self.report.claimed += 1
-            return claim
+        return claim
+
+    def _claim_in(
+        self, conn: Connection, exclude: Collection[int], only: str | None
+    ) -> Claim | None:
+        """Claim the next task in `conn`'s transaction, halting the ones whose
+        stage the config lost; None when there is none, or the schema moved."""
+        if current_revision(conn) != HEAD:
+            self.report.stopped_claiming = "the schema revision changed"
+            return None
+        while True:
+            task = repo.find_claimable(
+                conn,
+                host=self.host,
+                any_host=self.settings.affinity == "any",
+                exclude=exclude,
+                slug=only,
+            )
+            if task is None:
+                return None
+            now = db_now(conn)
+            self._ensure_tick(conn, now)
+            pipeline = self.settings.pipeline(task.pipeline)
+            stage = None if pipeline is None else pipeline.stage(task.stage)
+            if pipeline is None or stage is None:
+                self._halt_unknown(conn, task, now)
+                continue
+            return self._open_attempt(conn, task, pipeline, stage, now)
+
+    @contextmanager
+    def _tick_rollback(self) -> Iterator[None]:
+        """Forget a tick row created in a transaction that then rolled back,
+        so the next claim creates it again rather than pointing at nothing."""
+        had_tick = self._tick_id is not None
+        try:
+            yield
+        except BaseException:
+            if not had_tick:
+                with self._tick_lock:
+                    self._tick_id = None
+            raise
 
     def _open_attempt(
         self,
@@ -471,14 +528,14 @@ class Ticker:
 
     # -- 4. one attempt (runs in a pool thread) ------------------------------------------
 
-    def _attempt(self, claim: Claim) -> bool:
-        """Run and record one attempt; True when the task may be ready again."""
+    def _attempt(self, claim: Claim, chain: _Chain | None) -> _Outcome:
+        """Run and record one attempt (and, with `chain`, claim the next)."""
         try:
             result = self._execute(claim)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
         fault_point("before_record")
-        return self._record(claim, result)
+        return self._record(claim, result, chain)
 
     def _execute(self, claim: Claim) -> AttemptRun:
         slug, stage = claim.task.slug, claim.stage
@@ -687,9 +744,10 @@ class Ticker:
 
     # -- 5. record -----------------------------------------------------------------
 
-    def _record(self, claim: Claim, run: AttemptRun) -> bool:
-        """Close the attempt and apply its decision; True when the task is
-        ready again (or, its result stale, may be: someone else moved it)."""
+    def _record(self, claim: Claim, run: AttemptRun, chain: _Chain | None = None) -> _Outcome:
+        """Close the attempt and apply its decision; say whether the task is
+        ready again (or, its result stale, may be: someone else moved it).
+        With `chain`, the same transaction claims the next task."""
         verdict = run.verdict
         fields: dict[str, Any] = {
             "outcome": run.outcome.value,
@@ -708,7 +766,8 @@ class Ticker:
         if ident is not None:  # the last process the attempt started, for the record
             fields.update(pid=ident.pid, pgid=ident.pgid, proc_start=ident.start_time)
         columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
-        with write_tx(self.engine) as conn:
+        following: Claim | None = None
+        with self._tick_rollback(), write_tx(self.engine) as conn:
             now = db_now(conn)
             task = repo.get_task_by_id(conn, claim.task.id)
             fenced = task is not None and task.version == claim.task.version
@@ -732,7 +791,7 @@ class Ticker:
                     )
                     self.report.stale += 1
                 self._count(run.outcome)
-                return True
+                return True, None
             decision = decide(
                 task.stage,
                 claim.pipeline.stage_names,
@@ -749,10 +808,18 @@ class Ticker:
             if not closed:
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 self.report.stale += 1
-                return True
+                return True, None
             fault_point("inside_record_tx")
             self._apply(conn, task, decision, claim.attempt_id, now)
+            ready = decision.state.status is Status.READY
+            if chain is not None:
+                following = self._claim_next(conn, chain, claim.task.id if ready else None)
+                if following is not None:
+                    fault_point("inside_claim_tx")
         fault_point("after_record_commit")
+        if following is not None:
+            fault_point("after_claim_commit")
+            self.report.claimed += 1
         self._count(run.outcome)
         score = "" if verdict is None else f" score {verdict.score:.2f}"
         self.say(
@@ -760,7 +827,17 @@ class Ticker:
             f"{run.outcome.value}{score} -> {decision.state}"
             + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
         )
-        return decision.state.status is Status.READY
+        return ready, following
+
+    def _claim_next(self, conn: Connection, chain: _Chain, ready_again: int | None) -> Claim | None:
+        """The next claim, in the transaction recording the last attempt
+        (whose task, `ready_again`, waits out `retry_interval` like the rest)."""
+        if self.stop.is_set() or not self._may_claim(chain.options, chain.claims, chain.started):
+            return None
+        exclude = set(self._recent(chain.ended_at))
+        if ready_again is not None and self.settings.retry_interval > 0:
+            exclude.add(ready_again)
+        return self._claim_in(conn, exclude, chain.options.task)
 
     def _count(self, outcome: Outcome) -> None:
         with self._tick_lock:
@@ -905,10 +982,12 @@ class _Inline:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def submit(self, fn: Callable[[Claim], bool], claim: Claim) -> Future[bool]:
-        future: Future[bool] = Future()
+    def submit(
+        self, fn: Callable[[Claim, _Chain | None], _Outcome], claim: Claim, chain: _Chain | None
+    ) -> Future[_Outcome]:
+        future: Future[_Outcome] = Future()
         try:
-            result = fn(claim)
+            result = fn(claim, chain)
         except Exception as exc:
             future.set_exception(exc)
         else:

@@ -318,4 +318,10 @@ def test_task_and_max_tasks_limit_claims(project: Project) -> None:
     assert project.counts()["attempts"] == 2
     tick(project)
     assert project.state("t3") == "complete"
+    # Claims made together with the last record count against the limit too.
+    for slug in ("t4", "t5", "t6"):
+        ok(project, "add", slug, "--title", slug)
+    tick(project, "--max-tasks", "2")
+    assert [project.state(s) for s in ("t4", "t5", "t6")] == ["complete", "complete", "only"]
+    assert project.counts()["attempts"] == 5
     assert check_invariants(project.db_url, allow_running=False) == []

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e.e2e_support import PASS, stage
 from sqlalchemy import Engine, event, insert, select, text
 from support import Project, check_invariants, make_project
 
@@ -147,6 +148,33 @@ def test_every_write_transaction_begins_immediate(
     assert statements >= {"INSERT", "UPDATE"}
     assert len(recorder.writes) >= 20
     assert "BEGIN" in recorder.begins  # read-only transactions stay deferred
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_one_write_transaction_per_attempt_with_one_job(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch, jobs: str
+) -> None:
+    """`--jobs 1` records an attempt and claims the next in one transaction:
+    the first claim, one per attempt, a last look that finds nothing, the
+    tick's close. With more jobs, the claims run apart from the records."""
+    recorder = Recorder()
+    real = db.make_engine
+    monkeypatch.setattr(db, "make_engine", lambda *a, **k: recorder.attach(real(*a, **k)))
+    project = make_project(
+        tmp_path / "proj", sqlite_url, stage("only", worker=["true"], verifier=PASS)
+    )
+    for slug in ("t1", "t2", "t3", "t4"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    recorder.begins.clear()
+    result = project.cli("tick", "--jobs", jobs)
+    assert result.exit_code == 0, result.output
+    assert [project.state(s) for s in ("t1", "t2", "t3", "t4")] == ["complete"] * 4
+    writes = recorder.begins.count("BEGIN IMMEDIATE")
+    if jobs == "1":
+        assert writes == 4 + 3
+    else:  # how many claims find nothing depends on how the attempts overlap
+        assert writes >= 2 * 4 + 1
+    assert check_invariants(project.db_url, allow_running=False) == []
 
 
 def test_four_concurrent_read_then_write_transactions_all_succeed(sqlite_url: str) -> None:
