@@ -47,7 +47,7 @@ from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import Verdict, parse_verdict
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, read_tx, write_tx
+from orchestrator.storage.db import db_now, read_tx, savepoint, write_tx
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
 
@@ -148,7 +148,6 @@ class Ticker:
         self._processes: dict[Path, runner.ProcessIdentity] = {}
         self._environments: dict[str, dict[str, str]] = {}
         self._config = _ConfigWatch(settings.config_path, settings.fingerprint)
-        self._workspace_root_made = False
 
     # -- the tick ------------------------------------------------------------
 
@@ -263,7 +262,7 @@ class Ticker:
         return self.settings.state_root / slug / f"{stage}-{number:03d}"
 
     def _close_crashed(self, attempt: repo.AttemptSnapshot, why: str) -> None:
-        with write_tx(self.engine) as conn:
+        with self._tick_rollback(), write_tx(self.engine) as conn:
             now = db_now(conn)
             closed = repo.close_attempt(
                 conn,
@@ -303,7 +302,7 @@ class Ticker:
             approved = repo.tasks_with_status(conn, Status.APPROVED)
         for task in approved:
             try:
-                with write_tx(self.engine) as conn:
+                with self._tick_rollback(), write_tx(self.engine) as conn:
                     current = repo.get_task_by_id(conn, task.id)
                     if current is None or current.status is not Status.APPROVED:
                         continue
@@ -664,9 +663,7 @@ class Ticker:
             if stat.S_ISLNK(mode):
                 return workspace, f"workspace {workspace} is a link; refusing to follow it"
             return workspace, None
-        if not self._workspace_root_made:
-            root.mkdir(parents=True, exist_ok=True)
-            self._workspace_root_made = True
+        root.mkdir(parents=True, exist_ok=True)
         setup = claim.pipeline.setup
         if setup is None:
             workspace.mkdir()
@@ -820,13 +817,17 @@ class Ticker:
         if following is not None:
             fault_point("after_claim_commit")
             self.report.claimed += 1
-        self._count(run.outcome)
-        score = "" if verdict is None else f" score {verdict.score:.2f}"
-        self.say(
-            f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
-            f"{run.outcome.value}{score} -> {decision.state}"
-            + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
-        )
+        try:
+            self._count(run.outcome)
+            score = "" if verdict is None else f" score {verdict.score:.2f}"
+            self.say(
+                f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
+                f"{run.outcome.value}{score} -> {decision.state}"
+                + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
+            )
+        except Exception as exc:  # e.g. stdout closed: the committed claim must still run
+            with self._tick_lock:
+                self.report.errors.append(f"{claim.task.slug}: reporting failed: {exc}")
         return ready, following
 
     def _claim_next(self, conn: Connection, chain: _Chain, ready_again: int | None) -> Claim | None:
@@ -837,7 +838,13 @@ class Ticker:
         exclude = set(self._recent(chain.ended_at))
         if ready_again is not None and self.settings.retry_interval > 0:
             exclude.add(ready_again)
-        return self._claim_in(conn, exclude, chain.options.task)
+        try:
+            # In a savepoint: a claim that fails must not take the record
+            # with it. The loop then claims again on its own.
+            with savepoint(conn):
+                return self._claim_in(conn, exclude, chain.options.task)
+        except Exception:
+            return None
 
     def _count(self, outcome: Outcome) -> None:
         with self._tick_lock:
@@ -964,7 +971,10 @@ class _ConfigWatch:
             seen = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         if seen is not None and seen == self._seen:
             return False
-        self._seen = seen
+        # A write within the timestamp's granularity of the last one can
+        # keep its stat: trust a stat only once its mtime is a second old.
+        fresh = seen is not None and time.time_ns() - seen[0] < 1_000_000_000
+        self._seen = None if fresh else seen
         return config_fingerprint(self.path) != self.fingerprint
 
 

@@ -23,6 +23,7 @@ from e2e.e2e_support import (
 from support import Project, check_invariants
 
 from orchestrator.cli import App, _run_one_tick
+from orchestrator.engine import Ticker
 from orchestrator.errors import Interrupted
 
 BEFORE_COMMIT = [
@@ -159,6 +160,39 @@ def test_an_edited_config_stops_claiming_and_a_touch_does_not(project: Project, 
     else:
         assert states == ["complete", "complete"]
         assert "stopped claiming" not in result.output
+
+
+def _fail_once(monkeypatch: pytest.MonkeyPatch, name: str, call: int) -> None:
+    """Make Ticker.<name> raise on its `call`-th call (1-based), once."""
+    real = getattr(Ticker, name)
+    calls = 0
+
+    def flaky(self: Ticker, *args: object, **kwargs: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == call:
+            raise RuntimeError(f"injected failure in {name}")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Ticker, name, flaky)
+
+
+@pytest.mark.parametrize(("name", "call"), [("_claim_in", 2), ("_count", 1)])
+def test_a_failure_around_the_chained_claim_loses_neither_record_nor_claim(
+    project: Project, monkeypatch: pytest.MonkeyPatch, name: str, call: int
+) -> None:
+    """With --jobs 1 the record of t1 and the claim of t2 share a transaction.
+    A claim that fails there is undone alone (a savepoint) and made again by
+    the loop; a failure after the commit (reporting) still runs t2."""
+    project.write_config(stage("only", worker=["true"], verifier=PASS), retry_interval=60)
+    for slug in ("t1", "t2"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    _fail_once(monkeypatch, name, call)
+    project.cli("tick")
+    assert [project.state(s) for s in ("t1", "t2")] == ["complete", "complete"]
+    assert outcomes(project, "t1") == ["passed"]
+    assert outcomes(project, "t2") == ["passed"]
+    assert check_invariants(project.db_url, allow_running=False) == []
 
 
 def _one_tick(project: Project, *, clean: bool, received: list[int]) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
@@ -179,6 +179,23 @@ def read_tx(engine: Engine) -> Iterator[Connection]:
 
 
 _NOW = Prepared(select(func.now()))
+_SAVEPOINT = Prepared(text("SAVEPOINT orchestrator_inner"))
+_ROLLBACK_TO = Prepared(text("ROLLBACK TO SAVEPOINT orchestrator_inner"))
+_RELEASE = Prepared(text("RELEASE SAVEPOINT orchestrator_inner"))
+
+
+@contextmanager
+def savepoint(conn: Connection) -> Iterator[None]:
+    """Undo what the block wrote, and only that, when it raises; the
+    enclosing transaction goes on (on PostgreSQL, usable again)."""
+    _SAVEPOINT.execute(conn)
+    try:
+        yield
+    except BaseException:
+        _ROLLBACK_TO.execute(conn)
+        _RELEASE.execute(conn)
+        raise
+    _RELEASE.execute(conn)
 
 
 def db_now(conn: Connection) -> datetime:

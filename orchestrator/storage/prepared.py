@@ -5,14 +5,16 @@ each pays 60-200 µs of SQLAlchemy bookkeeping (cache key, parameter
 processing, result metadata) for a query SQLite answers in 20-50 µs: most of
 a trivial attempt's database cost. `Prepared` keeps the Core statement as
 the single definition of the SQL, compiles it with SQLAlchemy (public API:
-`compile`, `positiontup`, `bind_names`, the types' bind and result processors),
-and then runs it on the driver cursor of the caller's transaction. Values go
-in and come out exactly as `Connection.execute` would convert them, which
-`tests/storage/test_prepared.py` checks statement by statement.
+`compile`, `positiontup`, `bind_names`, and each type's dialect
+implementation's bind and result processors, which is where
+`Connection.execute` gets them too), and then runs it on the driver cursor
+of the caller's transaction. `tests/storage/test_prepared.py` checks stored
+bytes, values read back and exceptions against `Connection.execute`.
 
-What it does not do, on purpose: expanding (`IN`) parameters, Python-side
-column defaults and ORM features. Hot statements name every value they
-write; anything else stays on `Connection.execute`.
+What it refuses, on purpose: expanding (`IN`) parameters and Python-side
+column defaults. Hot statements name every value they write; anything else
+stays on `Connection.execute`. Like it, it begins a transaction on a
+connection that has none.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from orchestrator import testing
 Processor = Callable[[Any], Any]
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Plan:
     """One statement as one dialect runs it."""
 
@@ -40,7 +42,10 @@ class _Plan:
     positional: tuple[str, ...] | None  # parameter names in order, for `?` styles
     literals: dict[str, Any]  # values fixed in the statement (LIMIT 1, 'ready')
     binds: dict[str, Processor]  # name -> bind processor, where the type has one
-    results: tuple[Processor | None, ...]  # one per result column
+    columns: tuple[Any, ...]  # the result columns' types, in order
+    # Result processors, made at the first result: some depend on the type
+    # code the driver reports (cursor.description), as in SQLAlchemy.
+    results: tuple[Processor | None, ...] | None = None
 
 
 class Rows:
@@ -77,6 +82,8 @@ class Prepared:
         """Run on `conn`'s current transaction; driver errors come out as
         SQLAlchemy's (`IntegrityError`, `OperationalError`, ...), as from
         `Connection.execute`, so `translate_errors` maps them the same way."""
+        if not conn.in_transaction():
+            conn.begin()  # autobegin, as Connection.execute does
         dialect = conn.dialect
         plan = self.plan(dialect)
         values = dict(plan.literals)
@@ -95,14 +102,27 @@ class Prepared:
                 cursor.execute(plan.sql, bound)
                 raw = cursor.fetchall() if cursor.description is not None else []
             except dialect.loaded_dbapi.Error as exc:
+                if dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor):
+                    conn.invalidate(exc)  # as Connection.execute would: never reuse it
                 raise DBAPIError.instance(
                     plan.sql, bound, exc, dialect.loaded_dbapi.Error, dialect=dialect
                 ) from exc
             rowcount = cursor.rowcount
+            if raw and plan.results is None:
+                if len(cursor.description) != len(plan.columns):
+                    # e.g. an INSERT given an implicit RETURNING by the dialect
+                    raise ValueError(
+                        f"{plan.sql!r} returns columns it does not declare; "
+                        "add .returning() or .inline()"
+                    )
+                plan.results = tuple(
+                    kind.dialect_impl(dialect).result_processor(dialect, description[1])
+                    for kind, description in zip(plan.columns, cursor.description, strict=True)
+                )
         finally:
             cursor.close()
         testing.statement_executed(plan.sql)
-        if raw and any(plan.results):
+        if raw and plan.results is not None and any(plan.results):
             processors = plan.results
             rows = [
                 tuple(
@@ -122,15 +142,17 @@ def _compile(statement: ClauseElement, dialect: Dialect) -> _Plan:
     if "POSTCOMPILE" in compiled.string:
         # Expanding (IN) and literal-execute parameters are rendered per call.
         raise ValueError("a statement with expanding or post-compile parameters cannot be prepared")
+    if compiled.insert_prefetch or compiled.update_prefetch:
+        # Connection.execute would compute these defaults; we would send NULL.
+        raise ValueError("a statement relying on Python-side column defaults cannot be prepared")
     literals: dict[str, Any] = {}
     binds: dict[str, Processor] = {}
     for bind, name in compiled.bind_names.items():
         if not bind.required and bind.callable is None:
             literals[name] = bind.value
-        process = bind.type.bind_processor(dialect)
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
         if process is not None:
             binds[name] = process
     positional = None if compiled.positiontup is None else tuple(compiled.positiontup)
-    columns = list(getattr(statement, "exported_columns", ()) or ())
-    results = tuple(column.type.result_processor(dialect, None) for column in columns)
-    return _Plan(compiled.string, positional, literals, binds, results)
+    columns = tuple(column.type for column in getattr(statement, "exported_columns", ()) or ())
+    return _Plan(compiled.string, positional, literals, binds, columns)

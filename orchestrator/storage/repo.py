@@ -296,8 +296,9 @@ _TRANSITION_COLUMNS = (
     "attempt_id",
     "at",
 )
+# inline(): no implicit RETURNING of the new id (PostgreSQL), which nobody reads.
 _INSERT_TRANSITION = Prepared(
-    insert(transitions).values({name: bindparam(name) for name in _TRANSITION_COLUMNS})
+    insert(transitions).values({name: bindparam(name) for name in _TRANSITION_COLUMNS}).inline()
 )
 
 

@@ -24,8 +24,9 @@ _READ_REVISION = Prepared(select(column("version_num")).select_from(table("alemb
 def current_revision(conn: Connection) -> str | None:
     """The revision stamped in the database, or None when it has none.
 
-    Call it on its own connection: on PostgreSQL a failed query spoils the
-    transaction it runs in."""
+    On PostgreSQL a failed query spoils the transaction it runs in: call it
+    on its own transaction, or (the tick's claims) inside a savepoint or
+    where losing the transaction is acceptable."""
     try:
         row = _READ_REVISION.execute(conn).first()
     except DBAPIError as exc:

@@ -38,7 +38,9 @@ def add(conn: Connection, *slugs: str, priority: int = 0) -> list[repo.TaskSnaps
     return [task for task in found if task is not None]
 
 
-def open_attempt(conn: Connection, task: repo.TaskSnapshot, number: int = 1) -> int:
+def open_attempt(
+    conn: Connection, task: repo.TaskSnapshot, number: int = 1, at: datetime = NOW
+) -> int:
     return repo.open_attempt(
         conn,
         task_id=task.id,
@@ -48,12 +50,12 @@ def open_attempt(conn: Connection, task: repo.TaskSnapshot, number: int = 1) -> 
         hint="try harder",
         tick_id=None,
         lease_token="t" * 32,
-        lease_expires_at=NOW + timedelta(seconds=90),
+        lease_expires_at=at + timedelta(seconds=90),
         host="h",
         boot_id="b",
         tick_pid=1,
         tick_start=None,
-        started_at=NOW,
+        started_at=at,
     )
 
 
@@ -67,9 +69,13 @@ def test_a_task_reads_back_as_connection_execute_reads_it(conn: Connection) -> N
     assert repo.get_task_by_id(conn, task.id + 1000) is None
 
 
-def test_written_values_are_stored_as_sqlalchemy_stores_them(conn: Connection) -> None:
+@pytest.mark.parametrize("microsecond", [789012, 0])
+def test_written_values_are_stored_as_sqlalchemy_stores_them(
+    conn: Connection, microsecond: int
+) -> None:
+    at = NOW.replace(microsecond=microsecond)
     [task] = add(conn, "t1")
-    ours = open_attempt(conn, task, 1)
+    ours = open_attempt(conn, task, 1, at=at)
     theirs = conn.execute(
         insert(tables.attempts)
         .values(
@@ -79,11 +85,11 @@ def test_written_values_are_stored_as_sqlalchemy_stores_them(conn: Connection) -
             number=2,
             hint="try harder",
             lease_token="t" * 32,
-            lease_expires_at=NOW + timedelta(seconds=90),
+            lease_expires_at=at + timedelta(seconds=90),
             host="h",
             boot_id="b",
             tick_pid=1,
-            started_at=NOW,
+            started_at=at,
         )
         .returning(tables.attempts.c.id)
     ).scalar_one()
@@ -182,6 +188,22 @@ def test_every_execution_is_counted_for_the_crash_sweep(
     assert seen == []  # insert_tasks and get_task run through Connection.execute
     repo.find_claimable(conn, host="h", any_host=True)
     assert len(seen) == 1 and seen[0].startswith("SELECT tasks.id")
+
+
+def test_python_side_defaults_are_refused_and_bare_connections_autobegin(migrated_url: str) -> None:
+    engine = make_engine(migrated_url)
+    try:
+        with engine.connect() as bare:
+            assert repo.get_task_by_id(bare, 1) is None
+            assert bare.in_transaction()  # begun, as Connection.execute would
+        with write_tx(engine) as conn:
+            partial = Prepared(
+                insert(tables.ticks).values(host=bindparam("host"), pid=1, started_at=NOW)
+            )
+            with pytest.raises(ValueError, match="defaults"):
+                partial.execute(conn, {"host": "h"})
+    finally:
+        engine.dispose()
 
 
 def test_expanding_parameters_are_refused(conn: Connection) -> None:
