@@ -170,7 +170,7 @@ class Ticker:
     def _close_tick(self, exit_code: int) -> None:
         if self._tick_id is None:
             return  # an idle tick writes nothing (cron runs it 1,440 times a day)
-        with write_tx(self.engine) as conn:
+        with self._write() as conn:
             repo.close_tick(
                 conn,
                 self._tick_id,
@@ -262,7 +262,7 @@ class Ticker:
         return self.settings.state_root / slug / f"{stage}-{number:03d}"
 
     def _close_crashed(self, attempt: repo.AttemptSnapshot, why: str) -> None:
-        with self._tick_rollback(), write_tx(self.engine) as conn:
+        with self._write() as conn:
             now = db_now(conn)
             closed = repo.close_attempt(
                 conn,
@@ -302,7 +302,7 @@ class Ticker:
             approved = repo.tasks_with_status(conn, Status.APPROVED)
         for task in approved:
             try:
-                with self._tick_rollback(), write_tx(self.engine) as conn:
+                with self._write() as conn:
                     current = repo.get_task_by_id(conn, task.id)
                     if current is None or current.status is not Status.APPROVED:
                         continue
@@ -426,7 +426,7 @@ class Ticker:
         return self.report.stopped_claiming is None
 
     def _claim(self, exclude: Collection[int], only: str | None) -> Claim | None:
-        with self._tick_rollback(), write_tx(self.engine) as conn:
+        with self._write() as conn:
             claim = self._claim_in(conn, exclude, only)
             if claim is not None:
                 fault_point("inside_claim_tx")
@@ -463,12 +463,14 @@ class Ticker:
             return self._open_attempt(conn, task, pipeline, stage, now)
 
     @contextmanager
-    def _tick_rollback(self) -> Iterator[None]:
-        """Forget a tick row created in a transaction that then rolled back,
-        so the next claim creates it again rather than pointing at nothing."""
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction of the tick's. A tick row created in one that
+        then rolls back is forgotten, so the next claim creates it again
+        rather than pointing at nothing."""
         had_tick = self._tick_id is not None
         try:
-            yield
+            with write_tx(self.engine) as conn:
+                yield conn
         except BaseException:
             if not had_tick:
                 with self._tick_lock:
@@ -764,7 +766,7 @@ class Ticker:
             fields.update(pid=ident.pid, pgid=ident.pgid, proc_start=ident.start_time)
         columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
         following: Claim | None = None
-        with self._tick_rollback(), write_tx(self.engine) as conn:
+        with self._write() as conn:
             now = db_now(conn)
             task = repo.get_task_by_id(conn, claim.task.id)
             fenced = task is not None and task.version == claim.task.version

@@ -16,18 +16,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from e2e.e2e_support import AGENT, agent
 from sqlalchemy import create_engine, text
-from support import DEFAULT_STAGES, FAKES, Project, check_invariants
+from support import DEFAULT_STAGES, Project, check_invariants
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "orchestrator"
-AGENT = FAKES / "agent.py"
 COUNTER = Path(__file__).with_name("stmt_counter.py")
 CRASH_RC = 137  # os._exit(137) in orchestrator/testing.py: like SIGKILL, no finalisers
 
@@ -35,11 +34,6 @@ PASS_VERDICT = ["sh", "-c", 'echo \'{"pass": true, "score": 0.9}\'']
 
 # research [gate] -> implement -> complete, with commands that cost no Python start.
 GATED = DEFAULT_STAGES
-
-
-def agent(*args: str) -> list[str]:
-    """argv for the fake worker/verifier (tests/fakes/agent.py)."""
-    return [sys.executable, str(AGENT), *args]
 
 
 def fault_points() -> dict[str, str]:
@@ -98,17 +92,6 @@ def one_error_line(stderr: str) -> str | None:
     return None
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.01)
-
-
 # -- projects ----------------------------------------------------------------------------
 
 
@@ -134,10 +117,6 @@ def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
             return [tuple(row) for row in conn.execute(text(sql), params)]
     finally:
         engine.dispose()
-
-
-def state_of(project: Project, slug: str = "t1") -> str:
-    return project.state(slug)
 
 
 def events(db_url: str, slug: str = "t1") -> list[str]:
@@ -314,9 +293,7 @@ __all__ = [
     "run",
     "snapshot",
     "sqlite_file",
-    "state_of",
     "table_counts",
     "transition_log",
     "violations",
-    "wait_for",
 ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e.e2e_support import stage
 from reliability_report import HOSTILE, ProjectFactory, ReliabilityReport
 from reliability_support import (
     PASS_VERDICT,
@@ -33,16 +34,6 @@ from reliability_support import (
 pytestmark = pytest.mark.reliability
 
 DB_FILES = ("orchestrator.db",)  # the database and its -wal/-shm: checked by counts
-
-
-def toml_stage(name: str, worker: list[str] | None, verifier: list[str] | None, **keys: Any) -> str:
-    lines = ["[[pipelines.default.stages]]", f"name = {json.dumps(name)}"]
-    if worker is not None:
-        lines.append(f"worker = {json.dumps(worker)}")
-    if verifier is not None:
-        lines.append(f"verifier = {json.dumps(verifier)}")
-    lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()]
-    return "\n".join(lines) + "\n\n"
 
 
 def escapes(before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -113,7 +104,7 @@ def test_symlinked_workspace_is_not_used(
     target = outside / "not-yet" if dangling else outside
     outside.mkdir()
     project = new_project(
-        toml_stage("work", agent("--touch", "escaped.txt"), PASS_VERDICT, max_attempts=1)
+        stage("work", worker=agent("--touch", "escaped.txt"), verifier=PASS_VERDICT, max_attempts=1)
     )
     (project.dir / "tasks").mkdir()
     (project.dir / "tasks" / "t1").symlink_to(target, target_is_directory=True)
@@ -141,7 +132,7 @@ def test_bad_slug_already_in_the_database_is_not_used(
 ) -> None:
     """F2, defence in depth: a row written around `add` (by SQL) never becomes a path."""
     project = new_project(
-        toml_stage("work", agent("--touch", "ran.txt"), PASS_VERDICT, max_attempts=1)
+        stage("work", worker=agent("--touch", "ran.txt"), verifier=PASS_VERDICT, max_attempts=1)
     )
     assert project.cli("add", "t1", "--title", "renamed behind our back").exit_code == 0
     with sqlite3.connect(sqlite_file(project.db_url)) as conn:
@@ -208,8 +199,8 @@ def test_hints_from_reject_notes_arrive_as_one_literal_argument(
     dump = tmp_path / "argv.jsonl"
     worker = agent("--dump", str(dump), "--arg={hint}", "--arg={task}")
     project = new_project(
-        toml_stage("research", worker, PASS_VERDICT, gate=True)
-        + toml_stage("implement", ["true"], PASS_VERDICT)
+        stage("research", worker=worker, verifier=PASS_VERDICT, gate=True)
+        + stage("implement", worker=["true"], verifier=PASS_VERDICT)
     )
     for i in range(len(values)):
         assert project.cli("add", f"i{i:02d}", "--title", "inject").exit_code == 0
@@ -250,10 +241,10 @@ def test_verdict_hint_and_task_text_stay_literal(
     dump = tmp_path / "argv.jsonl"
     prompt = tmp_path / "proj1" / "prompt.md"
     project = new_project(
-        toml_stage(
+        stage(
             "work",
-            agent("--dump", str(dump), "--arg={hint}"),
-            ["cat", str(verdict)],
+            worker=agent("--dump", str(dump), "--arg={hint}"),
+            verifier=["cat", str(verdict)],
             max_attempts=2,
             prompt=str(prompt),
             stdin="prompt",
@@ -285,7 +276,7 @@ def test_verdict_hint_and_task_text_stay_literal(
 
 # -- F5: malformed configurations ------------------------------------------------------------
 
-GOOD_STAGE = toml_stage("research", ["true"], PASS_VERDICT)
+GOOD_STAGE = stage("research", worker=["true"], verifier=PASS_VERDICT)
 CONFIGS = {
     "toml-syntax": ("[orchestrator\nlease_seconds = 1\n", ("invalid TOML", "line 1")),
     "unknown-key": (
@@ -293,15 +284,15 @@ CONFIGS = {
         ("orchestrator.bogus_key", "unknown key"),
     ),
     "unknown-stage-key": (
-        toml_stage("research", ["true"], PASS_VERDICT, wroker=["x"]),
+        stage("research", worker=["true"], verifier=PASS_VERDICT, wroker=["x"]),
         ("stages[0].wroker", "unknown key"),
     ),
     "wrong-type": (
-        toml_stage("research", ["true"], PASS_VERDICT, timeout_seconds="ten"),
+        stage("research", worker=["true"], verifier=PASS_VERDICT, timeout_seconds="ten"),
         ("stages[0].timeout_seconds", "'ten'"),
     ),
     "negative-timeout": (
-        toml_stage("research", ["true"], PASS_VERDICT, timeout_seconds=-1),
+        stage("research", worker=["true"], verifier=PASS_VERDICT, timeout_seconds=-1),
         ("stages[0].timeout_seconds",),
     ),
     "worker-string": (
@@ -309,7 +300,7 @@ CONFIGS = {
         ("stages[0].worker",),
     ),
     "duplicate-stage": (GOOD_STAGE + GOOD_STAGE, ("stages[1].name", "duplicate", "research")),
-    "bad-stage-name": (toml_stage("../up", ["true"], PASS_VERDICT), ("stages[0].name",)),
+    "bad-stage-name": (stage("../up", worker=["true"], verifier=PASS_VERDICT), ("stages[0].name",)),
 }
 
 
@@ -386,7 +377,7 @@ def test_hostile_verdict_never_crashes_the_tick(
         output, accepted, score = VERDICTS[case]
         (tmp_path / "verdict.out").write_bytes(output)
         verifier = ["cat", str(tmp_path / "verdict.out")]
-    project = new_project(toml_stage("check", ["true"], verifier, max_attempts=1))
+    project = new_project(stage("check", worker=["true"], verifier=verifier, max_attempts=1))
     assert project.cli("add", "t1", "--title", "judge me").exit_code == 0
 
     result = run(project, "tick", timeout=120)
