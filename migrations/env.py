@@ -15,7 +15,7 @@ import os
 from alembic import context
 from sqlalchemy import Connection, Engine, text
 
-from orchestrator.storage.db import enable_wal, make_engine
+from orchestrator.storage.db import WRITE, enable_wal, make_engine
 from orchestrator.storage.models import Base
 
 config = context.config
@@ -24,8 +24,30 @@ UPGRADE_LOCK_KEY = 0x6F7263  # "orc"
 
 
 def _run(connection: Connection) -> None:
-    if connection.dialect.name == "sqlite" and not connection.in_transaction():
-        enable_wal(connection)
+    sqlite = connection.dialect.name == "sqlite" and not connection.in_transaction()
+    if not sqlite:
+        _migrate(connection)
+        return
+    enable_wal(connection)
+    # Rebuilding a table (batch mode) drops the old one, and with foreign
+    # keys on that DROP would cascade into its children. The pragma cannot
+    # change inside a transaction, so it is set on the driver connection
+    # before Alembic begins one, and checked and restored after.
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    driver.execute("PRAGMA foreign_keys = OFF").close()
+    try:
+        _migrate(connection)
+        broken = driver.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"migration broke foreign keys: {broken[:3]}")
+    finally:
+        driver.execute("PRAGMA foreign_keys = ON").close()
+
+
+def _migrate(connection: Connection) -> None:
+    # A migration writes: on SQLite it must hold the write lock from BEGIN.
+    connection = connection.execution_options(**{WRITE: True})
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

@@ -32,6 +32,7 @@ from orchestrator.errors import (
     NoVerdictError,
     OrchestratorError,
     RefusedError,
+    TickFailedError,
 )
 
 if TYPE_CHECKING:
@@ -73,7 +74,12 @@ class App:
         return self._settings
 
     def engine(
-        self, settings: Settings | None = None, *, check: bool = True, owned: bool = False
+        self,
+        settings: Settings | None = None,
+        *,
+        check: bool = True,
+        owned: bool = False,
+        jobs: int = 1,
     ) -> Engine:
         """Open the database, refusing (78) a missing file or a schema not at head.
 
@@ -84,7 +90,7 @@ class App:
         from orchestrator.storage.schema import require_head
 
         settings = settings or self.settings()
-        engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout)
+        engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, jobs=jobs)
         if not owned:
             click.get_current_context().call_on_close(engine.dispose)
         if check:
@@ -664,11 +670,15 @@ def _run_one_tick(
     from orchestrator.engine import Ticker, TickOptions
 
     say: Callable[[str], None] = (lambda line: None) if quiet else click.echo
+
+    def warn(line: str) -> None:  # errors the tick survived: stderr, quiet or not
+        click.echo(f"Error: {line}", err=True)
+
     # One engine per tick, disposed at its end: `run` ticks for days, and a
     # pool per tick left open would hold PostgreSQL connections until it dies.
-    engine = app.engine(settings, owned=True)
+    engine = app.engine(settings, owned=True, jobs=options.get("jobs", 1))
     try:
-        ticker = Ticker(settings, engine, stop=stop, say=say)
+        ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn)
         report = ticker.tick(TickOptions(**options))
         interrupted = report.outcomes.get("interrupted", 0) > 0
         if received and (interrupted or not stop_is_clean):
@@ -683,6 +693,11 @@ def _run_one_tick(
             + (f" ({outcomes})" if outcomes else "")
             + f", {report.advanced} advanced, {report.recovered} recovered, {report.halted} halted"
             + (f"; stopped claiming: {report.stopped_claiming}" if report.stopped_claiming else "")
+        )
+    if report.errors:
+        raise TickFailedError(
+            f"the tick went on past {len(report.errors)} error(s), each shown above",
+            report.exit_code,
         )
 
 
@@ -778,6 +793,8 @@ def run(
                     _run_one_tick(
                         app, settings, stop, received, options, quiet=quiet, stop_is_clean=True
                     )
+                except TickFailedError:
+                    pass  # each error is on stderr already; the next tick goes on
                 finally:
                     lock.release()
             stop.wait(interval)

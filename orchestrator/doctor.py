@@ -109,10 +109,11 @@ def _database_checks(settings: Settings) -> list[Check]:
 
 
 def _inspect_database(engine: Engine, shown: str) -> list[Check]:
+    from orchestrator.storage.db import read_tx
     from orchestrator.storage.schema import HEAD, REVISIONS, current_revision
 
     checks: list[Check] = []
-    with engine.connect() as conn:
+    with read_tx(engine) as conn:
         revision = current_revision(conn)
     if revision == HEAD:
         checks.append(Check(Level.OK, "database", f"{shown} at revision {HEAD} (head)"))
@@ -148,7 +149,11 @@ def _inspect_database(engine: Engine, shown: str) -> list[Check]:
 
 
 def _sqlite_checks(engine: Engine) -> list[Check]:
-    with engine.connect() as conn:
+    from orchestrator.storage.db import read_tx
+
+    # A read transaction: in WAL mode it neither waits for the tick's writer
+    # nor holds it up, however long quick_check takes on a large file.
+    with read_tx(engine) as conn:
         mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
         results = [str(row[0]) for row in conn.exec_driver_sql("PRAGMA quick_check")]
     checks = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import threading
 import time
@@ -46,15 +47,20 @@ from orchestrator.domain.pipeline import Event, State, Status, next_state
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import Verdict, parse_verdict
+from orchestrator.errors import OrchestratorError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx, savepoint, write_tx
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
 
 ACTOR = "tick"
+LEASE_EXPIRED = "lease expired"
 FENCE_CHECK_SECONDS = 5.0
 ADVANCE_CHECK_SECONDS = 1.0
 PROCESS_NOTE_AFTER = 0.01
+# The exit status of a tick that swallowed an error to keep the other tasks
+# going (EX_SOFTWARE), when the error carries no status of its own.
+TICK_ERROR_STATUS = 70
 
 
 @dataclass(frozen=True)
@@ -66,20 +72,33 @@ class TickOptions:
     dry_run: bool = False
 
 
+@dataclass(frozen=True)
+class TickError:
+    """An error the tick survived (it went on with the other tasks), and the
+    exit status it calls for: the error's own, or TICK_ERROR_STATUS."""
+
+    message: str
+    status: int
+
+
 @dataclass
 class TickReport:
     recovered: int = 0
     advanced: int = 0
     claimed: int = 0
     halted: int = 0
-    stale: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
+    errors: list[TickError] = field(default_factory=list)
     stopped_claiming: str | None = None
 
     @property
     def did_work(self) -> bool:
         return bool(self.recovered or self.advanced or self.claimed or self.halted)
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the status of the first error the tick survived."""
+        return self.errors[0].status if self.errors else 0
 
 
 @dataclass(frozen=True)
@@ -131,23 +150,34 @@ class Ticker:
         *,
         stop: threading.Event | None = None,
         say: Callable[[str], None] = lambda line: None,
+        warn: Callable[[str], None] = lambda line: None,
     ) -> None:
         self.settings = settings
         self.engine = engine
         self.stop = stop or threading.Event()
         self.say = say
+        # Errors the tick survives: the CLI sends them to stderr, quiet or not.
+        self.warn = warn
         # ORCHESTRATOR_HOST names this host when the hostname is not stable
         # (containers) or, in tests, to play several hosts on one machine.
         self.host = os.environ.get("ORCHESTRATOR_HOST") or runner.host_name()
         self.boot = runner.boot_id()
+        # Stored with the boot id: pids are judged only within one namespace.
+        self.pid_namespace = runner.pid_namespace()
+        self.identity = f"{self.boot}/{self.pid_namespace}" if self.pid_namespace else self.boot
         self.pid = os.getpid()
         self.start_token = runner.process_start_time(self.pid)
         self.report = TickReport()
         self._tick_id: int | None = None
         self._tick_lock = threading.Lock()
         self._processes: dict[Path, runner.ProcessIdentity] = {}
-        self._environments: dict[str, dict[str, str]] = {}
+        # Keyed by (pipeline, stage): two pipelines may both have `implement`
+        # with different `env`, and a secret must reach only the one naming it.
+        self._environments: dict[tuple[str, str], dict[str, str]] = {}
         self._config = _ConfigWatch(settings.config_path, settings.fingerprint)
+        # Lines about what a write transaction did, said once it committed
+        # (never while SQLite's write lock is held, never for a rollback).
+        self._local = threading.local()
 
     # -- the tick ------------------------------------------------------------
 
@@ -155,11 +185,36 @@ class Ticker:
         if options.dry_run:
             self._dry_run(options)
             return self.report
-        self.recover()
-        self.advance_approved()
-        self._claim_and_run(options)
-        self._close_tick(exit_code=0)
+        status = TICK_ERROR_STATUS
+        try:
+            self.recover()
+            self.advance_approved()
+            self._claim_and_run(options)
+            status = self.report.exit_code
+        except OrchestratorError as exc:
+            status = exc.exit_code
+            raise
+        finally:
+            # The tick row is closed however the tick ends; a failure to do so
+            # must not hide the error that ended it.
+            try:
+                self._close_tick(exit_code=status)
+            except Exception as exc:
+                if status == 0:
+                    raise
+                self._error("closing the tick's record", exc)
         return self.report
+
+    def _error(self, where: str, exc: BaseException) -> None:
+        """Note an error the tick survives: on stderr now, in the exit status later."""
+        status = exc.exit_code if isinstance(exc, OrchestratorError) else TICK_ERROR_STATUS
+        message = f"{where}: {exc}" if str(exc) else f"{where}: {type(exc).__name__}"
+        with self._tick_lock:
+            self.report.errors.append(TickError(message, status))
+        try:
+            self.warn(message)
+        except Exception:  # stderr closed: the exit status still says it
+            return
 
     def _ensure_tick(self, conn: Connection, now: datetime) -> int:
         with self._tick_lock:
@@ -190,13 +245,20 @@ class Ticker:
 
     def _orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
         if attempt.lease_expires_at < now:
-            return "lease expired"
+            return LEASE_EXPIRED
         if attempt.host != self.host:
             return None
-        if attempt.boot_id != self.boot:
+        boot, _, namespace = attempt.boot_id.partition("/")
+        if boot != self.boot:
             return "host rebooted"
+        if namespace != self.pid_namespace:
+            return None  # its pids mean nothing here: only its lease can tell
         if attempt.tick_pid == self.pid and attempt.tick_start == self.start_token:
-            return None
+            # This process: its own attempt only in the tick that opened it
+            # (`run` ticks many times); one of an earlier tick was left over.
+            if attempt.tick_id is not None and attempt.tick_id == self._tick_id:
+                return None
+            return "left by an earlier tick of this process"
         if not runner.pid_alive(attempt.tick_pid):
             return "tick process is gone"
         started = runner.process_start_time(attempt.tick_pid)
@@ -220,13 +282,28 @@ class Ticker:
                     task = repo.get_task_by_id(conn, attempt.task_id)
                     found.append((attempt, why, task.slug if task else None))
         for attempt, why, slug in found:
-            for ident in self._identities(attempt, slug):
-                runner.kill_process_group(ident, grace=self.settings.kill_grace_seconds)
+            self._kill_orphans(attempt, slug)
             fault_point("before_recover_tx")
             try:
                 self._close_crashed(attempt, why)
             except repo.ConflictError:
                 continue
+
+    def _local_pids(self, attempt: repo.AttemptSnapshot) -> bool:
+        """Whether the attempt's pids are ours to judge: same host, boot, namespace."""
+        return attempt.host == self.host and attempt.boot_id == self.identity
+
+    def _kill_orphans(self, attempt: repo.AttemptSnapshot, slug: str | None) -> None:
+        """Kill what the attempt started: each noted process group, and on
+        Linux every process still carrying the attempt's tag (a command
+        started just before the tick died has no note yet; a group whose
+        leader exited cannot be matched by the leader's start time)."""
+        if not self._local_pids(attempt):
+            return
+        grace = self.settings.kill_grace_seconds
+        for ident in self._identities(attempt, slug):
+            runner.kill_process_group(ident, grace=grace)
+        runner.kill_tagged(runner.process_tag(attempt.lease_token), grace=grace)
 
     def _identities(
         self, attempt: repo.AttemptSnapshot, slug: str | None
@@ -242,7 +319,7 @@ class Ticker:
             return []
         folder = self._state_dir(slug, attempt.stage, attempt.number)
         found = []
-        for name in ("worker", "verifier"):
+        for name in ("setup", "worker", "verifier"):
             try:
                 data = json.loads((folder / f"{name}.proc").read_text())
                 found.append(
@@ -268,6 +345,9 @@ class Ticker:
                 conn,
                 attempt.id,
                 attempt.lease_token,
+                # Judged by its lease: only if still expired now. A thawed
+                # owner that renewed meanwhile keeps its attempt.
+                expired_at=now if why == LEASE_EXPIRED else None,
                 outcome=Outcome.CRASHED.value,
                 error=f"crashed: {why}",
                 finished_at=now,
@@ -354,9 +434,13 @@ class Ticker:
                     and self._may_claim(options, claims, started)
                 ):
                     if chained is not None:
-                        # Claimed (and committed) with the last record: it runs,
-                        # even if a signal came since, and is then interrupted.
+                        # Claimed (and committed) with the last record.
                         claim, chained = chained, None
+                        if self.stop.is_set():
+                            # A stop came since: start nothing, close it now.
+                            claims += 1
+                            self._release(claim)
+                            continue
                     else:
                         # Running tasks are not ready, so the query passes them
                         # over; only tasks that ended ready again wait here.
@@ -402,8 +486,11 @@ class Ticker:
         if ready:
             ended_at[claim.task.id] = time.monotonic()
         if error is not None:
-            self.report.errors.append(f"{claim.task.slug}: {error}")
-            self.say(f"{claim.task.slug}: error: {error}")
+            self._error(
+                f"{claim.task.slug}: attempt {claim.number} at {claim.stage.name} "
+                "could not be recorded (the next tick recovers it)",
+                error,
+            )
         return following
 
     def _recent(self, ended_at: dict[int, float]) -> dict[int, float]:
@@ -468,6 +555,9 @@ class Ticker:
         then rolls back is forgotten, so the next claim creates it again
         rather than pointing at nothing."""
         had_tick = self._tick_id is not None
+        outer = getattr(self._local, "lines", None)
+        lines: list[str] = []
+        self._local.lines = lines
         try:
             with write_tx(self.engine) as conn:
                 yield conn
@@ -476,6 +566,19 @@ class Ticker:
                 with self._tick_lock:
                     self._tick_id = None
             raise
+        finally:
+            self._local.lines = outer
+        for line in lines:
+            self.say(line)
+
+    def _say_after_commit(self, line: str) -> None:
+        """Say `line` once the current write transaction commits; never if
+        it (or the savepoint it was said in) rolls back."""
+        lines = getattr(self._local, "lines", None)
+        if lines is None:
+            self.say(line)
+        else:
+            lines.append(line)
 
     def _open_attempt(
         self,
@@ -499,7 +602,7 @@ class Ticker:
             lease_token=token,
             lease_expires_at=repo.lease_expiry(now, self.settings.lease_seconds),
             host=self.host,
-            boot_id=self.boot,
+            boot_id=self.identity,
             tick_pid=self.pid,
             tick_start=self.start_token,
             started_at=now,
@@ -540,11 +643,17 @@ class Ticker:
 
     def _execute(self, claim: Claim) -> AttemptRun:
         slug, stage = claim.task.slug, claim.stage
-        workspace, problem = self._workspace(claim)
+        problem = slug_problem(slug)
         if problem is not None:
             return AttemptRun(Outcome.WORKER_ERROR, error=problem)
         state_dir = self._state_dir(slug, stage.name, claim.number)
         state_dir.mkdir(parents=True, exist_ok=True)
+        guard = _FenceGuard(self, claim)
+        workspace = self.settings.workspace_root / slug
+        tag = runner.process_tag(claim.token)
+        prepared = self._workspace(claim, workspace, state_dir, guard, tag)
+        if prepared is not None:
+            return prepared
         prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
         values = {
             "task": slug,
@@ -555,6 +664,7 @@ class Ticker:
             "hint": claim.hint,
         }
         env = self._environment(
+            claim.pipeline,
             stage,
             {
                 "ORCHESTRATOR_TASK": slug,
@@ -565,29 +675,15 @@ class Ticker:
                 "ORCHESTRATOR_PREV_SCORE": claim.prev_score,
                 "ORCHESTRATOR_PREV_OUTCOME": claim.prev_outcome,
                 "ORCHESTRATOR_PROMPT_FILE": values["prompt_file"],
+                runner.PROCESS_TAG: tag,
             },
         )
-        guard = _FenceGuard(self, claim)
         stdin = (
             clean_text(prompt_text).encode() if stage.stdin == "prompt" and prompt_text else None
         )
 
         def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
-            return runner.run_command(
-                runner.render_argv(argv, values),
-                cwd=workspace,
-                env=env,
-                timeout=stage.timeout_seconds,
-                stdin_data=stdin,
-                stdout_path=state_dir / f"{name}.out",
-                stderr_path=state_dir / f"{name}.err",
-                output_cap=self.settings.output_cap_bytes,
-                grace=self.settings.kill_grace_seconds,
-                on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
-                # Commands over within 10 ms need no note to find their orphans by.
-                on_start_after=PROCESS_NOTE_AFTER,
-                should_stop=guard,
-            )
+            return self._run(name, argv, values, workspace, env, state_dir, guard, stdin)
 
         verdict_text: str | None = None
         worker_exit: int | None = None
@@ -636,68 +732,111 @@ class Ticker:
             verifier_exit=verifier_exit,
         )
 
-    def _environment(self, stage: StageConfig, ours: dict[str, str]) -> dict[str, str]:
+    def _run(
+        self,
+        name: str,
+        argv: tuple[str, ...],
+        values: dict[str, str],
+        cwd: Path,
+        env: dict[str, str],
+        state_dir: Path,
+        guard: _FenceGuard,
+        stdin: bytes | None = None,
+    ) -> runner.ProcessResult:
+        """One command of an attempt, under its guard (stop, fence, lease),
+        its output captured and its identity noted in the state folder."""
+        return runner.run_command(
+            runner.render_argv(argv, values),
+            cwd=cwd,
+            env=env,
+            timeout=guard.claim.stage.timeout_seconds,
+            stdin_data=stdin,
+            stdout_path=state_dir / f"{name}.out",
+            stderr_path=state_dir / f"{name}.err",
+            output_cap=self.settings.output_cap_bytes,
+            grace=self.settings.kill_grace_seconds,
+            on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
+            # Commands over within 10 ms need no note to find their orphans by.
+            on_start_after=PROCESS_NOTE_AFTER,
+            should_stop=guard,
+        )
+
+    def _environment(
+        self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]
+    ) -> dict[str, str]:
         """The child's environment: the stage's filtered base (built once per
-        tick and stage) plus this attempt's ORCHESTRATOR_* values."""
-        base = self._environments.get(stage.name)
+        tick, pipeline and stage) plus this attempt's ORCHESTRATOR_* values."""
+        key = (pipeline.name, stage.name)
+        base = self._environments.get(key)
         if base is None:
             base = runner.child_environment(
                 os.environ, deny=self.settings.env_deny, extra=dict(stage.env), orchestrator_vars={}
             )
-            self._environments[stage.name] = base
+            self._environments[key] = base
         return {**base, **runner.child_environment({}, deny=(), extra={}, orchestrator_vars=ours)}
 
-    def _workspace(self, claim: Claim) -> tuple[Path, str | None]:
-        """The task's workspace, created on first use; never outside the root."""
-        root = self.settings.workspace_root
-        slug = claim.task.slug
-        problem = slug_problem(slug)
-        if problem is not None:
-            return root, problem
-        workspace = root / slug
+    def _workspace(
+        self, claim: Claim, workspace: Path, state_dir: Path, guard: _FenceGuard, tag: str
+    ) -> AttemptRun | None:
+        """Make the task's workspace on first use (running the pipeline's
+        `setup` there); None when it is ready, else the attempt's result.
+
+        Setup runs like a worker: stopped by a signal, a halt or a lost lease,
+        its identity noted for recovery. It counts as done only once it
+        exited 0 (`setup.json` beside the task's state folders says so); a
+        workspace left by a setup that failed or was stopped is removed and
+        set up again, rather than taken as ready.
+        """
         try:
             mode = os.lstat(workspace).st_mode
         except FileNotFoundError:
             mode = None
-        if mode is not None:
-            # The slug has no separator and no `..`, so only a link can lead
-            # out of the root; links are refused, wherever they point.
-            if stat.S_ISLNK(mode):
-                return workspace, f"workspace {workspace} is a link; refusing to follow it"
-            return workspace, None
-        root.mkdir(parents=True, exist_ok=True)
+        # The slug has no separator and no `..`, so only a link can lead
+        # out of the root; links are refused, wherever they point.
+        if mode is not None and stat.S_ISLNK(mode):
+            return AttemptRun(
+                Outcome.WORKER_ERROR,
+                error=f"workspace {workspace} is a link; refusing to follow it",
+            )
         setup = claim.pipeline.setup
+        marker = state_dir.parent / "setup.json"
+        if mode is not None and (setup is None or _setup_state(marker) != "started"):
+            return None  # ready (or made by hand before the task was added)
+        self.settings.workspace_root.mkdir(parents=True, exist_ok=True)
         if setup is None:
             workspace.mkdir()
-            return workspace, None
+            return None
+        if mode is not None:
+            shutil.rmtree(workspace)  # what an unfinished setup left behind
+        _write_setup_state(marker, "started", claim.number)
         values = {
-            "task": slug,
+            "task": claim.task.slug,
             "stage": claim.stage.name,
             "attempt": str(claim.number),
             "workspace": str(workspace),
             "prompt_file": "",
             "hint": "",
         }
-        result = runner.run_command(
-            runner.render_argv(setup, values),
-            cwd=root,
-            env=runner.child_environment(
-                os.environ,
-                deny=self.settings.env_deny,
-                extra={},
-                orchestrator_vars={
-                    "ORCHESTRATOR_TASK": slug,
-                    "ORCHESTRATOR_WORKSPACE": str(workspace),
-                },
-            ),
-            timeout=claim.stage.timeout_seconds,
-            output_cap=self.settings.output_cap_bytes,
-            grace=self.settings.kill_grace_seconds,
+        env = runner.child_environment(
+            os.environ,
+            deny=self.settings.env_deny,
+            extra={},
+            orchestrator_vars={
+                "ORCHESTRATOR_TASK": claim.task.slug,
+                "ORCHESTRATOR_WORKSPACE": str(workspace),
+                runner.PROCESS_TAG: tag,
+            },
         )
+        root = self.settings.workspace_root
+        result = self._run("setup", setup, values, root, env, state_dir, guard)
+        stopped = _stopped(result, guard, "setup")
+        if stopped is not None:
+            return stopped
         if not result.ok:
-            return workspace, _failure("setup", result)
+            return AttemptRun(Outcome.WORKER_ERROR, error=_failure("setup", result))
         workspace.mkdir(exist_ok=True)
-        return workspace, None
+        _write_setup_state(marker, "done", claim.number)
+        return None
 
     def _render_prompt(
         self, claim: Claim, workspace: Path, state_dir: Path
@@ -771,25 +910,21 @@ class Ticker:
             task = repo.get_task_by_id(conn, claim.task.id)
             fenced = task is not None and task.version == claim.task.version
             if not fenced or task is None:
-                late = repo.close_attempt(
+                # Halted or cancelled while it ran: whatever the worker and
+                # verifier said, the attempt was interrupted. Its result is
+                # kept aside (`late_result`), never as a score of the run.
+                closed = repo.close_attempt(
                     conn,
                     claim.attempt_id,
                     claim.token,
-                    **{
-                        **columns,
-                        "outcome": Outcome.INTERRUPTED.value
-                        if run.fence_lost
-                        else run.outcome.value,
-                        "finished_at": now,
-                        "error": "the task changed while the attempt ran; result not applied",
-                    },
+                    outcome=Outcome.INTERRUPTED.value,
+                    worker_exit=run.worker_exit,
+                    verifier_exit=run.verifier_exit,
+                    finished_at=now,
+                    error="the task changed while the attempt ran; result not applied",
                 )
-                if not late:
-                    repo.record_late_result(
-                        conn, claim.attempt_id, {**columns, "at": now.isoformat()}
-                    )
-                    self.report.stale += 1
-                self._count(run.outcome)
+                repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
+                self._count(Outcome.INTERRUPTED if closed else run.outcome)
                 return True, None
             decision = decide(
                 task.stage,
@@ -806,7 +941,6 @@ class Ticker:
             )
             if not closed:
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
-                self.report.stale += 1
                 return True, None
             fault_point("inside_record_tx")
             self._apply(conn, task, decision, claim.attempt_id, now)
@@ -828,9 +962,18 @@ class Ticker:
                 + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
             )
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
-            with self._tick_lock:
-                self.report.errors.append(f"{claim.task.slug}: reporting failed: {exc}")
+            self._error(f"{claim.task.slug}: reporting failed", exc)
         return ready, following
+
+    def _release(self, claim: Claim) -> None:
+        """Close a claim whose attempt never started (the tick is stopping)."""
+        try:
+            self._record(
+                claim,
+                AttemptRun(Outcome.INTERRUPTED, error="the tick stopped before it started"),
+            )
+        except Exception as exc:
+            self._error(f"{claim.task.slug}: releasing the claim", exc)
 
     def _claim_next(self, conn: Connection, chain: _Chain, ready_again: int | None) -> Claim | None:
         """The next claim, in the transaction recording the last attempt
@@ -840,12 +983,19 @@ class Ticker:
         exclude = set(self._recent(chain.ended_at))
         if ready_again is not None and self.settings.retry_interval > 0:
             exclude.add(ready_again)
+        lines = list(getattr(self._local, "lines", None) or [])
+        halted = self.report.halted
         try:
             # In a savepoint: a claim that fails must not take the record
             # with it. The loop then claims again on its own.
             with savepoint(conn):
                 return self._claim_in(conn, exclude, chain.options.task)
-        except Exception:
+        except Exception as exc:
+            # What the rolled-back claim did is undone: forget its lines too.
+            self._local.lines[:] = lines
+            with self._tick_lock:
+                self.report.halted = halted
+            self._error("claiming the next task (the loop claims again)", exc)
             return None
 
     def _count(self, outcome: Outcome) -> None:
@@ -908,12 +1058,15 @@ class Ticker:
             reason=f"pipeline {task.pipeline!r} has no stage {task.stage!r}",
             halt_reason=HaltReason.UNKNOWN_STAGE.value,
         )
-        self.report.halted += 1
-        self.say(f"{task.slug}: halted (unknown_stage {task.stage!r})")
+        with self._tick_lock:
+            self.report.halted += 1
+        self._say_after_commit(f"{task.slug}: halted (unknown_stage {task.stage!r})")
 
     # -- dry run --------------------------------------------------------------------
 
     def _dry_run(self, options: TickOptions) -> None:
+        """What a tick would do now, read through the claim's own query (same
+        order, affinity and open-attempt rules), writing nothing."""
         with read_tx(self.engine) as conn:
             now = db_now(conn)
             for attempt in repo.unfinished_attempts(conn):
@@ -922,28 +1075,33 @@ class Ticker:
                     self.say(f"would recover attempt {attempt.id} ({attempt.stage}): {why}")
             for task in repo.tasks_with_status(conn, Status.APPROVED):
                 self.say(f"{task.slug}: would move {task.state} to its next stage")
-            ready = repo.list_rows(conn, status=Status.READY)
-        shown = 0
-        for row in ready:
-            if options.task is not None and row["slug"] != options.task:
-                continue
-            if options.max_tasks is not None and shown >= options.max_tasks:
-                break
-            pipeline = self.settings.pipeline(row["pipeline"])
-            stage = None if pipeline is None else pipeline.stage(row["stage"])
-            if stage is None:
-                self.say(f"{row['slug']}: would halt (unknown_stage {row['stage']!r})")
-                continue
-            commands = [
-                f"{name} {list(argv)}"
-                for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
-                if argv is not None
-            ]
-            self.say(
-                f"{row['slug']}: would run {stage.name} attempt {row['attempt'] + 1}: "
-                + "; ".join(commands)
-            )
-            shown += 1
+            seen: list[int] = []
+            while options.max_tasks is None or len(seen) < options.max_tasks:
+                task = repo.find_claimable(
+                    conn,
+                    host=self.host,
+                    any_host=self.settings.affinity == "any",
+                    exclude=seen,
+                    slug=options.task,
+                    lock=False,
+                )
+                if task is None:
+                    break
+                seen.append(task.id)
+                stage = self._stage_of(task)
+                if stage is None:
+                    self.say(f"{task.slug}: would halt (unknown_stage {task.stage!r})")
+                    continue
+                prev = repo.last_attempt(conn, task.id, task.stage)
+                commands = [
+                    f"{name} {list(argv)}"
+                    for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
+                    if argv is not None
+                ]
+                self.say(
+                    f"{task.slug}: would run {stage.name} attempt "
+                    f"{1 if prev is None else prev.number + 1}: " + "; ".join(commands)
+                )
 
 
 _PROMPT_FIELD = re.compile(
@@ -1013,15 +1171,19 @@ class _FenceGuard:
     Called every poll interval; it touches the database only every few
     seconds: renewing the lease when a third of it has passed, and checking
     that the task still has the version our claim gave it (a `halt` or
-    `cancel` bumps it, and the attempt must stop within seconds).
+    `cancel` bumps it, and the attempt must stop within seconds). When the
+    lease could not be renewed for a whole lease period (the database is
+    unreachable), another host may take the attempt over: it stops itself.
     """
 
     def __init__(self, ticker: Ticker, claim: Claim) -> None:
         self.ticker = ticker
         self.claim = claim
         self.fence_lost = False
-        self.interval = min(FENCE_CHECK_SECONDS, ticker.settings.lease_seconds / 3)
-        self.next_check = time.monotonic() + self.interval
+        self.lease = ticker.settings.lease_seconds
+        self.interval = min(FENCE_CHECK_SECONDS, self.lease / 3)
+        self.renewed = time.monotonic()  # the claim's commit set the lease
+        self.next_check = self.renewed + self.interval
 
     def __call__(self) -> bool:
         if self.ticker.stop.is_set():
@@ -1029,6 +1191,7 @@ class _FenceGuard:
         if time.monotonic() < self.next_check:
             return self.fence_lost
         self.next_check = time.monotonic() + self.interval
+        asked = time.monotonic()
         try:
             with write_tx(self.ticker.engine) as conn:
                 now = db_now(conn)
@@ -1036,14 +1199,35 @@ class _FenceGuard:
                     conn,
                     self.claim.attempt_id,
                     self.claim.token,
-                    repo.lease_expiry(now, self.ticker.settings.lease_seconds),
+                    now,
+                    repo.lease_expiry(now, self.lease),
                 )
                 task = repo.get_task_by_id(conn, self.claim.task.id)
         except Exception:
-            return False
+            # Not renewed: go on while the lease may still hold, no longer.
+            if asked - self.renewed >= self.lease:
+                self.fence_lost = True
+            return self.fence_lost
+        self.renewed = asked
         if not ours or task is None or task.version != self.claim.task.version:
             self.fence_lost = True
         return self.fence_lost
+
+
+def _setup_state(marker: Path) -> str | None:
+    """ "started" or "done" for a task whose setup ran, None for none."""
+    try:
+        state = json.loads(marker.read_text())["state"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return state if isinstance(state, str) else None
+
+
+def _write_setup_state(marker: Path, state: str, attempt: int) -> None:
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"state": state, "attempt": attempt}))
+    tmp.replace(marker)
 
 
 def _stopped(result: runner.ProcessResult, guard: _FenceGuard, name: str) -> AttemptRun | None:

@@ -44,6 +44,15 @@ class DatabaseBusyError(OrchestratorError):
     exit_code = 69
 
 
+class TickFailedError(OrchestratorError):
+    """A tick went on past errors on some tasks (each already on stderr); its
+    status is the first error's own, or EX_SOFTWARE (70) for an unexpected one."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.exit_code = status
+
+
 class DatabaseUnreadableError(OrchestratorError):
     """Not a database, corrupt, disk full or an I/O error (EX_IOERR)."""
 
@@ -87,6 +96,7 @@ EXIT_CODES: dict[int, str] = {
     2: "usage error (bad option or argument)",
     65: "`verdict` found no verdict in its input",
     69: "database busy past the busy timeout",
+    70: "a tick went on past an unexpected error on a task (each error is on stderr)",
     74: "database unreadable: not a database, corrupt, disk full, I/O error",
     75: "another tick holds the lock",
     77: "permission denied on the database, lock or workspace",

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, and_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from orchestrator.domain.pipeline import Status, parse_state
-from orchestrator.errors import RefusedError, SchemaError, UnknownTaskError
+from orchestrator.errors import ConfigError, RefusedError, SchemaError, UnknownTaskError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
 
@@ -171,7 +171,16 @@ def scores(engine: Engine, slug: str, stage: str | None = None) -> list[dict[str
 
 def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run a read-only query. Writes fail: SQLite's `query_only`, PostgreSQL's
-    READ ONLY transaction — the database refuses, not a regex of ours."""
+    READ ONLY transaction — the database refuses, not a regex of ours.
+
+    Only drivers we can hold to one statement are allowed: with any other
+    PostgreSQL driver, `COMMIT; DELETE …` would end READ ONLY and write."""
+    dialect = engine.dialect
+    if (dialect.name, dialect.driver) not in _READ_ONLY_DRIVERS:
+        raise ConfigError(
+            f"sql refuses the {dialect.name}+{dialect.driver} driver: it cannot be held "
+            "read-only; use a postgresql+psycopg:// URL (pip install 'orchestrator[pg]')"
+        )
     with read_tx(engine) as conn, _read_only(conn):
         try:
             columns, rows = _execute_one(conn, query)
@@ -185,6 +194,11 @@ def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]
             if mapped is not None and not isinstance(mapped, SchemaError):
                 raise mapped from exc  # busy, unreadable, permission: not the query's fault
             raise RefusedError(f"query failed: {message}") from exc
+
+
+# (dialect, driver) pairs whose read-only mode `_read_only` and
+# `_execute_one` can guarantee.
+_READ_ONLY_DRIVERS = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
 
 
 @contextmanager
@@ -220,7 +234,7 @@ def _execute_one(conn: Connection, query: str) -> tuple[list[str], list[Any]]:
     then write. A prepared statement (extended protocol) holds exactly one,
     and with no parameters a `%` in the query stays a `%`.
     """
-    if conn.dialect.name == "sqlite" or conn.dialect.driver != "psycopg":
+    if conn.dialect.name == "sqlite":
         result = conn.exec_driver_sql(query)
         if not result.returns_rows:
             return [], []

@@ -30,6 +30,11 @@ class Outcome(StrEnum):
     INTERRUPTED = "interrupted"
 
 
+# Outcomes that spend no attempt of `max_attempts`; in a row, they make the
+# interrupt streak that `max_interrupts` bounds.
+NOT_COUNTED = frozenset({Outcome.INTERRUPTED})
+
+
 class HaltReason(StrEnum):
     SCORE_PLATEAU = "score_plateau"
     MAX_ATTEMPTS = "max_attempts"
@@ -55,6 +60,24 @@ class RunHistory:
     counted_attempts: int = 0  # attempts that count toward max_attempts
     interrupt_streak: int = 0  # interrupted attempts in a row, newest last
     hint: str = ""  # the hint the attempt being decided was given
+
+    @classmethod
+    def of(cls, attempts: Sequence[tuple[Outcome, float | None]], *, hint: str) -> RunHistory:
+        """The history of a run from its finished attempts (outcome, score),
+        oldest first: the one place that says which outcomes count."""
+        scores: list[float] = []
+        counted = streak = 0
+        for outcome, score in attempts:
+            if score is not None and outcome in (Outcome.PASSED, Outcome.FAILED):
+                scores.append(float(score))
+            if outcome in NOT_COUNTED:
+                streak += 1
+            else:
+                counted += 1
+                streak = 0
+        return cls(
+            scores=tuple(scores), counted_attempts=counted, interrupt_streak=streak, hint=hint
+        )
 
 
 @dataclass(frozen=True)

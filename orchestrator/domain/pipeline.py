@@ -29,9 +29,6 @@ class Status(StrEnum):
     COMPLETE = "complete"
 
 
-TERMINAL = frozenset({Status.CANCELLED, Status.COMPLETE})
-
-
 class Event(StrEnum):
     CLAIM = "claim"  # a tick starts an attempt
     STAGE_PASSED = "stage_passed"  # verdict passed, stage not gated
@@ -74,9 +71,10 @@ TRANSITIONS: dict[tuple[Status, Event], Target] = {
     **{(status, Event.CANCEL): Target.SAME_CANCELLED for status in (*_LIVE, Status.HALTED)},
 }
 
-# Events after which the stage starts a fresh *run*: max_attempts and the
-# plateau window count only the attempts of the current run (DESIGN §2).
-STARTS_RUN = frozenset({Event.STAGE_PASSED, Event.ADVANCE, Event.REJECT, Event.RESUME})
+# `add` creates a task: its first transition, which has no state before it
+# and so no edge in the table. The schema allows exactly these events.
+ADD = "add"
+RECORDED_EVENTS = (ADD, *(event.value for event in Event))
 
 
 @dataclass(frozen=True)
@@ -118,6 +116,25 @@ def following_stage(stage: str, stage_names: Sequence[str]) -> str:
     except ValueError:
         raise IllegalTransitionError(f"stage {stage!r} is not in the pipeline") from None
     return stage_names[index + 1] if index + 1 < len(stage_names) else COMPLETE
+
+
+def check_transition(before: State, event: Event, after: State) -> None:
+    """Refuse (IllegalTransitionError) a change of state the table has no edge
+    for. Every write of a task's state passes here, so a state the table does
+    not allow can never be stored, whoever computed it."""
+    target = TRANSITIONS.get((before.status, event))
+    if target is None:
+        raise IllegalTransitionError(f"cannot {event.value} a task in state {before}")
+    if target is Target.NEXT_STAGE:
+        legal = (
+            after.stage != before.stage
+            and after.status in (Status.READY, Status.COMPLETE)
+            and (after.status is Status.COMPLETE) == (after.stage == COMPLETE)
+        )
+    else:
+        legal = after.stage == before.stage and after.status.value == target.value
+    if not legal:
+        raise IllegalTransitionError(f"{event.value} cannot lead from {before} to {after}")
 
 
 def next_state(state: State, event: Event, stage_names: Sequence[str]) -> State:

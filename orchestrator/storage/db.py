@@ -25,6 +25,7 @@ from urllib.parse import quote
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import QueuePool
 
 from orchestrator.errors import (
@@ -37,7 +38,11 @@ from orchestrator.errors import (
 from orchestrator.storage.prepared import Prepared
 from orchestrator.testing import install_statement_crash
 
-_READ_ONLY = "orchestrator_read_only"
+# Set by `write_tx` (and migrations): only these transactions take SQLite's
+# write lock at BEGIN. Anything else, including a `Connection.execute` or a
+# `Prepared` that autobegins, starts a plain deferred (read) transaction, so a
+# command that only looks can never hold up the tick's writers.
+WRITE = "orchestrator_write"
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -55,7 +60,9 @@ def is_sqlite(engine: Engine | Connection) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def make_engine(url: str, *, busy_timeout: float = 30.0, create: bool = False) -> Engine:
+def make_engine(
+    url: str, *, busy_timeout: float = 30.0, create: bool = False, jobs: int = 1
+) -> Engine:
     """An engine with our pragmas and transaction rules.
 
     `create=False` (every command but init, demo and `db upgrade`) refuses a
@@ -65,7 +72,7 @@ def make_engine(url: str, *, busy_timeout: float = 30.0, create: bool = False) -
     if path is None:
         if make_url(url).get_backend_name() == "sqlite":
             return _sqlite_engine(url, busy_timeout, None)
-        return _server_engine(url)
+        return _server_engine(url, jobs)
     if not path.exists():
         if not create:
             raise SchemaError(
@@ -76,7 +83,7 @@ def make_engine(url: str, *, busy_timeout: float = 30.0, create: bool = False) -
     return _sqlite_engine(url, busy_timeout, path if not create else None)
 
 
-def _server_engine(url: str) -> Engine:
+def _server_engine(url: str, jobs: int) -> Engine:
     try:
         # A client frozen inside a transaction (SIGSTOP, a paused VM) would
         # hold its row locks for ever and block every other host's recovery;
@@ -84,7 +91,9 @@ def _server_engine(url: str) -> Engine:
         engine = create_engine(
             url,
             pool_pre_ping=False,
-            pool_size=5,
+            # Each running attempt may hold a connection (recording, renewing)
+            # while the claim loop holds another: never fewer than --jobs + 2.
+            pool_size=max(5, jobs + 2),
             max_overflow=10,
             connect_args=(
                 {"options": "-c idle_in_transaction_session_timeout=30000"}
@@ -138,10 +147,10 @@ def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> En
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        if conn.get_execution_options().get(_READ_ONLY):
-            conn.exec_driver_sql("BEGIN")
-        else:
+        if conn.get_execution_options().get(WRITE):
             conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
 
     return engine
 
@@ -165,17 +174,18 @@ def enable_wal(target: Engine | Connection) -> None:
 @contextmanager
 def write_tx(engine: Engine) -> Iterator[Connection]:
     """A short write transaction (BEGIN IMMEDIATE on SQLite), errors translated."""
-    with translate_errors(), engine.begin() as conn:
-        yield conn
+    with translate_errors(), engine.connect() as plain:
+        conn = plain.execution_options(**{WRITE: True})
+        with conn.begin():
+            yield conn
 
 
 @contextmanager
 def read_tx(engine: Engine) -> Iterator[Connection]:
-    """A read transaction that takes no write lock."""
-    with translate_errors(), engine.connect() as plain:
-        conn = plain.execution_options(**{_READ_ONLY: True})
-        with conn.begin():
-            yield conn
+    """A read transaction that takes no write lock (SQLite: a deferred BEGIN,
+    which in WAL mode neither waits for nor blocks a writer)."""
+    with translate_errors(), engine.connect() as conn, conn.begin():
+        yield conn
 
 
 _NOW = Prepared(select(func.now()))
@@ -264,6 +274,11 @@ def translate_errors() -> Iterator[None]:
         if mapped is None:
             raise
         raise mapped from exc
+    except PoolTimeoutError as exc:
+        raise DatabaseBusyError(
+            "database busy: no free connection in the pool in time (too many --jobs for "
+            "the server's connections?)"
+        ) from exc
     except UnicodeDecodeError as exc:
         # SQLite quotes a damaged schema's bytes in its message, which the
         # driver then cannot decode: the file is corrupt, not our input.

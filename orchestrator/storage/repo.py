@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, exists, func, insert, or_, select, update
 
 from orchestrator.domain.decide import Outcome, RunHistory
-from orchestrator.domain.pipeline import Event, State, Status, state_string
+from orchestrator.domain.pipeline import ADD, Event, State, Status, check_transition, state_string
 from orchestrator.errors import OrchestratorError
 from orchestrator.storage import tables
 from orchestrator.storage.prepared import Prepared
@@ -101,6 +101,7 @@ class AttemptSnapshot:
     proc_start: str | None
     started_at: datetime
     finished_at: datetime | None
+    tick_id: int | None = None
 
 
 _TASK_COLUMNS = [tasks.c[name] for name in TaskSnapshot.__dataclass_fields__]
@@ -191,7 +192,7 @@ def insert_tasks(conn: Connection, new: Sequence[NewTask], now: datetime, actor:
                     "seq": 1,
                     "from_state": None,
                     "to_state": t.first_stage,
-                    "event": "add",
+                    "event": ADD,
                     "actor": actor,
                     "reason": "task added",
                     "note": None,
@@ -206,7 +207,7 @@ def insert_tasks(conn: Connection, new: Sequence[NewTask], now: datetime, actor:
 def apply_transition(
     conn: Connection,
     task: TaskSnapshot,
-    event: Event | str,
+    event: Event,
     to: State,
     *,
     now: datetime,
@@ -222,9 +223,11 @@ def apply_transition(
 ) -> TaskSnapshot:
     """Compare-and-set the task from the state in `task` to `to`, and record it.
 
-    Raises ConflictError when the task moved since `task` was read: the
+    Raises ConflictError when the task moved since `task` was read, and
+    IllegalTransitionError for an edge the state machine does not have: the
     caller's transaction then rolls back and nothing is written.
     """
+    check_transition(task.state, event, to)
     run = task.run + 1 if new_run or to.stage != task.stage else task.run
     after = TaskSnapshot(
         **{
@@ -327,6 +330,7 @@ def find_claimable(
     any_host: bool,
     exclude: Collection[int] = (),
     slug: str | None = None,
+    lock: bool = True,
 ) -> TaskSnapshot | None:
     """The next ready task (priority, then age) with no unfinished attempt,
     skipping the ids in `exclude`.
@@ -337,7 +341,7 @@ def find_claimable(
     SKIP LOCKED, so ticks on other hosts pass over them instead of waiting;
     on SQLite the caller's BEGIN IMMEDIATE already excludes every other writer.
     """
-    query = _claim_query(any_host=any_host, slug=slug is not None)
+    query = _claim_query(any_host=any_host, slug=slug is not None, lock=lock)
     params: dict[str, Any] = {"limit": len(exclude) + 1}
     if not any_host:
         params["host"] = host
@@ -350,7 +354,7 @@ def find_claimable(
 
 
 @functools.cache
-def _claim_query(*, any_host: bool, slug: bool) -> Prepared:
+def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
     unfinished = exists().where(
         and_(attempts.c.task_id == tasks.c.id, attempts.c.finished_at.is_(None))
     )
@@ -359,12 +363,10 @@ def _claim_query(*, any_host: bool, slug: bool) -> Prepared:
         query = query.where(or_(tasks.c.host.is_(None), tasks.c.host == bindparam("host")))
     if slug:
         query = query.where(tasks.c.slug == bindparam("slug"))
-    # FOR UPDATE ... SKIP LOCKED is PostgreSQL's; SQLite's compiler leaves it out.
-    query = (
-        query.order_by(tasks.c.priority.desc(), tasks.c.id)
-        .limit(bindparam("limit"))
-        .with_for_update(skip_locked=True, of=tasks)
-    )
+    query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(bindparam("limit"))
+    if lock:  # `tick --dry-run` reads the same rows without locking them
+        # FOR UPDATE ... SKIP LOCKED is PostgreSQL's; SQLite's compiler leaves it out.
+        query = query.with_for_update(skip_locked=True, of=tasks)
     return Prepared(query)
 
 
@@ -397,12 +399,17 @@ _OPEN_ATTEMPT = Prepared(
     .values({name: bindparam(name) for name in _OPEN_COLUMNS})
     .returning(attempts.c.id)
 )
+# A lease that has expired cannot be renewed, and recovery closes only an
+# expired one (`close_attempt(expired_at=...)`): each is one conditional
+# statement, so of a thawed owner renewing and another host recovering,
+# exactly one wins, whatever the interleaving of their reads.
 _RENEW_LEASE = Prepared(
     update(attempts)
     .where(
         attempts.c.id == bindparam("attempt_id"),
         attempts.c.lease_token == bindparam("token"),
         attempts.c.finished_at.is_(None),
+        attempts.c.lease_expires_at >= bindparam("now"),
     )
     .values(lease_expires_at=bindparam("expires"))
 )
@@ -430,29 +437,49 @@ def open_attempt(conn: Connection, **values: Any) -> int:
     return int(row[0])
 
 
-def renew_lease(conn: Connection, attempt_id: int, token: str, expires: datetime) -> bool:
-    """Extend our lease; False when the attempt is no longer ours."""
+def renew_lease(
+    conn: Connection, attempt_id: int, token: str, now: datetime, expires: datetime
+) -> bool:
+    """Extend our lease; False when the attempt is no longer ours, or its
+    lease ran out (`now` past it): then another host may already be
+    recovering it, and we must stop rather than run on."""
     result = _RENEW_LEASE.execute(
-        conn, {"attempt_id": attempt_id, "token": token, "expires": expires}
+        conn, {"attempt_id": attempt_id, "token": token, "now": now, "expires": expires}
     )
     return result.rowcount == 1
 
 
-def close_attempt(conn: Connection, attempt_id: int, token: str | None, **values: Any) -> bool:
-    """Close an open attempt, fenced by its lease token (None: recovery, any owner)."""
-    statement = _close_statement(tuple(sorted(values)), fenced=token is not None)
+def close_attempt(
+    conn: Connection,
+    attempt_id: int,
+    token: str | None,
+    *,
+    expired_at: datetime | None = None,
+    **values: Any,
+) -> bool:
+    """Close an open attempt, fenced by its lease token (None: any owner).
+
+    With `expired_at`, only if the lease had run out by then: recovery's
+    close of an attempt it judged by its lease alone."""
+    statement = _close_statement(
+        tuple(sorted(values)), fenced=token is not None, expired=expired_at is not None
+    )
     params = {f"new_{name}": value for name, value in values.items()}
     if token is not None:
         params["token"] = token
+    if expired_at is not None:
+        params["expired_at"] = expired_at
     result = statement.execute(conn, {**params, "attempt_id": attempt_id})
     return result.rowcount == 1
 
 
 @functools.cache
-def _close_statement(columns: tuple[str, ...], *, fenced: bool) -> Prepared:
+def _close_statement(columns: tuple[str, ...], *, fenced: bool, expired: bool) -> Prepared:
     condition = and_(attempts.c.id == bindparam("attempt_id"), attempts.c.finished_at.is_(None))
     if fenced:
         condition = and_(condition, attempts.c.lease_token == bindparam("token"))
+    if expired:
+        condition = and_(condition, attempts.c.lease_expires_at < bindparam("expired_at"))
     return Prepared(
         update(attempts)
         .where(condition)
@@ -494,22 +521,8 @@ def run_history(
     rows = _RUN_HISTORY.execute(
         conn, {"task_id": task.id, "stage": task.stage, "run": task.run}
     ).rows
-    scores: list[float] = []
-    counted = 0
-    streak = 0
-    for attempt_id, outcome, score in rows:
-        if attempt_id == excluding:
-            continue
-        if score is not None and outcome in (Outcome.PASSED, Outcome.FAILED):
-            scores.append(float(score))
-        if outcome == Outcome.INTERRUPTED:
-            streak += 1
-        else:
-            counted += 1
-            streak = 0
-    return RunHistory(
-        scores=tuple(scores), counted_attempts=counted, interrupt_streak=streak, hint=task.next_hint
-    )
+    finished = [(Outcome(outcome), score) for key, outcome, score in rows if key != excluding]
+    return RunHistory.of(finished, hint=task.next_hint)
 
 
 def attempts_of(conn: Connection, task_id: int, stage: str | None = None) -> list[AttemptSnapshot]:

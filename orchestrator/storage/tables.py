@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     Boolean,
+    CheckConstraint,
     Column,
     DateTime,
     Float,
@@ -32,6 +33,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
+
+from orchestrator.domain.decide import HaltReason, Outcome
+from orchestrator.domain.pipeline import RECORDED_EVENTS, Status
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -67,6 +71,13 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def one_of(column: str, values: Any) -> str:
+    """A CHECK that `column` holds one of `values` (or NULL): the database
+    refuses a state the code does not know, whoever writes it."""
+    listed = ", ".join(f"'{value}'" for value in values)
+    return f"{column} IN ({listed})"
+
+
 # One unit of work. `version` is the compare-and-set fence: it equals the
 # `seq` of the task's newest transition, and every state change bumps it.
 tasks = Table(
@@ -88,6 +99,8 @@ tasks = Table(
     Column("host", String(255)),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
+    CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
 # Claims read the ready tasks in priority order, oldest first, and stop at the
 # first one they may take: the index must hold exactly that order.
@@ -144,6 +157,16 @@ attempts = Table(
     Column("finished_at", UTCDateTime, index=True),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
+    CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),
+)
+# At most one unfinished attempt per task, whatever the interleaving; it also
+# serves the claim's and recovery's look for open attempts.
+Index(
+    "uq_attempts_open_task_id",
+    attempts.c.task_id,
+    unique=True,
+    sqlite_where=attempts.c.finished_at.is_(None),
+    postgresql_where=attempts.c.finished_at.is_(None),
 )
 
 # Every change of state, written in the same transaction as the change.
@@ -162,4 +185,5 @@ transitions = Table(
     Column("attempt_id", ForeignKey("attempts.id", ondelete="SET NULL"), index=True),
     Column("at", UTCDateTime, nullable=False),
     UniqueConstraint("task_id", "seq"),
+    CheckConstraint(one_of("event", RECORDED_EVENTS), name="event"),
 )
