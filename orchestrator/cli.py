@@ -51,6 +51,8 @@ class CliError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         stream = file if file is not None else sys.stderr
+        if not self.message:
+            return  # said already, line by line (a tick's errors)
         click.echo(f"Error: {self.message}", file=stream)
         if self.verbose:
             cause = self.error.__cause__ or self.error.__context__
@@ -695,10 +697,7 @@ def _run_one_tick(
             + (f"; stopped claiming: {report.stopped_claiming}" if report.stopped_claiming else "")
         )
     if report.errors:
-        raise TickFailedError(
-            f"the tick went on past {len(report.errors)} error(s), each shown above",
-            report.exit_code,
-        )
+        raise TickFailedError("", report.exit_code)  # each error is on stderr already
 
 
 @cli.command()

@@ -195,14 +195,14 @@ class Ticker:
             status = exc.exit_code
             raise
         finally:
-            # The tick row is closed however the tick ends; a failure to do so
-            # must not hide the error that ended it.
+            # The tick row is closed however the tick ends. When that fails
+            # too, the error already on its way out (or said) is the one
+            # that explains it.
             try:
                 self._close_tick(exit_code=status)
-            except Exception as exc:
+            except Exception:
                 if status == 0:
                     raise
-                self._error("closing the tick's record", exc)
         return self.report
 
     def _error(self, where: str, exc: BaseException) -> None:
@@ -546,6 +546,7 @@ class Ticker:
             stage = None if pipeline is None else pipeline.stage(task.stage)
             if pipeline is None or stage is None:
                 self._halt_unknown(conn, task, now)
+                fault_point("after_halt_unknown")
                 continue
             return self._open_attempt(conn, task, pipeline, stage, now)
 

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import IO
 
 from orchestrator.domain.text import clean_text
+from orchestrator.testing import fault_point
 
 __all__ = [
     "MAX_VALUE_BYTES",
@@ -632,6 +633,7 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
             duration=time.monotonic() - started,
         )
 
+    fault_point("after_spawn")  # a tick dying here leaves no note of its child
     child = _Child(proc)
     selector: selectors.BaseSelector | None = None
     exit_fd: int | None = None

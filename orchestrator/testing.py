@@ -3,7 +3,7 @@
 Product code calls `fault_point("after_claim_commit")`; it does nothing unless
 `ORCHESTRATOR_TEST_FAULT` names that point. The action after the colon is
 `exit` (default: `os._exit(137)`, no finalisers, like SIGKILL), `raise`
-(an exception) or `stop` (SIGSTOP to ourselves). Read once at import: a tick
+(an exception), `term` (SIGTERM to ourselves) or `stop` (SIGSTOP to ourselves). Read once at import: a tick
 is one process, and the check must cost nothing on the hot path.
 
 `ORCHESTRATOR_TEST_CRASH_AFTER_STMT=n` makes the process `os._exit(137)`
@@ -33,6 +33,10 @@ def fault_point(name: str) -> None:
         return
     if _ACTION == "raise":
         raise InjectedFault(f"injected fault at {name}")
+    if _ACTION == "term":
+        # As if SIGTERM arrived right here: the handler sets the stop event.
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     if _ACTION == "stop":
         # Aimed at this thread, so it stops here and not a few statements on.
         signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)

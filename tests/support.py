@@ -145,8 +145,9 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
     - each task's state equals the to_state of its newest transition;
     - transition seq runs 1..n per task, with no gap or duplicate;
     - every edge is one of the state machine's (TRANSITIONS);
-    - no attempt left open unless `allow_running`; a running task has exactly
-      one open attempt;
+    - a running task has exactly one open attempt, and no task more than one,
+      always; no attempt is left open at all unless `allow_running` (a
+      halted task's attempt stays open until its tick notices);
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -184,8 +185,10 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                     ),
                     {"t": task_id},
                 ).scalar_one()
-                if status == "running" and open_attempts != 1 and not allow_running:
+                if status == "running" and open_attempts != 1:
                     problems.append(f"{slug}: running with {open_attempts} open attempts")
+                if open_attempts > 1:
+                    problems.append(f"{slug}: {open_attempts} attempts open at once")
                 if open_attempts and not allow_running:
                     problems.append(f"{slug}: {open_attempts} attempts still open")
             if conn.dialect.name == "sqlite":

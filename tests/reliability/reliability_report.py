@@ -35,6 +35,7 @@ class ReliabilityReport:
     soak_lost: int = 0
     soak_duplicated: int = 0
     soak_left_running: int = 0
+    soak_survivors: int = 0
     soak_crashed_attempts: int = 0
     soak_window: float = 0.0
     soak_recovery_seconds: list[float] = field(default_factory=list)
@@ -69,6 +70,7 @@ class ReliabilityReport:
             soak = (
                 f"{self.soak_recovered}/{self.soak_iterations}, {self.soak_lost} lost, "
                 f"{self.soak_duplicated} duplicated transitions, "
+                f"{self.soak_survivors} surviving processes, "
                 f"recovery p50 {percentile(times, 50):.2f} s p99 {percentile(times, 99):.2f} s"
             )
             soak_detail = (
@@ -105,6 +107,7 @@ class ReliabilityReport:
                 "lost": self.soak_lost,
                 "duplicated": self.soak_duplicated,
                 "left_running": self.soak_left_running,
+                "survivors": self.soak_survivors,
                 "crashed_attempts": self.soak_crashed_attempts,
                 "kill_window": self.soak_window,
                 "p50": percentile(self.soak_recovery_seconds, 50),

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,11 +99,68 @@ def one_error_line(stderr: str) -> str | None:
 def clone_project(source: Project, folder: Path) -> Project:
     """A copy of a (quiescent) project: config, database, state and workspaces."""
     shutil.copytree(source.dir, folder, symlinks=True)
+    if not source.db_url.startswith("sqlite"):
+        url = PG_DATABASES.copy(source.db_url)
+        return Project(dir=folder, db_url=url, config=folder / source.config.name)
     src_db = sqlite_file(source.db_url)
     db = folder / src_db.relative_to(source.dir)
     for suffix in ("-shm",):  # a stale -shm is rebuilt by SQLite; never copy one
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return Project(dir=folder, db_url=f"sqlite:///{db}", config=folder / source.config.name)
+
+
+class PgDatabases:
+    """PostgreSQL databases for the reliability suite, copied from a template.
+
+    Migrating costs far more than `CREATE DATABASE ... TEMPLATE`, so one
+    database is migrated per session and each project gets a copy; a clone
+    of a project copies its database the same way. Each test's databases
+    are dropped when it ends (`drop_all`)."""
+
+    def __init__(self) -> None:
+        self.server: str | None = None
+        self.made: list[str] = []
+
+    def _admin(self) -> Any:
+        assert self.server is not None
+        return create_engine(self.server, isolation_level="AUTOCOMMIT")
+
+    def copy(self, source_url: str) -> str:
+        from sqlalchemy.engine import make_url
+
+        source = make_url(source_url)
+        name = f"orch_rel_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+        admin = self._admin()
+        try:
+            with admin.connect() as conn:
+                # A template must have no other session: end any left over.
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :db AND pid <> pg_backend_pid()"
+                    ),
+                    {"db": source.database},
+                )
+                conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{source.database}"'))
+        finally:
+            admin.dispose()
+        self.made.append(name)
+        return source.set(database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        if not self.made:
+            return
+        admin = self._admin()
+        try:
+            with admin.connect() as conn:
+                for name in self.made:
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        finally:
+            admin.dispose()
+        self.made.clear()
+
+
+PG_DATABASES = PgDatabases()
 
 
 def sqlite_file(db_url: str) -> Path:

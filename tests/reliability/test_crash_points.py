@@ -26,6 +26,7 @@ from reliability_support import (
     run,
     violations,
 )
+from sqlalchemy import create_engine, text
 from support import Project
 
 pytestmark = [pytest.mark.reliability, pytest.mark.lane(CRASH)]
@@ -37,6 +38,7 @@ POINTS = fault_points()
 # transaction rolls the attempt back: there is nothing to recover.)
 ATTEMPT_LOST = {
     "after_claim_commit",
+    "after_spawn",
     "after_spawn_recorded",
     "after_worker",
     "after_verifier",
@@ -44,7 +46,12 @@ ATTEMPT_LOST = {
     "inside_record_tx",
 }
 # Points reached after everything of the scenario's attempt is committed.
-ATTEMPT_KEPT = {"inside_claim_tx", "after_record_commit", "inside_close_tick_tx"}
+ATTEMPT_KEPT = {
+    "inside_claim_tx",
+    "after_record_commit",
+    "inside_close_tick_tx",
+    "after_halt_unknown",
+}
 
 
 # Workers that live past the tick's 10 ms threshold for noting a child's
@@ -55,6 +62,8 @@ STAGES = GATED.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]')
 def scenario(point: str) -> str:
     if POINTS[point] == "actions.py":
         return "approve"
+    if "unknown" in point:
+        return "unknown"
     if "recover" in point:
         return "recover"
     if "advance" in point:
@@ -70,6 +79,14 @@ def tick(project: Project, **env: str) -> None:
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
+    if kind == "unknown":
+        # A task ahead of t1 at a stage the config does not have: the claim
+        # halts it (unknown_stage) before it takes t1.
+        assert project.cli("add", "t0", "--title", "lost", "--priority", "9").exit_code == 0
+        engine = create_engine(project.db_url)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE tasks SET stage = 'gone' WHERE slug = 't0'"))
+        engine.dispose()
     if kind == "recover":
         # An orphan for recovery to find: the tick died right after the claim.
         died = run(project, "tick", env=crash_env("after_claim_commit"))
@@ -96,7 +113,7 @@ def drive_to_complete(project: Project) -> None:
 
 @pytest.mark.parametrize("point", sorted(POINTS))
 def test_crash_point_recovers_without_double_transitions(
-    point: str, new_project: ProjectFactory
+    point: str, reliability_backend: str, new_project: ProjectFactory
 ) -> None:
     kind = scenario(point)
     project = new_project(STAGES)

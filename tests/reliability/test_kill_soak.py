@@ -8,7 +8,8 @@ least 0.6 s): its pid only, its whole session (process group), or its
 session and the worker's group too. Then a recovery tick (`--task` naming no
 task, so it recovers and claims nothing) runs and is timed; the invariants
 must hold with no attempt left open, every transition committed before the
-kill is still there, and none is written twice. At the end a few clean ticks
+kill is still there, none is written twice, and no command an attempt
+started (worker or its child) survives the recovery. At the end a few clean ticks
 finish every task: all reach `complete`.
 
 `ORCHESTRATOR_SOAK_ITERATIONS` and `ORCHESTRATOR_SOAK_SEED` override the
@@ -66,6 +67,24 @@ def configure(project: Project, pidfile: Path, sleep: float) -> None:
     project.write_config(stages(pidfile, sleep), kill_grace_seconds=1, retry_interval=0)
 
 
+def surviving_commands(folder: Path) -> list[int]:
+    """Live processes started by an attempt of the project in `folder`: they
+    carry the attempt's process tag and its workspace in their environment."""
+    workspace = f"ORCHESTRATOR_WORKSPACE={folder}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if b"ORCHESTRATOR_PROCESS_TAG=" in environ and workspace in environ and state != b"Z":
+            found.append(int(entry.name))
+    return found
+
+
 def is_agent(pid: int) -> bool:
     try:
         return b"agent.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -86,7 +105,9 @@ def kill(proc: subprocess.Popen[str], mode: str, pidfile: Path) -> None:
                 os.killpg(pgid, signal.SIGKILL)
 
 
-def test_kill_soak(new_project: ProjectFactory, report: ReliabilityReport, tmp_path: Path) -> None:
+def test_kill_soak(
+    reliability_backend: str, new_project: ProjectFactory, report: ReliabilityReport, tmp_path: Path
+) -> None:
     seed = int(os.environ.get("ORCHESTRATOR_SOAK_SEED", "0")) or random.randrange(1, 2**31)
     rng = random.Random(seed)
     report.soak_seed = seed
@@ -155,6 +176,12 @@ def test_kill_soak(new_project: ProjectFactory, report: ReliabilityReport, tmp_p
         report.soak_duplicated += len(audit.duplicated)
         left = query(project.db_url, "SELECT count(*) FROM attempts WHERE finished_at IS NULL")
         report.soak_left_running += left[0][0]
+        # Recovery killed what the dead tick started (workers and their
+        # children), noted or not: nothing of an attempt may run on.
+        survivors = surviving_commands(project.dir)
+        report.soak_survivors += len(survivors)
+        if survivors:
+            problems.append(f"{len(survivors)} commands survived recovery: {survivors}")
         if missing:
             problems.append(f"{len(missing)} committed transitions lost: {sorted(missing)[:3]}")
         report.count(SOAK, not problems)

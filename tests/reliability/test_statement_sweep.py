@@ -103,7 +103,11 @@ def check_case(
 
 @pytest.mark.parametrize("kind", sorted(SCENARIOS))
 def test_crash_after_every_statement(
-    kind: str, new_project: ProjectFactory, report: ReliabilityReport, tmp_path: Path
+    kind: str,
+    reliability_backend: str,
+    new_project: ProjectFactory,
+    report: ReliabilityReport,
+    tmp_path: Path,
 ) -> None:
     base = base_project(new_project, kind)
     command = SCENARIOS[kind][0]
