@@ -50,6 +50,14 @@ class DatabaseUnreadableError(OrchestratorError):
     exit_code = 74
 
 
+class HostIOError(OrchestratorError):
+    """A folder or file of the host's failed: disk full, I/O error (EX_IOERR).
+
+    Not the task's fault: the tick stops claiming rather than spend attempts."""
+
+    exit_code = 74
+
+
 class LockBusyError(OrchestratorError):
     """Another tick holds this host's tick lock (EX_TEMPFAIL)."""
 
@@ -87,9 +95,11 @@ EXIT_CODES: dict[int, str] = {
     2: "usage error (bad option or argument)",
     65: "`verdict` found no verdict in its input",
     69: "database busy past the busy timeout",
-    74: "database unreadable: not a database, corrupt, disk full, I/O error",
+    74: "database unreadable (not a database, corrupt), or a disk full or I/O error on the "
+    "database, lock, workspace or state folder",
     75: "another tick holds the lock",
-    77: "permission denied on the database, lock or workspace",
+    77: "permission denied (or a read-only filesystem) on the database, lock, workspace or "
+    "state folder",
     78: "configuration or schema problem",
     130: "interrupted by SIGINT, after stopping children and recording the attempt",
     143: "interrupted by SIGTERM, after stopping children and recording the attempt",
