@@ -46,6 +46,7 @@ from orchestrator.domain.pipeline import Event, State, Status, next_state
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import Verdict, parse_verdict
+from orchestrator.errors import OrchestratorError, host_error
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx, savepoint, write_tx
 from orchestrator.storage.schema import HEAD, current_revision
@@ -76,6 +77,7 @@ class TickReport:
     outcomes: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     stopped_claiming: str | None = None
+    host_fault: OrchestratorError | None = None  # the tick exits with its status
 
     @property
     def did_work(self) -> bool:
@@ -158,7 +160,10 @@ class Ticker:
         self.recover()
         self.advance_approved()
         self._claim_and_run(options)
-        self._close_tick(exit_code=0)
+        fault = self.report.host_fault
+        self._close_tick(exit_code=0 if fault is None else fault.exit_code)
+        if fault is not None:
+            raise fault
         return self.report
 
     def _ensure_tick(self, conn: Connection, now: datetime) -> int:
@@ -533,19 +538,33 @@ class Ticker:
         """Run and record one attempt (and, with `chain`, claim the next)."""
         try:
             result = self._execute(claim)
+        except _HostFault as fault:
+            result = self._host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
         fault_point("before_record")
         return self._record(claim, result, chain)
 
+    def _host_fault(self, error: OrchestratorError) -> AttemptRun:
+        """A folder of the host's failed under the attempt: the attempt counts
+        toward nothing, the tick claims no more (the next claim would fail the
+        same way) and ends with the fault's exit status, naming the folder."""
+        with self._tick_lock:
+            if self.report.host_fault is None:
+                self.report.host_fault = error
+                self.report.stopped_claiming = str(error)
+        return AttemptRun(Outcome.HOST_ERROR, error=str(error))
+
     def _execute(self, claim: Claim) -> AttemptRun:
         slug, stage = claim.task.slug, claim.stage
-        workspace, problem = self._workspace(claim)
+        with _host_folder("workspace_root", self.settings.workspace_root):
+            workspace, problem = self._workspace(claim)
         if problem is not None:
             return AttemptRun(Outcome.WORKER_ERROR, error=problem)
         state_dir = self._state_dir(slug, stage.name, claim.number)
-        state_dir.mkdir(parents=True, exist_ok=True)
-        prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
+        with _host_folder("state_root", self.settings.state_root):
+            state_dir.mkdir(parents=True, exist_ok=True)
+            prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
         values = {
             "task": slug,
             "stage": stage.name,
@@ -573,21 +592,23 @@ class Ticker:
         )
 
         def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
-            return runner.run_command(
-                runner.render_argv(argv, values),
-                cwd=workspace,
-                env=env,
-                timeout=stage.timeout_seconds,
-                stdin_data=stdin,
-                stdout_path=state_dir / f"{name}.out",
-                stderr_path=state_dir / f"{name}.err",
-                output_cap=self.settings.output_cap_bytes,
-                grace=self.settings.kill_grace_seconds,
-                on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
-                # Commands over within 10 ms need no note to find their orphans by.
-                on_start_after=PROCESS_NOTE_AFTER,
-                should_stop=guard,
-            )
+            # Capture files and process notes are written in the state folder.
+            with _host_folder("state_root", self.settings.state_root):
+                return runner.run_command(
+                    runner.render_argv(argv, values),
+                    cwd=workspace,
+                    env=env,
+                    timeout=stage.timeout_seconds,
+                    stdin_data=stdin,
+                    stdout_path=state_dir / f"{name}.out",
+                    stderr_path=state_dir / f"{name}.err",
+                    output_cap=self.settings.output_cap_bytes,
+                    grace=self.settings.kill_grace_seconds,
+                    on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
+                    # Commands over within 10 ms need no note to find their orphans by.
+                    on_start_after=PROCESS_NOTE_AFTER,
+                    should_stop=guard,
+                )
 
         verdict_text: str | None = None
         worker_exit: int | None = None
@@ -944,6 +965,29 @@ class Ticker:
                 + "; ".join(commands)
             )
             shown += 1
+
+
+class _HostFault(Exception):
+    """An OSError making or writing an attempt's folders or files: the host's
+    fault (a full disk, a read-only mount, no permission), not the task's."""
+
+    def __init__(self, error: OrchestratorError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@contextmanager
+def _host_folder(key: str, root: Path) -> Iterator[None]:
+    """Turn an OSError in `root` into a `_HostFault` naming the folder. An
+    error naming a file elsewhere (a missing prompt template) is not the
+    folder's and goes on as it was; a failed write names no file at all."""
+    try:
+        yield
+    except OSError as exc:
+        named = exc.filename
+        if isinstance(named, str | os.PathLike) and not Path(named).is_relative_to(root):
+            raise
+        raise _HostFault(host_error(f"cannot write {key} {root}", exc)) from exc
 
 
 _PROMPT_FIELD = re.compile(

@@ -7,6 +7,8 @@ place, so a user's mistake never prints a traceback.
 
 from __future__ import annotations
 
+import errno
+
 
 class OrchestratorError(Exception):
     """Something the orchestrator refused or could not do."""
@@ -87,6 +89,20 @@ class Interrupted(OrchestratorError):
         super().__init__(f"interrupted by signal {signum}")
         self.signum = signum
         self.exit_code = 128 + signum
+
+
+# OSErrors that mean "this user may not write here": the fix is a permission
+# or a mount option, like a read-only database (77). Every other OSError on a
+# host's file is its I/O failing: a full disk, no inodes, an I/O error (74).
+DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def host_error(what: str, exc: OSError) -> OrchestratorError:
+    """`what: reason` with the exit status of an OSError on a host's file."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in DENIED_ERRNOS:
+        return PermissionDeniedError(f"{what}: {reason}")
+    return HostIOError(f"{what}: {reason}")
 
 
 EXIT_CODES: dict[int, str] = {

@@ -28,13 +28,7 @@ from types import TracebackType
 
 from filelock import FileLock, Timeout
 
-from orchestrator.errors import (
-    ConfigError,
-    HostIOError,
-    LockBusyError,
-    OrchestratorError,
-    PermissionDeniedError,
-)
+from orchestrator.errors import ConfigError, LockBusyError, OrchestratorError, host_error
 
 
 class LockHeld(LockBusyError):
@@ -49,10 +43,6 @@ class LockHeld(LockBusyError):
         return f"another tick holds the lock {self.lock.path} ({self.lock.holder()})"
 
 
-# Errors that mean "this user may not write here": the fix is a permission or
-# a mount option, like a read-only database (77). Every other OSError is the
-# host's I/O failing (a full disk, an I/O error: 74).
-DENIED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 _NO_FLOCK = frozenset({errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK})
 
 
@@ -67,9 +57,7 @@ def lock_error(path: Path, exc: OSError) -> OrchestratorError:
         )
     if isinstance(exc, FileNotFoundError):
         return ConfigError(f"cannot create the lock file {path}: {reason}")
-    if exc.errno in DENIED:
-        return PermissionDeniedError(f"cannot open the lock file {path}: {reason}")
-    return HostIOError(f"cannot open the lock file {path}: {reason}")
+    return host_error(f"cannot open the lock file {path}", exc)
 
 
 class TickLock:

@@ -28,6 +28,10 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     INTERRUPTED = "interrupted"
+    # The host could not make or write the attempt's folders (a full disk, a
+    # read-only mount, no permission): not the task's fault, so it counts
+    # toward nothing, not even the interrupt streak.
+    HOST_ERROR = "host_error"
 
 
 class HaltReason(StrEnum):
@@ -99,6 +103,9 @@ def decide(
             reason=reason,
             plateau=plateau,
         )
+
+    if outcome is Outcome.HOST_ERROR:
+        return to(Event.RETRY, "the host could not run the attempt; it counts toward nothing")
 
     if outcome is Outcome.INTERRUPTED:
         streak = history.interrupt_streak + 1

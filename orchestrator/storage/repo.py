@@ -498,8 +498,8 @@ def run_history(
     counted = 0
     streak = 0
     for attempt_id, outcome, score in rows:
-        if attempt_id == excluding:
-            continue
+        if attempt_id == excluding or outcome == Outcome.HOST_ERROR:
+            continue  # the host's fault: neither counted nor breaking a streak
         if score is not None and outcome in (Outcome.PASSED, Outcome.FAILED):
             scores.append(float(score))
         if outcome == Outcome.INTERRUPTED:

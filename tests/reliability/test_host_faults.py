@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from reliability_report import ProjectFactory
 from reliability_support import one_error_line, run
+from support import Project
 
 pytestmark = [pytest.mark.reliability]
 
@@ -237,3 +238,167 @@ def test_release_keeps_a_newer_ticks_holder_note(
     finally:
         (root / "go-a").touch()
         first.communicate(timeout=60)
+
+
+# -- 3. a full, read-only or unwritable workspace or state folder --------------------------
+
+# Two ready tasks, a stage that spends attempts fast: max_attempts 2, and
+# max_interrupts is 3 by default; a host fault charged to the task would
+# halt it within four ticks.
+STAGES = """
+[[pipelines.default.stages]]
+name = "research"
+gate = true
+max_attempts = 2
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.9}'"]
+"""
+
+FAULTY_TICKS = 4
+
+
+def attempts_of(project: Project) -> list[tuple[str, str | None, str | None]]:
+    return [
+        (slug, outcome, error)
+        for slug, outcome, error in project.query(
+            "SELECT t.slug, a.outcome, a.error FROM attempts a JOIN tasks t ON t.id = a.task_id "
+            "ORDER BY a.id"
+        )
+    ]
+
+
+def assert_host_fault_spends_nothing(
+    project: Project,
+    tick: Callable[[], subprocess.CompletedProcess[str]],
+    status: int,
+    words: tuple[str, ...],
+    repair: Callable[[], None],
+) -> None:
+    """Each faulty tick claims one attempt, records it `host_error` (the
+    task is ready again, nothing halts), stops claiming and exits `status`
+    with one line naming the folder; once repaired, the task goes on."""
+    for n in range(1, FAULTY_TICKS + 1):
+        result = tick()
+        clean_error(result, status, *words)
+        assert "Traceback" not in result.stdout
+        rows = attempts_of(project)
+        assert len(rows) == n, rows  # stopped claiming: t2 was never claimed
+        assert {outcome for _, outcome, _ in rows} == {"host_error"}, rows
+        assert all(words[0] in (error or "") for _, _, error in rows), rows
+        assert project.state("t1") == "research", project.state("t1")
+        assert project.state("t2") == "research"
+    assert project.query("SELECT count(*) FROM ticks WHERE exit_code = :s", s=status) == [
+        (FAULTY_TICKS,)
+    ]
+    repair()
+    result = tick()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert project.state("t1") == "research:awaiting_approval"
+    assert project.state("t2") == "research:awaiting_approval"
+
+
+def host_project(new_project: ProjectFactory, **settings: str) -> Project:
+    project = new_project(stages=STAGES, **settings)
+    for slug in ("t1", "t2"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    return project
+
+
+@pytest.mark.parametrize("key", ["workspace_root", "state_root"])
+def test_read_only_folder(new_project: ProjectFactory, small_fs: Mount, key: str) -> None:
+    folder = small_fs(read_only=True)
+    project = host_project(new_project, **{key: str(folder)})
+
+    def repair() -> None:
+        subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
+
+    assert_host_fault_spends_nothing(
+        project,
+        lambda: run(project, "tick"),
+        77,
+        (f"{key} {folder}", "Read-only file system"),
+        repair,
+    )
+
+
+@pytest.mark.parametrize("key", ["workspace_root", "state_root"])
+def test_folder_out_of_inodes(new_project: ProjectFactory, small_fs: Mount, key: str) -> None:
+    folder = small_fs(inodes=64)
+    use_up_inodes(folder)
+    project = host_project(new_project, **{key: str(folder)})
+
+    def repair() -> None:
+        for path in folder.glob("inode*"):
+            path.unlink()
+
+    assert_host_fault_spends_nothing(
+        project,
+        lambda: run(project, "tick"),
+        74,
+        (f"{key} {folder}", "No space left on device"),
+        repair,
+    )
+
+
+def test_state_folder_on_a_full_disk(new_project: ProjectFactory, small_fs: Mount) -> None:
+    """Folders can still be made (tmpfs inodes are free), but the verifier's
+    captured output cannot be written: the verdict it printed is not charged
+    either."""
+    folder = small_fs()
+    fill(folder)
+    project = host_project(new_project, state_root=str(folder))
+    assert_host_fault_spends_nothing(
+        project,
+        lambda: run(project, "tick"),
+        74,
+        (f"state_root {folder}", "No space left on device"),
+        (folder / "filler").unlink,
+    )
+
+
+@pytest.mark.parametrize("key", ["workspace_root", "state_root"])
+def test_folder_the_user_cannot_write(new_project: ProjectFactory, key: str) -> None:
+    """As an unprivileged user (nobody, when we are root) whose project is
+    writable but whose `tasks/` or `state/` is root's."""
+    from test_db_faults import unprivileged
+
+    source = host_project(new_project)
+    world = Path(tempfile.mkdtemp(prefix="orch-user-", dir="/tmp"))
+    try:
+        world.chmod(0o755)
+        home = world / "project"
+        shutil.copytree(source.dir, home)
+        db = home / "orchestrator.db"
+        project = Project(dir=home, db_url=f"sqlite:///{db}", config=home / "orchestrator.toml")
+        folder = home / ("tasks" if key == "workspace_root" else "state")
+        folder.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(home, 65534, 65534)
+            for path in home.iterdir():
+                shutil.chown(path, 65534, 65534)
+            shutil.chown(folder, 0, 0)
+        folder.chmod(0o555)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+        env.update(
+            ORCHESTRATOR_CONFIG=str(project.config), ORCHESTRATOR_DB_URL=project.db_url, HOME="/tmp"
+        )
+
+        def tick() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                unprivileged(("tick",)),
+                cwd=home,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+
+        def repair() -> None:
+            folder.chmod(0o777)
+
+        assert_host_fault_spends_nothing(
+            project, tick, 77, (f"{key} {folder}", "Permission denied"), repair
+        )
+    finally:
+        shutil.rmtree(world, ignore_errors=True)
