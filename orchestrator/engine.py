@@ -48,7 +48,7 @@ from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import Verdict, parse_verdict
 from orchestrator.errors import OrchestratorError, host_error
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, read_tx, savepoint, write_tx
+from orchestrator.storage.db import checkpoint, db_now, read_tx, savepoint, write_tx
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
 
@@ -162,6 +162,8 @@ class Ticker:
         self._claim_and_run(options)
         fault = self.report.host_fault
         self._close_tick(exit_code=0 if fault is None else fault.exit_code)
+        if self._tick_id is not None:
+            checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
         if fault is not None:
             raise fault
         return self.report

@@ -11,8 +11,10 @@ no litter left behind.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from reliability_report import ProjectFactory
-from reliability_support import one_error_line, run
+from reliability_support import one_error_line, run, sqlite_file
 from support import Project
 
 pytestmark = [pytest.mark.reliability]
@@ -402,3 +404,41 @@ def test_folder_the_user_cannot_write(new_project: ProjectFactory, key: str) -> 
         )
     finally:
         shutil.rmtree(world, ignore_errors=True)
+
+
+# -- 4. litter: the SQLite WAL -------------------------------------------------------------
+
+
+def test_a_tick_that_wrote_truncates_the_wal(new_project: ProjectFactory) -> None:
+    """Another connection stays open (a `run` loop, a reader), so the tick's
+    own close is not the last one, which is what used to checkpoint and
+    remove the WAL: the tick must truncate it itself."""
+    project = new_project(stages=STAGES)
+    lines = "".join(json.dumps({"slug": f"t{n}", "title": "x"}) + "\n" for n in range(40))
+    assert project.cli("add", "--from", "-", input=lines).exit_code == 0
+    db = sqlite_file(project.db_url)
+    wal = Path(f"{db}-wal")
+    reader = sqlite3.connect(db)
+    try:
+        assert reader.execute("SELECT count(*) FROM tasks").fetchone() == (40,)
+        result = run(project, "tick")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert project.query("SELECT count(*) FROM attempts") == [(40,)]
+        size = wal.stat().st_size if wal.exists() else 0
+        assert size == 0, f"the WAL is {size} bytes after the tick"
+        assert reader.execute("SELECT count(*) FROM attempts").fetchone() == (40,)
+    finally:
+        reader.close()
+
+
+def test_the_wal_has_a_size_limit(new_project: ProjectFactory) -> None:
+    from orchestrator.storage.db import WAL_SIZE_LIMIT, make_engine
+
+    project = new_project()
+    engine = make_engine(project.db_url)
+    try:
+        with engine.connect() as conn:
+            limit = conn.exec_driver_sql("PRAGMA journal_size_limit").scalar_one()
+    finally:
+        engine.dispose()
+    assert limit == WAL_SIZE_LIMIT
