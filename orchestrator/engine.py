@@ -15,6 +15,7 @@ a poll interval, stops its process group and is recorded `interrupted`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -56,6 +57,7 @@ ACTOR = "tick"
 FENCE_CHECK_SECONDS = 5.0
 ADVANCE_CHECK_SECONDS = 1.0
 PROCESS_NOTE_AFTER = 0.01
+KEPT_RESULT = "result.json"  # in the attempt's state folder: a result not recorded
 
 
 @dataclass(frozen=True)
@@ -231,7 +233,7 @@ class Ticker:
                 runner.kill_process_group(ident, grace=self.settings.kill_grace_seconds)
             fault_point("before_recover_tx")
             try:
-                self._close_crashed(attempt, why)
+                self._close_crashed(attempt, why, self._kept_result(attempt, slug))
             except repo.ConflictError:
                 continue
 
@@ -265,10 +267,27 @@ class Ticker:
                 continue
         return found
 
+    def _kept_result(
+        self, attempt: repo.AttemptSnapshot, slug: str | None
+    ) -> dict[str, Any] | None:
+        """The result a tick could not record (`_keep_result`), if it left one."""
+        if attempt.host != self.host or slug is None:
+            return None
+        path = self._state_dir(slug, attempt.stage, attempt.number) / KEPT_RESULT
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return kept if isinstance(kept, dict) else None
+
     def _state_dir(self, slug: str, stage: str, number: int) -> Path:
         return self.settings.state_root / slug / f"{stage}-{number:03d}"
 
-    def _close_crashed(self, attempt: repo.AttemptSnapshot, why: str) -> None:
+    def _close_crashed(
+        self, attempt: repo.AttemptSnapshot, why: str, kept: dict[str, Any] | None = None
+    ) -> None:
+        if kept is not None:
+            why += "; the result its tick could not record is kept in late_result"
         with self._write() as conn:
             now = db_now(conn)
             closed = repo.close_attempt(
@@ -281,6 +300,8 @@ class Ticker:
             )
             if not closed:
                 return
+            if kept is not None:
+                repo.record_late_result(conn, attempt.id, kept)
             self._ensure_tick(conn, now)
             self.report.recovered += 1
             task = repo.get_task_by_id(conn, attempt.task_id)
@@ -545,7 +566,31 @@ class Ticker:
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
         fault_point("before_record")
-        return self._record(claim, result, chain)
+        try:
+            return self._record(claim, result, chain)
+        except Exception:
+            self._keep_result(claim, result)
+            raise
+
+    def _keep_result(self, claim: Claim, run: AttemptRun) -> None:
+        """The record failed (the database went away mid-transaction): keep
+        the result beside the attempt, where the tick that recovers it finds
+        it and stores it in `late_result`. Best effort: the disk may be full."""
+        kept = {
+            "outcome": run.outcome.value,
+            "pass": None if run.verdict is None else run.verdict.passed,
+            "score": None if run.verdict is None else run.verdict.score,
+            "reasons": None if run.verdict is None else list(run.verdict.reasons),
+            "next_hint": None if run.verdict is None else run.verdict.next_hint,
+            "error": run.error,
+            "worker_exit": run.worker_exit,
+            "verifier_exit": run.verifier_exit,
+        }
+        path = self._state_dir(claim.task.slug, claim.stage.name, claim.number) / KEPT_RESULT
+        with contextlib.suppress(OSError, ValueError):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(kept, sort_keys=True))
+            tmp.replace(path)
 
     def _host_fault(self, error: OrchestratorError) -> AttemptRun:
         """A folder of the host's failed under the attempt: the attempt counts

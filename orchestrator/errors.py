@@ -46,6 +46,14 @@ class DatabaseBusyError(OrchestratorError):
     exit_code = 69
 
 
+class ConnectionLostError(OrchestratorError):
+    """The database server ended our session or the link to it broke: a
+    restart, a network blip, a session idle in a transaction too long
+    (EX_UNAVAILABLE). Nothing it was writing was committed."""
+
+    exit_code = 69
+
+
 class DatabaseUnreadableError(OrchestratorError):
     """Not a database, corrupt, disk full or an I/O error (EX_IOERR)."""
 
@@ -110,7 +118,7 @@ EXIT_CODES: dict[int, str] = {
     1: "refused: unknown task, transition not allowed, bad slug or field",
     2: "usage error (bad option or argument)",
     65: "`verdict` found no verdict in its input",
-    69: "database busy past the busy timeout",
+    69: "database busy past the busy timeout, or the connection to it was lost",
     74: "database unreadable (not a database, corrupt), or a disk full or I/O error on the "
     "database, lock, workspace or state folder",
     75: "another tick holds the lock",

@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from orchestrator.errors import (
+    ConnectionLostError,
     DatabaseBusyError,
     DatabaseUnreadableError,
     OrchestratorError,
@@ -83,16 +84,15 @@ def _server_engine(url: str) -> Engine:
         # A client frozen inside a transaction (SIGSTOP, a paused VM) would
         # hold its row locks for ever and block every other host's recovery;
         # our transactions are short, so the server may end such a session.
+        # Options in the URL (`?options=-c ...`) come after ours: they win.
+        parsed = make_url(url)
+        connect_args: dict[str, Any] = {}
+        if parsed.get_backend_name() == "postgresql":
+            given = parsed.query.get("options", "")
+            extra = " ".join(given) if isinstance(given, tuple) else given
+            connect_args["options"] = f"-c idle_in_transaction_session_timeout=30000 {extra}"
         engine = create_engine(
-            url,
-            pool_pre_ping=False,
-            pool_size=5,
-            max_overflow=10,
-            connect_args=(
-                {"options": "-c idle_in_transaction_session_timeout=30000"}
-                if make_url(url).get_backend_name() == "postgresql"
-                else {}
-            ),
+            url, pool_pre_ping=False, pool_size=5, max_overflow=10, connect_args=connect_args
         )
     except ModuleNotFoundError as exc:
         raise SchemaError(
@@ -263,11 +263,48 @@ def translate(exc: BaseException) -> OrchestratorError | None:
             f"database schema does not match this orchestrator ({message}); "
             "run `orchestrator doctor`"
         )
+    if connection_lost(exc):
+        return ConnectionLostError(f"lost the connection to the database: {message}")
     if isinstance(exc, OperationalError) and (
         "connection" in lowered or "could not connect" in lowered or "does not exist" in lowered
     ):
         return SchemaError(f"cannot reach the database: {message}")
     return None
+
+
+# SQLSTATEs of a session the server ended or could not keep: class 08
+# (connection exception), admin/crash shutdown, cannot connect now, and the
+# idle timeouts (which psycopg raises as InternalError, not OperationalError).
+_LOST_STATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
+_LOST = (
+    "server closed the connection",
+    "terminating connection",
+    "connection is closed",
+    "connection is lost",
+    "the connection is lost",
+    "connection not open",
+    "consuming input failed",
+    "could not receive data from server",
+    "could not send data to server",
+    "ssl connection has been closed",
+    "connection already closed",
+)
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a driver error means the session is gone (so nothing of the
+    transaction was committed), by every sign a driver gives: SQLAlchemy's
+    invalidation, the SQLSTATE, the message."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = getattr(exc, "orig", exc)
+    state = getattr(orig, "sqlstate", None)
+    if isinstance(state, str) and (state.startswith("08") or state in _LOST_STATES):
+        return True
+    if isinstance(orig, sqlite3.Error):
+        return False
+    lowered = str(orig).lower()
+    return any(marker in lowered for marker in _LOST)
 
 
 # A table or column the code expects is missing although the stamped revision
