@@ -15,6 +15,7 @@ a poll interval, stops its process group and is recorded `interrupted`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -47,9 +48,9 @@ from orchestrator.domain.pipeline import Event, State, Status, next_state
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import Verdict, parse_verdict
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, host_error
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, read_tx, savepoint, write_tx
+from orchestrator.storage.db import checkpoint, db_now, read_tx, savepoint, write_tx
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
 
@@ -61,6 +62,7 @@ PROCESS_NOTE_AFTER = 0.01
 # The exit status of a tick that swallowed an error to keep the other tasks
 # going (EX_SOFTWARE), when the error carries no status of its own.
 TICK_ERROR_STATUS = 70
+KEPT_RESULT = "result.json"  # in the attempt's state folder: a result not recorded
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class TickReport:
     outcomes: dict[str, int] = field(default_factory=dict)
     errors: list[TickError] = field(default_factory=list)
     stopped_claiming: str | None = None
+    host_fault: OrchestratorError | None = None  # the tick exits with its status
 
     @property
     def did_work(self) -> bool:
@@ -186,11 +189,13 @@ class Ticker:
             self._dry_run(options)
             return self.report
         status = TICK_ERROR_STATUS
+        fault: OrchestratorError | None = None
         try:
             self.recover()
             self.advance_approved()
             self._claim_and_run(options)
-            status = self.report.exit_code
+            fault = self.report.host_fault
+            status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:
             status = exc.exit_code
             raise
@@ -203,6 +208,10 @@ class Ticker:
             except Exception:
                 if status == 0:
                     raise
+        if self._tick_id is not None:
+            checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
+        if fault is not None:
+            raise fault
         return self.report
 
     def _error(self, where: str, exc: BaseException) -> None:
@@ -285,7 +294,7 @@ class Ticker:
             self._kill_orphans(attempt, slug)
             fault_point("before_recover_tx")
             try:
-                self._close_crashed(attempt, why)
+                self._close_crashed(attempt, why, self._kept_result(attempt, slug))
             except repo.ConflictError:
                 continue
 
@@ -335,10 +344,27 @@ class Ticker:
                 continue
         return found
 
+    def _kept_result(
+        self, attempt: repo.AttemptSnapshot, slug: str | None
+    ) -> dict[str, Any] | None:
+        """The result a tick could not record (`_keep_result`), if it left one."""
+        if attempt.host != self.host or slug is None:
+            return None
+        path = self._state_dir(slug, attempt.stage, attempt.number) / KEPT_RESULT
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return kept if isinstance(kept, dict) else None
+
     def _state_dir(self, slug: str, stage: str, number: int) -> Path:
         return self.settings.state_root / slug / f"{stage}-{number:03d}"
 
-    def _close_crashed(self, attempt: repo.AttemptSnapshot, why: str) -> None:
+    def _close_crashed(
+        self, attempt: repo.AttemptSnapshot, why: str, kept: dict[str, Any] | None = None
+    ) -> None:
+        if kept is not None:
+            why += "; the result its tick could not record is kept in late_result"
         with self._write() as conn:
             now = db_now(conn)
             closed = repo.close_attempt(
@@ -354,6 +380,8 @@ class Ticker:
             )
             if not closed:
                 return
+            if kept is not None:
+                repo.record_late_result(conn, attempt.id, kept)
             self._ensure_tick(conn, now)
             self.report.recovered += 1
             task = repo.get_task_by_id(conn, attempt.task_id)
@@ -637,10 +665,46 @@ class Ticker:
         """Run and record one attempt (and, with `chain`, claim the next)."""
         try:
             result = self._execute(claim)
+        except _HostFault as fault:
+            result = self._host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
         fault_point("before_record")
-        return self._record(claim, result, chain)
+        try:
+            return self._record(claim, result, chain)
+        except Exception:
+            self._keep_result(claim, result)
+            raise
+
+    def _keep_result(self, claim: Claim, run: AttemptRun) -> None:
+        """The record failed (the database went away mid-transaction): keep
+        the result beside the attempt, where the tick that recovers it finds
+        it and stores it in `late_result`. Best effort: the disk may be full."""
+        kept = {
+            "outcome": run.outcome.value,
+            "pass": None if run.verdict is None else run.verdict.passed,
+            "score": None if run.verdict is None else run.verdict.score,
+            "reasons": None if run.verdict is None else list(run.verdict.reasons),
+            "next_hint": None if run.verdict is None else run.verdict.next_hint,
+            "error": run.error,
+            "worker_exit": run.worker_exit,
+            "verifier_exit": run.verifier_exit,
+        }
+        path = self._state_dir(claim.task.slug, claim.stage.name, claim.number) / KEPT_RESULT
+        with contextlib.suppress(OSError, ValueError):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(kept, sort_keys=True))
+            tmp.replace(path)
+
+    def _host_fault(self, error: OrchestratorError) -> AttemptRun:
+        """A folder of the host's failed under the attempt: the attempt counts
+        toward nothing, the tick claims no more (the next claim would fail the
+        same way) and ends with the fault's exit status, naming the folder."""
+        with self._tick_lock:
+            if self.report.host_fault is None:
+                self.report.host_fault = error
+                self.report.stopped_claiming = str(error)
+        return AttemptRun(Outcome.HOST_ERROR, error=str(error))
 
     def _execute(self, claim: Claim) -> AttemptRun:
         slug, stage = claim.task.slug, claim.stage
@@ -648,14 +712,22 @@ class Ticker:
         if problem is not None:
             return AttemptRun(Outcome.WORKER_ERROR, error=problem)
         state_dir = self._state_dir(slug, stage.name, claim.number)
-        state_dir.mkdir(parents=True, exist_ok=True)
+        with _host_folder("state_root", self.settings.state_root):
+            state_dir.mkdir(parents=True, exist_ok=True)
         guard = _FenceGuard(self, claim)
         workspace = self.settings.workspace_root / slug
         tag = runner.process_tag(claim.token)
-        prepared = self._workspace(claim, workspace, state_dir, guard, tag)
+        # Setup writes its capture files and marker in state_root: an error
+        # naming a file there is that folder's, any other the workspace's.
+        with (
+            _host_folder("state_root", self.settings.state_root),
+            _host_folder("workspace_root", self.settings.workspace_root),
+        ):
+            prepared = self._workspace(claim, workspace, state_dir, guard, tag)
         if prepared is not None:
             return prepared
-        prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
+        with _host_folder("state_root", self.settings.state_root):
+            prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
         values = {
             "task": slug,
             "stage": stage.name,
@@ -746,6 +818,20 @@ class Ticker:
     ) -> runner.ProcessResult:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
+        with _host_folder("state_root", self.settings.state_root):
+            return self._run_in(name, argv, values, cwd, env, state_dir, guard, stdin)
+
+    def _run_in(
+        self,
+        name: str,
+        argv: tuple[str, ...],
+        values: dict[str, str],
+        cwd: Path,
+        env: dict[str, str],
+        state_dir: Path,
+        guard: _FenceGuard,
+        stdin: bytes | None,
+    ) -> runner.ProcessResult:
         return runner.run_command(
             runner.render_argv(argv, values),
             cwd=cwd,
@@ -1078,7 +1164,7 @@ class Ticker:
                 self.say(f"{task.slug}: would move {task.state} to its next stage")
             seen: list[int] = []
             while options.max_tasks is None or len(seen) < options.max_tasks:
-                task = repo.find_claimable(
+                found = repo.find_claimable(
                     conn,
                     host=self.host,
                     any_host=self.settings.affinity == "any",
@@ -1086,23 +1172,46 @@ class Ticker:
                     slug=options.task,
                     lock=False,
                 )
-                if task is None:
+                if found is None:
                     break
-                seen.append(task.id)
-                stage = self._stage_of(task)
+                seen.append(found.id)
+                stage = self._stage_of(found)
                 if stage is None:
-                    self.say(f"{task.slug}: would halt (unknown_stage {task.stage!r})")
+                    self.say(f"{found.slug}: would halt (unknown_stage {found.stage!r})")
                     continue
-                prev = repo.last_attempt(conn, task.id, task.stage)
+                prev = repo.last_attempt(conn, found.id, found.stage)
                 commands = [
                     f"{name} {list(argv)}"
                     for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
                     if argv is not None
                 ]
                 self.say(
-                    f"{task.slug}: would run {stage.name} attempt "
+                    f"{found.slug}: would run {stage.name} attempt "
                     f"{1 if prev is None else prev.number + 1}: " + "; ".join(commands)
                 )
+
+
+class _HostFault(Exception):
+    """An OSError making or writing an attempt's folders or files: the host's
+    fault (a full disk, a read-only mount, no permission), not the task's."""
+
+    def __init__(self, error: OrchestratorError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@contextmanager
+def _host_folder(key: str, root: Path) -> Iterator[None]:
+    """Turn an OSError in `root` into a `_HostFault` naming the folder. An
+    error naming a file elsewhere (a missing prompt template) is not the
+    folder's and goes on as it was; a failed write names no file at all."""
+    try:
+        yield
+    except OSError as exc:
+        named = exc.filename
+        if isinstance(named, str | os.PathLike) and not Path(named).is_relative_to(root):
+            raise
+        raise _HostFault(host_error(f"cannot write {key} {root}", exc)) from exc
 
 
 _PROMPT_FIELD = re.compile(

@@ -7,6 +7,8 @@ place, so a user's mistake never prints a traceback.
 
 from __future__ import annotations
 
+import errno
+
 
 class OrchestratorError(Exception):
     """Something the orchestrator refused or could not do."""
@@ -53,8 +55,24 @@ class TickFailedError(OrchestratorError):
         self.exit_code = status
 
 
+class ConnectionLostError(OrchestratorError):
+    """The database server ended our session or the link to it broke: a
+    restart, a network blip, a session idle in a transaction too long
+    (EX_UNAVAILABLE). Nothing it was writing was committed."""
+
+    exit_code = 69
+
+
 class DatabaseUnreadableError(OrchestratorError):
     """Not a database, corrupt, disk full or an I/O error (EX_IOERR)."""
+
+    exit_code = 74
+
+
+class HostIOError(OrchestratorError):
+    """A folder or file of the host's failed: disk full, I/O error (EX_IOERR).
+
+    Not the task's fault: the tick stops claiming rather than spend attempts."""
 
     exit_code = 74
 
@@ -90,16 +108,32 @@ class Interrupted(OrchestratorError):
         self.exit_code = 128 + signum
 
 
+# OSErrors that mean "this user may not write here": the fix is a permission
+# or a mount option, like a read-only database (77). Every other OSError on a
+# host's file is its I/O failing: a full disk, no inodes, an I/O error (74).
+DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def host_error(what: str, exc: OSError) -> OrchestratorError:
+    """`what: reason` with the exit status of an OSError on a host's file."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in DENIED_ERRNOS:
+        return PermissionDeniedError(f"{what}: {reason}")
+    return HostIOError(f"{what}: {reason}")
+
+
 EXIT_CODES: dict[int, str] = {
     0: "done (also: nothing to do)",
     1: "refused: unknown task, transition not allowed, bad slug or field",
     2: "usage error (bad option or argument)",
     65: "`verdict` found no verdict in its input",
-    69: "database busy past the busy timeout",
+    69: "database busy past the busy timeout, or the connection to it was lost",
     70: "a tick went on past an unexpected error on a task (each error is on stderr)",
-    74: "database unreadable: not a database, corrupt, disk full, I/O error",
+    74: "database unreadable (not a database, corrupt), or a disk full or I/O error on the "
+    "database, lock, workspace or state folder",
     75: "another tick holds the lock",
-    77: "permission denied on the database, lock or workspace",
+    77: "permission denied (or a read-only filesystem) on the database, lock, workspace or "
+    "state folder",
     78: "configuration or schema problem",
     130: "interrupted by SIGINT, after stopping children and recording the attempt",
     143: "interrupted by SIGTERM, after stopping children and recording the attempt",

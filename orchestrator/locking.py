@@ -2,7 +2,7 @@
 
 `filelock.FileLock` is `flock(2)` on Linux and macOS: the kernel releases it
 when the holder dies, however it dies, so a SIGKILLed tick never blocks the
-next one (RELIABILITY.md point 3). It is advisory and per host; it keeps one
+next one. It is advisory and per host; it keeps one
 host's cron ticks from piling up and never coordinates hosts — the database's
 compare-and-set claims do that. We refuse filelock's soft fallback when the
 filesystem cannot `flock`: fail closed rather than run two ticks.
@@ -28,7 +28,7 @@ from types import TracebackType
 
 from filelock import FileLock, Timeout
 
-from orchestrator.errors import ConfigError, LockBusyError, PermissionDeniedError
+from orchestrator.errors import ConfigError, LockBusyError, OrchestratorError, host_error
 
 
 class LockHeld(LockBusyError):
@@ -43,10 +43,28 @@ class LockHeld(LockBusyError):
         return f"another tick holds the lock {self.lock.path} ({self.lock.holder()})"
 
 
+_NO_FLOCK = frozenset({errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK})
+
+
+def lock_error(path: Path, exc: OSError) -> OrchestratorError:
+    """The exit status and one-line message for any OSError taking the lock:
+    a traceback is never the answer to a host's filesystem problem."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in _NO_FLOCK:
+        return ConfigError(
+            f"file locking is not supported where the lock file is ({path}); "
+            "put `lock_file` on a local filesystem"
+        )
+    if isinstance(exc, FileNotFoundError):
+        return ConfigError(f"cannot create the lock file {path}: {reason}")
+    return host_error(f"cannot open the lock file {path}", exc)
+
+
 class TickLock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.holder_path = path.with_name(path.name + ".holder")
+        self._note: str | None = None  # the holder note we wrote, to remove only ours
         self._lock = FileLock(str(path), timeout=0, thread_local=False, fallback_to_soft=False)
 
     def acquire(self, wait: float = 0.0) -> None:
@@ -55,26 +73,25 @@ class TickLock:
             self._lock.acquire(timeout=wait, poll_interval=min(0.05, max(wait, 0.01)))
         except Timeout:
             raise LockHeld(self) from None
-        except PermissionError as exc:
-            raise PermissionDeniedError(
-                f"cannot open the lock file {self.path}: {exc.strerror}"
-            ) from exc
-        except FileNotFoundError as exc:
-            raise ConfigError(f"cannot create the lock file {self.path}: {exc.strerror}") from exc
         except OSError as exc:
-            if exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
-                raise ConfigError(
-                    f"file locking is not supported where the lock file is ({self.path}); "
-                    "put `lock_file` on a local filesystem"
-                ) from exc
-            raise
+            raise lock_error(self.path, exc) from exc
         self._write_holder()
 
     def release(self) -> None:
         if self._lock.is_locked:
-            with contextlib.suppress(OSError):
-                self.holder_path.unlink(missing_ok=True)
+            self._remove_holder()
             self._lock.release(force=True)
+
+    def _remove_holder(self) -> None:
+        """Remove the holder note only if it is still the one we wrote: when
+        the lock file was deleted while we held it (a /tmp cleaner), a newer
+        tick holds a new lock file and its note must stay."""
+        note, self._note = self._note, None
+        if note is None:
+            return
+        with contextlib.suppress(OSError):
+            if self.holder_path.read_text() == note:
+                self.holder_path.unlink()
 
     @property
     def is_locked(self) -> bool:
@@ -86,12 +103,18 @@ class TickLock:
             "host": socket.gethostname(),
             "since": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        note = json.dumps(info)
         tmp = self.holder_path.with_name(f"{self.holder_path.name}.{os.getpid()}")
         try:
-            tmp.write_text(json.dumps(info))
+            tmp.write_text(note)
             tmp.replace(self.holder_path)
         except OSError:
-            pass  # the holder note is a courtesy; the lock itself is what counts
+            # The note is a courtesy; the lock itself is what counts. A full
+            # disk must not leave a 0-byte note per failed tick behind.
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        else:
+            self._note = note
 
     def holder(self) -> str:
         """`pid 123 on host h since 2026-…`, or a plain word when unknown."""

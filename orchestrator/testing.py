@@ -3,8 +3,9 @@
 Product code calls `fault_point("after_claim_commit")`; it does nothing unless
 `ORCHESTRATOR_TEST_FAULT` names that point. The action after the colon is
 `exit` (default: `os._exit(137)`, no finalisers, like SIGKILL), `raise`
-(an exception), `term` (SIGTERM to ourselves) or `stop` (SIGSTOP to ourselves). Read once at import: a tick
-is one process, and the check must cost nothing on the hot path.
+(an exception), `term` (SIGTERM to ourselves) or `stop` (SIGSTOP to
+ourselves). Read once at import: a tick is one process, and the check must
+cost nothing on the hot path.
 
 `ORCHESTRATOR_TEST_CRASH_AFTER_STMT=n` makes the process `os._exit(137)`
 right after its n-th SQL statement (the SQLite "fault after N operations"

@@ -39,6 +39,7 @@ OUTCOMES = (
     "timeout",
     "crashed",
     "interrupted",
+    "host_error",
 )
 EVENTS = (
     "add",

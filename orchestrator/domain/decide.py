@@ -28,11 +28,17 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     INTERRUPTED = "interrupted"
+    # The host could not make or write the attempt's folders (a full disk, a
+    # read-only mount, no permission): not the task's fault, so it counts
+    # toward nothing, not even the interrupt streak.
+    HOST_ERROR = "host_error"
 
 
 # Outcomes that spend no attempt of `max_attempts`; in a row, they make the
 # interrupt streak that `max_interrupts` bounds.
 NOT_COUNTED = frozenset({Outcome.INTERRUPTED})
+# Outcomes that are no part of the task's history at all: the host's faults.
+IGNORED = frozenset({Outcome.HOST_ERROR})
 
 
 class HaltReason(StrEnum):
@@ -68,6 +74,8 @@ class RunHistory:
         scores: list[float] = []
         counted = streak = 0
         for outcome, score in attempts:
+            if outcome in IGNORED:
+                continue  # neither counted nor breaking a streak
             if score is not None and outcome in (Outcome.PASSED, Outcome.FAILED):
                 scores.append(float(score))
             if outcome in NOT_COUNTED:
@@ -122,6 +130,9 @@ def decide(
             reason=reason,
             plateau=plateau,
         )
+
+    if outcome is Outcome.HOST_ERROR:
+        return to(Event.RETRY, "the host could not run the attempt; it counts toward nothing")
 
     if outcome is Outcome.INTERRUPTED:
         streak = history.interrupt_streak + 1

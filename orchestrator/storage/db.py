@@ -14,6 +14,7 @@ would happily create an empty one and the tick would report "no tasks".
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import QueuePool
 
 from orchestrator.errors import (
+    ConnectionLostError,
     DatabaseBusyError,
     DatabaseUnreadableError,
     OrchestratorError,
@@ -43,6 +45,7 @@ from orchestrator.testing import install_statement_crash
 # `Prepared` that autobegins, starts a plain deferred (read) transaction, so a
 # command that only looks can never hold up the tick's writers.
 WRITE = "orchestrator_write"
+WAL_SIZE_LIMIT = 1 << 20  # bytes a reset WAL is cut back to (`journal_size_limit`)
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -88,6 +91,13 @@ def _server_engine(url: str, jobs: int) -> Engine:
         # A client frozen inside a transaction (SIGSTOP, a paused VM) would
         # hold its row locks for ever and block every other host's recovery;
         # our transactions are short, so the server may end such a session.
+        # Options in the URL (`?options=-c ...`) come after ours: they win.
+        parsed = make_url(url)
+        connect_args: dict[str, Any] = {}
+        if parsed.get_backend_name() == "postgresql":
+            given = parsed.query.get("options", "")
+            extra = " ".join(given) if isinstance(given, tuple) else given
+            connect_args["options"] = f"-c idle_in_transaction_session_timeout=30000 {extra}"
         engine = create_engine(
             url,
             pool_pre_ping=False,
@@ -95,11 +105,7 @@ def _server_engine(url: str, jobs: int) -> Engine:
             # while the claim loop holds another: never fewer than --jobs + 2.
             pool_size=max(5, jobs + 2),
             max_overflow=10,
-            connect_args=(
-                {"options": "-c idle_in_transaction_session_timeout=30000"}
-                if make_url(url).get_backend_name() == "postgresql"
-                else {}
-            ),
+            connect_args=connect_args,
         )
     except ModuleNotFoundError as exc:
         raise SchemaError(
@@ -142,6 +148,9 @@ def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> En
             cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
             cursor.execute("PRAGMA foreign_keys = ON")
             cursor.execute("PRAGMA synchronous = FULL")
+            # Without a limit the WAL keeps its largest size for ever (it is
+            # reused from the start, not shrunk), which a small volume feels.
+            cursor.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         finally:
             cursor.close()
 
@@ -169,6 +178,22 @@ def enable_wal(target: Engine | Connection) -> None:
     driver = target.connection.driver_connection
     assert driver is not None
     driver.execute("PRAGMA journal_mode = WAL").close()
+
+
+def checkpoint(engine: Engine) -> None:
+    """Copy the WAL into the database and truncate it to nothing, at the end
+    of a tick that wrote. SQLite checkpoints on its own only as the WAL
+    grows past a thousand pages, and truncates it only when the last
+    connection closes, which never happens while `run`, another command or
+    a reader keeps one open. Best effort: the tick's work is already
+    committed (in the WAL, which is durable), and a busy reader or a full
+    disk merely leaves the WAL for the next tick to try again."""
+    if not is_sqlite(engine):
+        return
+    with contextlib.suppress(SQLAlchemyError, sqlite3.Error), engine.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
 
 
 @contextmanager
@@ -252,11 +277,48 @@ def translate(exc: BaseException) -> OrchestratorError | None:
             f"database schema does not match this orchestrator ({message}); "
             "run `orchestrator doctor`"
         )
+    if connection_lost(exc):
+        return ConnectionLostError(f"lost the connection to the database: {message}")
     if isinstance(exc, OperationalError) and (
         "connection" in lowered or "could not connect" in lowered or "does not exist" in lowered
     ):
         return SchemaError(f"cannot reach the database: {message}")
     return None
+
+
+# SQLSTATEs of a session the server ended or could not keep: class 08
+# (connection exception), admin/crash shutdown, cannot connect now, and the
+# idle timeouts (which psycopg raises as InternalError, not OperationalError).
+_LOST_STATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
+_LOST = (
+    "server closed the connection",
+    "terminating connection",
+    "connection is closed",
+    "connection is lost",
+    "the connection is lost",
+    "connection not open",
+    "consuming input failed",
+    "could not receive data from server",
+    "could not send data to server",
+    "ssl connection has been closed",
+    "connection already closed",
+)
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a driver error means the session is gone (so nothing of the
+    transaction was committed), by every sign a driver gives: SQLAlchemy's
+    invalidation, the SQLSTATE, the message."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = getattr(exc, "orig", exc)
+    state = getattr(orig, "sqlstate", None)
+    if isinstance(state, str) and (state.startswith("08") or state in _LOST_STATES):
+        return True
+    if isinstance(orig, sqlite3.Error):
+        return False
+    lowered = str(orig).lower()
+    return any(marker in lowered for marker in _LOST)
 
 
 # A table or column the code expects is missing although the stamped revision

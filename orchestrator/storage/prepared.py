@@ -102,10 +102,16 @@ class Prepared:
                 cursor.execute(plan.sql, bound)
                 raw = cursor.fetchall() if cursor.description is not None else []
             except dialect.loaded_dbapi.Error as exc:
-                if dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor):
+                lost = dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)
+                if lost:
                     conn.invalidate(exc)  # as Connection.execute would: never reuse it
                 raise DBAPIError.instance(
-                    plan.sql, bound, exc, dialect.loaded_dbapi.Error, dialect=dialect
+                    plan.sql,
+                    bound,
+                    exc,
+                    dialect.loaded_dbapi.Error,
+                    connection_invalidated=lost,
+                    dialect=dialect,
                 ) from exc
             rowcount = cursor.rowcount
             if raw and plan.results is None:

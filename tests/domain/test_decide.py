@@ -170,6 +170,18 @@ CASES = [
         HaltReason.INTERRUPTED,
         "h",
     ),
+    (
+        "host-error-counts-toward-nothing-not-even-the-streak",
+        "research",
+        StagePolicy(max_attempts=1, max_interrupts=1),
+        RunHistory(counted_attempts=1, interrupt_streak=5, hint="h"),
+        Outcome.HOST_ERROR,
+        None,
+        Event.RETRY,
+        State("research", Status.READY),
+        None,
+        "h",
+    ),
 ]
 
 

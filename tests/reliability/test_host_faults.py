@@ -1,0 +1,444 @@
+"""Faults of the host, not of the task: a lock file, workspace or state folder
+on a read-only, full or unwritable filesystem, through the real CLI.
+
+Each case mounts a small tmpfs (root only) or drops to an unprivileged user,
+and requires the documented exit status (77 for permission or a read-only
+filesystem, 74 for a full disk or an I/O error), one `Error: ...` line that
+names the file or folder, no traceback, no attempt charged to the task, and
+no litter left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from reliability_report import ProjectFactory
+from reliability_support import one_error_line, run, sqlite_file
+from support import Project
+
+pytestmark = [pytest.mark.reliability]
+
+
+def cannot(reason: str) -> None:
+    """Skip with the reason; CI runs as root and must run these, never skip."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true forbids skipping: {reason}")
+    pytest.skip(reason)
+
+
+Mount = Callable[..., Path]
+
+
+@pytest.fixture
+def small_fs() -> Iterator[Mount]:
+    """`small_fs(size="1m", inodes=None, read_only=False)`: a fresh tmpfs in a
+    folder under /tmp (pytest's own folders are private to root, and the
+    unprivileged user must reach these), unmounted afterwards."""
+    if os.geteuid() != 0:
+        cannot("mounting a tmpfs needs root")
+    if shutil.which("mount") is None:
+        cannot("no mount(8)")
+    made: list[Path] = []
+
+    def mount(size: str = "1m", inodes: int | None = None, read_only: bool = False) -> Path:
+        folder = Path(tempfile.mkdtemp(prefix="orch-fs-", dir="/tmp"))
+        made.append(folder)
+        options = f"size={size},mode=0777" + (f",nr_inodes={inodes}" if inodes else "")
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            cannot(f"cannot mount a tmpfs: {done.stderr.strip()}")
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return folder
+
+    yield mount
+    for folder in reversed(made):
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def fill(folder: Path) -> None:
+    """Use up every block of a small filesystem (its inodes stay free)."""
+    with (folder / "filler").open("wb") as out:
+        chunk = b"\0" * 65536
+        with contextlib.suppress(OSError):
+            while True:
+                out.write(chunk)
+                out.flush()
+
+
+def use_up_inodes(folder: Path) -> None:
+    """Use up every inode, so no file can be created (blocks stay free)."""
+    with contextlib.suppress(OSError):
+        for n in range(10_000):
+            (folder / f"inode{n}").touch()
+
+
+def clean_error(result: subprocess.CompletedProcess[str], status: int, *words: str) -> str:
+    line = one_error_line(result.stderr)
+    assert result.returncode == status, (result.returncode, result.stderr[-2000:])
+    assert line is not None, f"not one `Error:` line: {result.stderr[-2000:]!r}"
+    for word in words:
+        assert word in line, (word, line)
+    return line
+
+
+# -- 1. the lock file -------------------------------------------------------------------
+
+LOCK_COMMANDS = {
+    "tick": ("tick",),
+    "tick-q": ("tick", "-q"),
+    "db-upgrade": ("db", "upgrade"),
+    "run": ("run", "--interval", "0.1"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(LOCK_COMMANDS))
+@pytest.mark.parametrize(
+    ("fault", "status", "reason"),
+    [("read-only", 77, "Read-only file system"), ("no-inodes", 74, "No space left on device")],
+)
+def test_lock_file_on_a_broken_filesystem(
+    new_project: ProjectFactory,
+    small_fs: Mount,
+    command: str,
+    fault: str,
+    status: int,
+    reason: str,
+) -> None:
+    if fault == "read-only":
+        folder = small_fs(read_only=True)
+    else:
+        folder = small_fs(inodes=2)
+        use_up_inodes(folder)
+    lock = folder / "orchestrator.lock"
+    project = new_project(lock_file=str(lock))
+    assert project.cli("add", "t1", "--title", "x").exit_code == 0
+    before = project.counts()
+    result = run(project, *LOCK_COMMANDS[command], timeout=60)
+    clean_error(result, status, str(lock), reason)
+    assert project.counts() == before  # nothing claimed, no tick row
+    assert project.state("t1") == "research"
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [("read-only", "Read-only file system"), ("no-inodes", "No space left on device")],
+)
+def test_doctor_fails_the_lock_check_without_a_traceback(
+    new_project: ProjectFactory, small_fs: Mount, fault: str, reason: str
+) -> None:
+    if fault == "read-only":
+        folder = small_fs(read_only=True)
+    else:
+        folder = small_fs(inodes=2)
+        use_up_inodes(folder)
+    project = new_project(lock_file=str(folder / "orchestrator.lock"))
+    result = run(project, "doctor")
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    fails = [line for line in result.stdout.splitlines() if line.startswith("fail  lock")]
+    assert len(fails) == 1 and reason in fails[0], result.stdout
+
+
+def test_verbose_shows_the_cause(new_project: ProjectFactory, small_fs: Mount) -> None:
+    folder = small_fs(read_only=True)
+    project = new_project(lock_file=str(folder / "orchestrator.lock"))
+    result = run(project, "-v", "tick")
+    assert result.returncode == 77
+    assert "caused by OSError: [Errno 30] Read-only file system" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- 4. litter: holder notes ---------------------------------------------------------------
+
+
+def test_full_disk_leaves_no_holder_note_litter(
+    new_project: ProjectFactory, small_fs: Mount
+) -> None:
+    """The lock file exists (an inode), the disk is full: the tick still runs
+    (the holder note is a courtesy), and no 0-byte `<lock>.holder.<pid>` is
+    left per tick."""
+    folder = small_fs()
+    lock = folder / "orchestrator.lock"
+    lock.touch()
+    fill(folder)
+    project = new_project(lock_file=str(lock))
+    for _ in range(3):
+        result = run(project, "tick")
+        assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(p.name for p in folder.iterdir()) == ["filler", "orchestrator.lock"]
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Poll a file or row until it shows up (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+BLOCKING = """
+[[pipelines.default.stages]]
+name = "w"
+worker = ["sh", "-c", "touch @/started-{task}; until [ -e @/go-{task} ]; do sleep .02; done"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
+"""
+
+
+def test_release_keeps_a_newer_ticks_holder_note(
+    new_project: ProjectFactory, tmp_path: Path
+) -> None:
+    """The documented lock-deletion case: a cleaner deletes the lock file
+    while tick A holds it, tick B takes a new one. A's release must not
+    delete B's holder note (B's busy message would say "holder unknown")."""
+    root = tmp_path / "signals"
+    root.mkdir()
+    project = new_project(stages=BLOCKING.replace("@", str(root)))
+    for slug in ("a", "b"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    lock = project.dir / "orchestrator.lock"
+    holder = lock.with_name(lock.name + ".holder")
+    first = project.popen("tick", "--task", "a")
+    try:
+        wait_until((root / "started-a").exists, "tick A's worker")
+        assert str(first.pid) in holder.read_text()
+        lock.unlink()  # the cleaner
+        second = project.popen("tick", "--task", "b")
+        try:
+            wait_until((root / "started-b").exists, "tick B's worker")
+            assert f'"pid": {second.pid}' in holder.read_text()
+            (root / "go-a").touch()
+            out, err = first.communicate(timeout=60)
+            assert first.returncode == 0, (out, err)
+            assert holder.exists(), "tick A removed tick B's holder note"
+            assert f'"pid": {second.pid}' in holder.read_text()
+            (root / "go-b").touch()
+            out, err = second.communicate(timeout=60)
+            assert second.returncode == 0, (out, err)
+            assert not holder.exists()  # B removed its own note
+        finally:
+            (root / "go-b").touch()
+            second.communicate(timeout=60)
+    finally:
+        (root / "go-a").touch()
+        first.communicate(timeout=60)
+
+
+# -- 3. a full, read-only or unwritable workspace or state folder --------------------------
+
+# Two ready tasks, a stage that spends attempts fast: max_attempts 2, and
+# max_interrupts is 3 by default; a host fault charged to the task would
+# halt it within four ticks.
+STAGES = """
+[[pipelines.default.stages]]
+name = "research"
+gate = true
+max_attempts = 2
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.9}'"]
+"""
+
+FAULTY_TICKS = 4
+
+
+def attempts_of(project: Project) -> list[tuple[str, str | None, str | None]]:
+    return [
+        (slug, outcome, error)
+        for slug, outcome, error in project.query(
+            "SELECT t.slug, a.outcome, a.error FROM attempts a JOIN tasks t ON t.id = a.task_id "
+            "ORDER BY a.id"
+        )
+    ]
+
+
+def assert_host_fault_spends_nothing(
+    project: Project,
+    tick: Callable[[], subprocess.CompletedProcess[str]],
+    status: int,
+    words: tuple[str, ...],
+    repair: Callable[[], None],
+) -> None:
+    """Each faulty tick claims one attempt, records it `host_error` (the
+    task is ready again, nothing halts), stops claiming and exits `status`
+    with one line naming the folder; once repaired, the task goes on."""
+    for n in range(1, FAULTY_TICKS + 1):
+        result = tick()
+        clean_error(result, status, *words)
+        assert "Traceback" not in result.stdout
+        rows = attempts_of(project)
+        assert len(rows) == n, rows  # stopped claiming: t2 was never claimed
+        assert {outcome for _, outcome, _ in rows} == {"host_error"}, rows
+        assert all(words[0] in (error or "") for _, _, error in rows), rows
+        assert project.state("t1") == "research", project.state("t1")
+        assert project.state("t2") == "research"
+    assert project.query("SELECT count(*) FROM ticks WHERE exit_code = :s", s=status) == [
+        (FAULTY_TICKS,)
+    ]
+    repair()
+    result = tick()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert project.state("t1") == "research:awaiting_approval"
+    assert project.state("t2") == "research:awaiting_approval"
+
+
+def host_project(new_project: ProjectFactory, **settings: str) -> Project:
+    project = new_project(stages=STAGES, **settings)
+    for slug in ("t1", "t2"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    return project
+
+
+@pytest.mark.parametrize("key", ["workspace_root", "state_root"])
+def test_read_only_folder(new_project: ProjectFactory, small_fs: Mount, key: str) -> None:
+    folder = small_fs(read_only=True)
+    project = host_project(new_project, **{key: str(folder)})
+
+    def repair() -> None:
+        subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
+
+    assert_host_fault_spends_nothing(
+        project,
+        lambda: run(project, "tick"),
+        77,
+        (f"{key} {folder}", "Read-only file system"),
+        repair,
+    )
+
+
+@pytest.mark.parametrize("key", ["workspace_root", "state_root"])
+def test_folder_out_of_inodes(new_project: ProjectFactory, small_fs: Mount, key: str) -> None:
+    folder = small_fs(inodes=64)
+    use_up_inodes(folder)
+    project = host_project(new_project, **{key: str(folder)})
+
+    def repair() -> None:
+        for path in folder.glob("inode*"):
+            path.unlink()
+
+    assert_host_fault_spends_nothing(
+        project,
+        lambda: run(project, "tick"),
+        74,
+        (f"{key} {folder}", "No space left on device"),
+        repair,
+    )
+
+
+def test_state_folder_on_a_full_disk(new_project: ProjectFactory, small_fs: Mount) -> None:
+    """Folders can still be made (tmpfs inodes are free), but the verifier's
+    captured output cannot be written: the verdict it printed is not charged
+    either."""
+    folder = small_fs()
+    fill(folder)
+    project = host_project(new_project, state_root=str(folder))
+    assert_host_fault_spends_nothing(
+        project,
+        lambda: run(project, "tick"),
+        74,
+        (f"state_root {folder}", "No space left on device"),
+        (folder / "filler").unlink,
+    )
+
+
+@pytest.mark.parametrize("key", ["workspace_root", "state_root"])
+def test_folder_the_user_cannot_write(new_project: ProjectFactory, key: str) -> None:
+    """As an unprivileged user (nobody, when we are root) whose project is
+    writable but whose `tasks/` or `state/` is root's."""
+    from test_db_faults import unprivileged
+
+    source = host_project(new_project)
+    world = Path(tempfile.mkdtemp(prefix="orch-user-", dir="/tmp"))
+    try:
+        world.chmod(0o755)
+        home = world / "project"
+        shutil.copytree(source.dir, home)
+        db = home / "orchestrator.db"
+        project = Project(dir=home, db_url=f"sqlite:///{db}", config=home / "orchestrator.toml")
+        folder = home / ("tasks" if key == "workspace_root" else "state")
+        folder.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(home, 65534, 65534)
+            for path in home.iterdir():
+                shutil.chown(path, 65534, 65534)
+            shutil.chown(folder, 0, 0)
+        folder.chmod(0o555)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+        env.update(
+            ORCHESTRATOR_CONFIG=str(project.config), ORCHESTRATOR_DB_URL=project.db_url, HOME="/tmp"
+        )
+
+        def tick() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                unprivileged(("tick",)),
+                cwd=home,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+
+        def repair() -> None:
+            folder.chmod(0o777)
+
+        assert_host_fault_spends_nothing(
+            project, tick, 77, (f"{key} {folder}", "Permission denied"), repair
+        )
+    finally:
+        shutil.rmtree(world, ignore_errors=True)
+
+
+# -- 4. litter: the SQLite WAL -------------------------------------------------------------
+
+
+def test_a_tick_that_wrote_truncates_the_wal(new_project: ProjectFactory) -> None:
+    """Another connection stays open (a `run` loop, a reader), so the tick's
+    own close is not the last one, which is what used to checkpoint and
+    remove the WAL: the tick must truncate it itself."""
+    project = new_project(stages=STAGES)
+    lines = "".join(json.dumps({"slug": f"t{n}", "title": "x"}) + "\n" for n in range(40))
+    assert project.cli("add", "--from", "-", input=lines).exit_code == 0
+    db = sqlite_file(project.db_url)
+    wal = Path(f"{db}-wal")
+    reader = sqlite3.connect(db)
+    try:
+        assert reader.execute("SELECT count(*) FROM tasks").fetchone() == (40,)
+        result = run(project, "tick")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert project.query("SELECT count(*) FROM attempts") == [(40,)]
+        size = wal.stat().st_size if wal.exists() else 0
+        assert size == 0, f"the WAL is {size} bytes after the tick"
+        assert reader.execute("SELECT count(*) FROM attempts").fetchone() == (40,)
+    finally:
+        reader.close()
+
+
+def test_the_wal_has_a_size_limit(new_project: ProjectFactory) -> None:
+    from orchestrator.storage.db import WAL_SIZE_LIMIT, make_engine
+
+    project = new_project()
+    engine = make_engine(project.db_url)
+    try:
+        with engine.connect() as conn:
+            limit = conn.exec_driver_sql("PRAGMA journal_size_limit").scalar_one()
+    finally:
+        engine.dispose()
+    assert limit == WAL_SIZE_LIMIT
