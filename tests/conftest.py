@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import Project, make_project
-
-PG_ENV = "ORCHESTRATOR_TEST_PG_URL"
+from support import Project, make_project, pg_server_url
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -27,15 +25,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     import orchestrator
 
     compileall.compile_dir(Path(orchestrator.__file__).parent, quiet=1)
-
-
-def pg_server_url() -> str:
-    url = os.environ.get(PG_ENV, "")
-    if url:
-        return url
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{PG_ENV} is not set, and CI=true forbids skipping PostgreSQL tests")
-    pytest.skip(f"PostgreSQL tests need {PG_ENV} (a server where CREATE DATABASE is allowed)")
 
 
 @pytest.fixture

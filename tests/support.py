@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, text
 
@@ -19,6 +20,18 @@ from orchestrator.cli import cli
 from orchestrator.domain.pipeline import TRANSITIONS, Event, Status, Target, parse_state
 
 FAKES = Path(__file__).parent / "fakes"
+PG_ENV = "ORCHESTRATOR_TEST_PG_URL"
+
+
+def pg_server_url() -> str:
+    """The PostgreSQL server tests may create databases on; skips without one,
+    except under CI=true, where it fails instead."""
+    url = os.environ.get(PG_ENV, "")
+    if url:
+        return url
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{PG_ENV} is not set, and CI=true forbids skipping PostgreSQL tests")
+    pytest.skip(f"PostgreSQL tests need {PG_ENV} (a server where CREATE DATABASE is allowed)")
 
 DEFAULT_STAGES = """
 [[pipelines.default.stages]]
@@ -229,5 +242,6 @@ __all__: Sequence[str] = [
     "check_invariants",
     "cli_json",
     "make_project",
+    "pg_server_url",
     "write_config",
 ]

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from reliability_report import ReliabilityReport
 from reliability_support import GATED, PG_DATABASES
-from support import Project, make_project
+from support import Project, make_project, pg_server_url
 
 _REPORTS = pytest.StashKey[dict[str, ReliabilityReport]]()
 BACKENDS = {"sqlite": "SQLite", "pg": "PostgreSQL"}
@@ -97,7 +97,6 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def template_pg() -> Iterator[str]:
     """A migrated PostgreSQL database, built once and copied by each test."""
-    from conftest import pg_server_url
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 

@@ -74,12 +74,12 @@ def test_written_values_are_stored_as_sqlalchemy_stores_them(
     conn: Connection, microsecond: int
 ) -> None:
     at = NOW.replace(microsecond=microsecond)
-    [task] = add(conn, "t1")
+    [task, other] = add(conn, "t1", "t2")
     ours = open_attempt(conn, task, 1, at=at)
-    theirs = conn.execute(
+    theirs = conn.execute(  # another task's: one open attempt per task
         insert(tables.attempts)
         .values(
-            task_id=task.id,
+            task_id=other.id,
             stage=task.stage,
             run=task.run,
             number=2,

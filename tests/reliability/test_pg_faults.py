@@ -1,0 +1,114 @@
+"""Database faults on PostgreSQL, through the real CLI: a server-side session
+killed (`pg_terminate_backend`) while a tick runs an attempt, a schema from
+the future, a server that does not answer. Each must end with its
+documented status, one `Error:` line and no traceback, and leave the
+invariants holding once a clean tick has run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from e2e.e2e_support import agent, stage, wait_for
+from reliability_report import DB_FAULTS, ProjectFactory
+from reliability_support import one_error_line, query, run, violations
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from support import Project
+
+pytestmark = [
+    pytest.mark.reliability,
+    pytest.mark.lane(DB_FAULTS),
+    pytest.mark.parametrize("reliability_backend", [pytest.param("pg", marks=pytest.mark.pg)]),
+]
+
+
+def terminate_sessions(db_url: str) -> int:
+    """End every session on the project's database but our own."""
+    database = make_url(db_url).database
+    admin = create_engine(db_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            return len(
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :d AND pid <> pg_backend_pid()"
+                    ),
+                    {"d": database},
+                ).all()
+            )
+    finally:
+        admin.dispose()
+
+
+def gated_project(new_project: ProjectFactory, release: str, pidfile: str) -> Project:
+    worker = agent("--pidfile", pidfile, "--wait-file", release)
+    verifier = agent("--pass", "--score", "0.9")
+    return new_project(stage("research", worker=worker, verifier=verifier, gate=True))
+
+
+def test_sessions_killed_while_an_attempt_runs(
+    reliability_backend: str, new_project: ProjectFactory, tmp_path: object
+) -> None:
+    """The tick's pooled sessions die while its worker runs; recording the
+    result then meets a dead connection (or, had the lease renewal met it
+    first, a fresh one). Either way: no traceback, no SQL shown, the result
+    is recorded now or kept for the next tick, and every invariant holds."""
+    from pathlib import Path
+
+    folder = Path(str(tmp_path))
+    release, pidfile = folder / "release", folder / "worker.pid"
+    project = gated_project(new_project, str(release), str(pidfile))
+    assert project.cli("add", "t1", "--title", "killed sessions").exit_code == 0
+    tick = project.popen("tick")
+    try:
+        wait_for(pidfile.exists, what="the worker")
+        assert terminate_sessions(project.db_url) >= 1
+    finally:
+        release.touch()
+        out, err = tick.communicate(timeout=60)
+    assert "Traceback" not in out + err
+    for leak in ("[SQL", "parameters", "sqlalche.me"):
+        assert leak not in out + err, (leak, err)
+    if tick.returncode == 69:
+        line = one_error_line(err)
+        assert line is not None and "lost the connection to the database" in line, err
+        kept = json.loads((project.dir / "state/t1/research-001/result.json").read_text())
+        assert kept["outcome"] == "passed"
+    else:
+        assert tick.returncode == 0, err
+    assert violations(project.db_url, allow_running=True) == []
+
+    after = run(project, "tick")
+    assert after.returncode == 0, after.stderr
+    assert violations(project.db_url) == []
+    assert project.state("t1") == "research:awaiting_approval"
+    passed = query(project.db_url, "SELECT count(*) FROM attempts WHERE outcome = 'passed'")
+    assert passed == [(1,)] if tick.returncode == 0 else passed[0][0] >= 1
+
+
+def test_schema_from_the_future(reliability_backend: str, new_project: ProjectFactory) -> None:
+    project = new_project()
+    engine = create_engine(project.db_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    for command in (("list",), ("tick",), ("add", "t9", "--title", "x")):
+        result = run(project, *command)
+        assert result.returncode == 78, (command, result.stderr)
+        line = one_error_line(result.stderr)
+        assert line is not None and "newer than this orchestrator" in line, result.stderr
+    assert query(project.db_url, "SELECT count(*) FROM tasks") == [(0,)]
+
+
+def test_a_server_that_does_not_answer(
+    reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    project = new_project()
+    # A port on this machine where nothing listens: refused at once.
+    project.db_url = make_url(project.db_url).set(port=1).render_as_string(hide_password=False)
+    for command in (("list",), ("tick",)):
+        result = run(project, *command)
+        assert result.returncode in (69, 78), (command, result.returncode, result.stderr)
+        assert one_error_line(result.stderr) is not None, result.stderr
