@@ -33,6 +33,7 @@ def pg_server_url() -> str:
         pytest.fail(f"{PG_ENV} is not set, and CI=true forbids skipping PostgreSQL tests")
     pytest.skip(f"PostgreSQL tests need {PG_ENV} (a server where CREATE DATABASE is allowed)")
 
+
 DEFAULT_STAGES = """
 [[pipelines.default.stages]]
 name = "research"

@@ -80,12 +80,12 @@ def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
     if kind == "unknown":
-        # A task ahead of t1 at a stage the config does not have: the claim
-        # halts it (unknown_stage) before it takes t1.
+        # A task ahead of t1 in a pipeline the config does not have: the
+        # claim halts it (unknown_stage) before it takes t1.
         assert project.cli("add", "t0", "--title", "lost", "--priority", "9").exit_code == 0
         engine = create_engine(project.db_url)
         with engine.begin() as conn:
-            conn.execute(text("UPDATE tasks SET stage = 'gone' WHERE slug = 't0'"))
+            conn.execute(text("UPDATE tasks SET pipeline = 'gone' WHERE slug = 't0'"))
         engine.dispose()
     if kind == "recover":
         # An orphan for recovery to find: the tick died right after the claim.

@@ -267,3 +267,63 @@ def test_read_tx_does_not_take_the_write_lock(sqlite_url: str) -> None:
                 assert reading.execute(text("SELECT count(*) FROM tasks")).scalar_one() == 0
     finally:
         engine.dispose()
+
+
+def test_the_tick_says_nothing_while_it_holds_the_write_lock(tmp_path: Path) -> None:
+    """Every line the tick prints (an attempt recorded, a stage the config
+    lost halted) comes after its transaction committed: a writer elsewhere
+    can take the lock at that very moment."""
+    from orchestrator.config import load_settings
+    from orchestrator.engine import Ticker
+
+    url = migrated(tmp_path / "orchestrator.db")
+    project = make_project(tmp_path / "proj", url, stage("only", worker=["true"], verifier=PASS))
+    for slug in ("t1", "t2", "t3"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    with sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None) as conn:
+        conn.execute("UPDATE tasks SET stage = 'gone' WHERE slug = 't2'")
+    said: list[tuple[str, str | None]] = []
+
+    def probe(line: str) -> None:
+        other = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            said.append((line, None))
+        except sqlite3.OperationalError as exc:
+            said.append((line, str(exc)))
+        finally:
+            other.close()
+
+    settings = load_settings(config=str(project.config), db_url=url, require_config=True)
+    engine = make_engine(url)
+    try:
+        Ticker(settings, engine, say=probe).tick()
+    finally:
+        engine.dispose()
+    assert [line for line, _ in said if "halted" in line] == ["t2: halted (unknown_stage 'gone')"]
+    assert len(said) == 3, said
+    assert [error for _, error in said] == [None, None, None], said
+
+
+@pytest.mark.pg
+def test_the_postgresql_pool_fits_the_jobs(pg_url: str) -> None:
+    engine = make_engine(pg_url, jobs=8)
+    try:
+        assert engine.pool.size() == 10  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()
+    small = make_engine(pg_url)
+    try:
+        assert small.pool.size() == 5  # type: ignore[attr-defined]
+    finally:
+        small.dispose()
+
+
+def test_a_pool_timeout_is_database_busy() -> None:
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+    from orchestrator.errors import DatabaseBusyError
+
+    with pytest.raises(DatabaseBusyError, match="no free connection"), db.translate_errors():
+        raise PoolTimeoutError("QueuePool limit of size 5 overflow 10 reached")
