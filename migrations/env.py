@@ -11,10 +11,13 @@ upgrading at once (never a session-level one: it leaks under PgBouncer).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 from alembic import context
 from sqlalchemy import Connection, Engine, text
 
+from orchestrator.errors import SchemaError
 from orchestrator.storage.db import WRITE, enable_wal, make_engine
 from orchestrator.storage.models import Base
 
@@ -35,17 +38,28 @@ def _run(connection: Connection) -> None:
     # before Alembic begins one, and checked and restored after.
     driver = connection.connection.driver_connection
     assert driver is not None
+    # Rows whose parent was deleted by hand (the sqlite3 shell has foreign
+    # keys off) are there already; only breakage the migration made counts.
+    before = set(driver.execute("PRAGMA foreign_key_check").fetchall())
     driver.execute("PRAGMA foreign_keys = OFF").close()
     try:
-        _migrate(connection)
-        broken = driver.execute("PRAGMA foreign_key_check").fetchall()
-        if broken:
-            raise RuntimeError(f"migration broke foreign keys: {broken[:3]}")
+        _migrate(connection, lambda: _check_foreign_keys(driver, before))
     finally:
         driver.execute("PRAGMA foreign_keys = ON").close()
 
 
-def _migrate(connection: Connection) -> None:
+def _check_foreign_keys(driver: Any, before: set[Any]) -> None:
+    """Inside the migration's transaction: refuse (and so roll back) a
+    migration that left rows pointing at nothing."""
+    broken = set(driver.execute("PRAGMA foreign_key_check").fetchall()) - before
+    if broken:
+        raise SchemaError(
+            f"the migration would leave rows without their parent ({sorted(broken)[:3]}); "
+            "nothing was changed"
+        )
+
+
+def _migrate(connection: Connection, check: Callable[[], None] = lambda: None) -> None:
     # A migration writes: on SQLite it must hold the write lock from BEGIN.
     connection = connection.execution_options(**{WRITE: True})
     context.configure(
@@ -59,6 +73,7 @@ def _migrate(connection: Connection) -> None:
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": UPGRADE_LOCK_KEY})
         context.run_migrations()
+        check()
 
 
 def run_migrations_online() -> None:

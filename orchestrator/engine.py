@@ -598,7 +598,11 @@ class Ticker:
         finally:
             self._local.lines = outer
         for line in lines:
-            self.say(line)
+            try:
+                self.say(line)
+            except Exception as exc:  # e.g. stdout closed: what committed stands
+                self._error("reporting failed", exc)
+                break
 
     def _say_after_commit(self, line: str) -> None:
         """Say `line` once the current write transaction commits; never if
@@ -893,8 +897,11 @@ class Ticker:
         if setup is None:
             workspace.mkdir()
             return None
-        if mode is not None:
-            shutil.rmtree(workspace)  # what an unfinished setup left behind
+        if mode is not None:  # what an unfinished setup left behind
+            if stat.S_ISDIR(mode):
+                shutil.rmtree(workspace)
+            else:
+                workspace.unlink()
         _write_setup_state(marker, "started", claim.number)
         values = {
             "task": claim.task.slug,
@@ -921,7 +928,19 @@ class Ticker:
             return stopped
         if not result.ok:
             return AttemptRun(Outcome.WORKER_ERROR, error=_failure("setup", result))
-        workspace.mkdir(exist_ok=True)
+        # What setup left at the workspace's path is the task's doing, not
+        # the host's: anything but a folder (or nothing) fails the attempt.
+        try:
+            mode = os.lstat(workspace).st_mode
+        except FileNotFoundError:
+            workspace.mkdir()
+        else:
+            if not stat.S_ISDIR(mode):
+                kind = "a link" if stat.S_ISLNK(mode) else "not a folder"
+                return AttemptRun(
+                    Outcome.WORKER_ERROR,
+                    error=f"setup left {workspace} {kind}; refusing to work there",
+                )
         _write_setup_state(marker, "done", claim.number)
         return None
 
@@ -1011,7 +1030,8 @@ class Ticker:
                     error="the task changed while the attempt ran; result not applied",
                 )
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
-                self._count(Outcome.INTERRUPTED if closed else run.outcome)
+                if closed:  # else another tick closed it: its result is only kept
+                    self._count(Outcome.INTERRUPTED)
                 return True, None
             decision = decide(
                 task.stage,
@@ -1026,7 +1046,7 @@ class Ticker:
             closed = repo.close_attempt(
                 conn, claim.attempt_id, claim.token, **columns, finished_at=now
             )
-            if not closed:
+            if not closed:  # recovered meanwhile: the result is kept, not counted
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 return True, None
             fault_point("inside_record_tx")
@@ -1163,7 +1183,8 @@ class Ticker:
             for task in repo.tasks_with_status(conn, Status.APPROVED):
                 self.say(f"{task.slug}: would move {task.state} to its next stage")
             seen: list[int] = []
-            while options.max_tasks is None or len(seen) < options.max_tasks:
+            shown = 0  # attempts, as --max-tasks counts them (a halt is none)
+            while options.max_tasks is None or shown < options.max_tasks:
                 found = repo.find_claimable(
                     conn,
                     host=self.host,
@@ -1179,6 +1200,7 @@ class Ticker:
                 if stage is None:
                     self.say(f"{found.slug}: would halt (unknown_stage {found.stage!r})")
                     continue
+                shown += 1
                 prev = repo.last_attempt(conn, found.id, found.stage)
                 commands = [
                     f"{name} {list(argv)}"

@@ -193,7 +193,15 @@ def checkpoint(engine: Engine) -> None:
     with contextlib.suppress(SQLAlchemyError, sqlite3.Error), engine.connect() as conn:
         driver = conn.connection.driver_connection
         assert driver is not None
-        driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+        # Never wait: a TRUNCATE checkpoint waits on the busy handler for
+        # readers to finish and holds new writers off meanwhile. With no
+        # wait, a reader still in the WAL only leaves it for the next tick.
+        timeout = driver.execute("PRAGMA busy_timeout").fetchone()[0]
+        driver.execute("PRAGMA busy_timeout = 0").close()
+        try:
+            driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+        finally:
+            driver.execute(f"PRAGMA busy_timeout = {int(timeout)}").close()
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
 from orchestrator.errors import SchemaError
 from orchestrator.storage.db import enable_wal, read_tx, translate_errors
@@ -48,8 +49,17 @@ def script_revisions() -> list[str]:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     enable_wal(engine)
     _check_known(engine)
-    with translate_errors():
-        command.upgrade(alembic_config(engine), revision)
+    try:
+        with translate_errors():
+            command.upgrade(alembic_config(engine), revision)
+    except IntegrityError as exc:
+        # The migration's transaction rolled back: the database is as it was.
+        first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "refused"
+        raise SchemaError(
+            f"cannot upgrade: rows break a rule of the new schema ({first}); nothing was "
+            "changed. Find them with `orchestrator sql`, fix or delete them, and run "
+            "`orchestrator db upgrade` again"
+        ) from exc
 
 
 def downgrade(engine: Engine, revision: str) -> None:

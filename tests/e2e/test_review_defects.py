@@ -398,3 +398,118 @@ def test_a_rolled_back_halt_is_not_reported(project: Project) -> None:
     assert tick.returncode != 0
     assert project.state("t2") == "gone"
     assert project.state("t1") == "complete"
+
+
+# -- found by the review of the fixes above ----------------------------------------
+
+
+def test_a_setup_that_leaves_a_file_fails_the_task_not_the_host(project: Project) -> None:
+    """What setup left at the workspace's path is the task's fault: the
+    attempt is a worker_error that counts, and other tasks still run."""
+    script = 'if [ "$1" = t1 ]; then touch "$0"; else mkdir "$0"; fi'
+    setup_config(project, [*sh(script), "{workspace}", "{task}"])
+    assert project.cli("add", "t1", "--title", "File", "--priority", "2").exit_code == 0
+    assert project.cli("add", "t2", "--title", "Fine").exit_code == 0
+    tick = project.run("tick", "--max-tasks", "1")
+    assert tick.returncode == 0, tick.stderr
+    [first] = attempts(project, "t1")
+    assert first["outcome"] == "worker_error"
+    assert "not a folder" in first["error"]
+    other = project.run("tick", "--task", "t2")  # the host goes on with other tasks
+    assert other.returncode == 0, other.stderr
+    assert project.state("t2") == "complete"
+    again = project.run("tick", "--task", "t1", "--max-tasks", "1")  # removed, set up again
+    assert again.returncode == 0, again.stderr
+    assert [a["outcome"] for a in attempts(project, "t1")] == ["worker_error", "worker_error"]
+
+
+def test_a_setup_that_makes_a_link_never_runs_the_worker_through_it(
+    project: Project, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    setup_config(project, ["ln", "-s", str(outside), "{workspace}"])
+    assert project.cli("add", "t1", "--title", "Link").exit_code == 0
+    tick = project.run("tick", "--max-tasks", "1")
+    assert tick.returncode == 0, tick.stderr
+    assert not (outside / "ran").exists()
+    [first] = attempts(project, "t1")
+    assert first["outcome"] == "worker_error" and "a link" in first["error"]
+
+
+def test_the_readme_git_worktree_setup_survives_a_stopped_setup(
+    project: Project, tmp_path: Path
+) -> None:
+    """A setup stopped half-way leaves a registered worktree and a branch;
+    the recipe the README gives must set the task up on the next try."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    repo = tmp_path / "repo"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "0"], check=True)
+    pidfile = tmp_path / "setup.pid"
+    stop_once = tmp_path / "stop-once"
+    recipe = (
+        f'git -C {repo} worktree prune && git -C {repo} worktree add -q -B "task/$0" "$1" '
+        f"&& if [ ! -e {stop_once} ]; then touch {stop_once}; echo $$ > {pidfile}; sleep 60; fi"
+    )
+    setup_config(project, [*sh(recipe), "{task}", "{workspace}"])
+    assert project.cli("add", "t1", "--title", "Git").exit_code == 0
+    tick = project.popen("tick")
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="setup")
+    tick.send_signal(signal.SIGTERM)
+    _, err = tick.communicate(timeout=30)
+    assert tick.returncode == 143, err
+    again = project.run("tick")
+    assert again.returncode == 0, again.stderr
+    assert [a["outcome"] for a in attempts(project, "t1")] == ["interrupted", "passed"]
+    assert (project.dir / "tasks" / "t1" / "ran").exists()
+
+
+def test_a_closed_stdout_loses_no_committed_claim(project: Project) -> None:
+    project.write_config(stage("only", worker=["true"], verifier=PASS))
+    assert project.cli("add", "t1", "--title", "T", "--priority", "5").exit_code == 0
+    assert project.cli("add", "t2", "--title", "T").exit_code == 0
+    execute(project, "UPDATE tasks SET pipeline = 'gone' WHERE slug = 't1'")
+    proc = project.popen("tick")
+    assert proc.stdout is not None
+    proc.stdout.close()  # every line the tick prints now fails
+    _, err = proc.communicate(timeout=60)
+    assert "reporting failed" in err
+    assert proc.returncode != 0, err
+    assert project.state("t1") == "only:halted"
+    assert project.state("t2") == "complete"
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_reader_does_not_hold_the_tick_at_its_checkpoint(sqlite_project: Project) -> None:
+    """A reader inside a transaction (a BI tool, a long `sql`) keeps the WAL
+    from being truncated; the tick's checkpoint must not wait for it (the
+    busy timeout here is far longer than the bound the test allows)."""
+    project = sqlite_project
+    project.write_config(stage("only", worker=["true"], verifier=PASS), busy_timeout=120)
+    assert project.cli("add", "t1", "--title", "T").exit_code == 0
+    reader = sqlite3.connect(project.db_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM tasks").fetchone()
+        tick = project.run("tick", timeout=60)
+        assert tick.returncode == 0, tick.stderr
+    finally:
+        reader.rollback()
+        reader.close()
+    assert project.state("t1") == "complete"
+
+
+def test_dry_run_counts_attempts_not_halts(project: Project) -> None:
+    project.write_config(stage("only", worker=["true"], verifier=PASS))
+    assert project.cli("add", "t1", "--title", "T", "--priority", "5").exit_code == 0
+    assert project.cli("add", "t2", "--title", "T").exit_code == 0
+    execute(project, "UPDATE tasks SET pipeline = 'gone' WHERE slug = 't1'")
+    dry = project.cli("tick", "--dry-run", "--max-tasks", "1")
+    assert "t1: would halt" in dry.output
+    assert "t2: would run only attempt 1" in dry.output
+    real = project.run("tick", "--max-tasks", "1")
+    assert real.returncode == 0, real.stderr
+    assert project.state("t2") == "complete"

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
+from support import make_project
 
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import RECORDED_EVENTS, Status
+from orchestrator.errors import SchemaError
 from orchestrator.storage import migrate
 from orchestrator.storage.db import make_engine
 
@@ -146,7 +150,42 @@ def test_an_upgrade_refused_by_the_data_changes_nothing(engine: Engine) -> None:
     seed(engine)
     open_attempt(engine, 3)
     open_attempt(engine, 4)  # two open attempts: allowed by 0001
-    with pytest.raises(IntegrityError):
+    with pytest.raises(SchemaError, match="cannot upgrade: rows break a rule"):
         migrate.upgrade(engine)
     assert migrate.current(engine) == "0001"
     assert counts(engine) == {"tasks": 2, "attempts": 6, "transitions": 2}
+
+
+def test_db_upgrade_names_the_rows_in_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    engine = make_engine(url, create=True)
+    migrate.upgrade(engine, "0001")
+    seed(engine)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE tasks SET status = 'paused' WHERE id = 1"))
+    engine.dispose()
+    project = make_project(tmp_path / "proj", url)
+    result = project.run("db", "upgrade")
+    assert result.returncode == 78, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: cannot upgrade"), result.stderr
+    assert "[SQL" not in result.stderr
+
+
+def test_rows_orphaned_before_the_upgrade_do_not_stop_it(tmp_path: Path) -> None:
+    """The sqlite3 shell has foreign keys off: a task deleted there leaves its
+    attempts behind. The upgrade goes on and keeps them as they were."""
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    engine = make_engine(url, create=True)
+    migrate.upgrade(engine, "0001")
+    seed(engine)
+    engine.dispose()
+    with sqlite3.connect(tmp_path / "o.db") as conn:
+        conn.execute("DELETE FROM tasks WHERE id = 1")  # foreign keys off: no cascade
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine)
+        assert migrate.current(engine) == "0002"
+        assert counts(engine) == {"tasks": 1, "attempts": 4, "transitions": 2}
+    finally:
+        engine.dispose()
