@@ -11,7 +11,7 @@ from support import Project, make_project
 
 from orchestrator import doctor
 from orchestrator.locking import TickLock
-from orchestrator.storage import migrate, repo
+from orchestrator.storage import migrate, repo, schema
 from orchestrator.storage.db import make_engine, write_tx
 
 STAGES_WITH = """
@@ -56,7 +56,7 @@ def test_sqlite_specific_checks(sqlite_project: Project) -> None:
     assert code == 0, out
     assert any(line.startswith("ok    journal") and "wal" in line for line in out)
     assert any(line.startswith("ok    integrity") for line in out)
-    assert any("at revision 0001 (head)" in line for line in out)
+    assert any(f"at revision {schema.HEAD} (head)" in line for line in out)
 
 
 def test_missing_binary_fails(sqlite_project: Project) -> None:

@@ -19,7 +19,7 @@ from orchestrator import demo_agent, scaffold
 from orchestrator.cli import cli
 from orchestrator.config import load_settings
 from orchestrator.domain.verdict import parse_verdict
-from orchestrator.storage import migrate
+from orchestrator.storage import migrate, schema
 from orchestrator.storage.db import make_engine
 from orchestrator.storage.schema import HEAD
 
@@ -190,7 +190,7 @@ def test_init_writes_a_loadable_config_and_creates_the_database(tmp_path: Path) 
         assert migrate.current(engine) == HEAD
     finally:
         engine.dispose()
-    assert "database at 0001 (created)" in result.stdout
+    assert f"database at {schema.HEAD} (created)" in result.stdout
 
 
 def test_init_prompts_use_only_known_placeholders(tmp_path: Path) -> None:
@@ -222,7 +222,7 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert "# my edit" not in config.read_text()
     assert prompt.read_text() == "my own prompt {task}"  # edits to prompts are kept
     assert "kept  prompts/research.md" in forced.stdout
-    assert "(was 0001)" in forced.stdout
+    assert f"(was {schema.HEAD})" in forced.stdout
 
 
 def test_init_honours_config_and_db(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ def test_crash_after_every_statement(
     base = base_project(new_project, kind)
     command = SCENARIOS[kind][0]
     total = count_statements(clone_project(base, tmp_path / "count"), command, tmp_path / "n.json")
-    assert 5 < total < 200, total
+    assert 3 < total < 200, total
     before = transition_log(base.db_url)
 
     failures: list[str] = []
