@@ -823,34 +823,21 @@ class Ticker:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
         with _host_folder("state_root", self.settings.state_root):
-            return self._run_in(name, argv, values, cwd, env, state_dir, guard, stdin)
-
-    def _run_in(
-        self,
-        name: str,
-        argv: tuple[str, ...],
-        values: dict[str, str],
-        cwd: Path,
-        env: dict[str, str],
-        state_dir: Path,
-        guard: _FenceGuard,
-        stdin: bytes | None,
-    ) -> runner.ProcessResult:
-        return runner.run_command(
-            runner.render_argv(argv, values),
-            cwd=cwd,
-            env=env,
-            timeout=guard.claim.stage.timeout_seconds,
-            stdin_data=stdin,
-            stdout_path=state_dir / f"{name}.out",
-            stderr_path=state_dir / f"{name}.err",
-            output_cap=self.settings.output_cap_bytes,
-            grace=self.settings.kill_grace_seconds,
-            on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
-            # Commands over within 10 ms need no note to find their orphans by.
-            on_start_after=PROCESS_NOTE_AFTER,
-            should_stop=guard,
-        )
+            return runner.run_command(
+                runner.render_argv(argv, values),
+                cwd=cwd,
+                env=env,
+                timeout=guard.claim.stage.timeout_seconds,
+                stdin_data=stdin,
+                stdout_path=state_dir / f"{name}.out",
+                stderr_path=state_dir / f"{name}.err",
+                output_cap=self.settings.output_cap_bytes,
+                grace=self.settings.kill_grace_seconds,
+                on_start=lambda ident: self._record_process(state_dir / f"{name}.proc", ident),
+                # Commands over within 10 ms need no note to find their orphans by.
+                on_start_after=PROCESS_NOTE_AFTER,
+                should_stop=guard,
+            )
 
     def _environment(
         self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]
