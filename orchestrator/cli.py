@@ -66,6 +66,12 @@ class App:
     _settings: Settings | None = None
 
     def settings(self, *, require_config: bool = False) -> Settings:
+        """The settings; without a config only when --db names the database.
+
+        A folder with no config would otherwise send a newcomer to a database
+        that does not exist, and `db upgrade` would create a stray one there.
+        """
+        require_config = require_config or not self.db
         if self._settings is None or (require_config and self._settings.config_path is None):
             self._settings = load_settings(
                 config=self.config, db_url=self.db, require_config=require_config
@@ -790,7 +796,7 @@ def run(
 @click.option(
     "--force",
     is_flag=True,
-    help="Overwrite an existing orchestrator.toml (prompts and judges you edited are kept).",
+    help="Replace an existing orchestrator.toml, saved as .bak (prompts and judges are kept).",
 )
 @pass_app
 def init(app: App, force: bool) -> None:
@@ -811,6 +817,8 @@ def init(app: App, force: bool) -> None:
         click.echo(f"wrote {_shown_path(written)}")
     for kept in result.kept:
         click.echo(f"kept  {_shown_path(kept)} (exists)")
+    if result.backup is not None:
+        click.echo(f"saved {_shown_path(result.backup)} (the config --force replaced)")
     change = "created" if result.revision_before is None else f"was {result.revision_before}"
     click.echo(f"database at {result.revision} ({change}): {_shown_url(result.settings)}")
     click.echo(

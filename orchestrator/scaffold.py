@@ -88,6 +88,7 @@ class InitResult:
     kept: tuple[Path, ...]
     revision_before: str | None
     revision: str | None
+    backup: Path | None = None
 
 
 def render_init_config(folder: Path) -> str:
@@ -114,13 +115,14 @@ def init_project(
         raise RefusedError(f"{config_path} is a folder; give --config a file path")
     if config_path.exists() and not force:
         raise RefusedError(
-            f"{config_path} already exists; pass --force to overwrite it "
-            "(prompts and judges you edited are kept either way)"
+            f"{config_path} already exists; pass --force to replace it with the default "
+            "(the old one is kept as a .bak file; prompts and judges you edited are kept)"
         )
     folder = config_path.parent
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     kept: list[Path] = []
+    backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(render_init_config(folder), encoding="utf-8")
     written.append(config_path)
     for name in INIT_PROMPTS:
@@ -137,7 +139,22 @@ def init_project(
             kept.append(target)
     settings = load_settings(config=config_path, db_url=db_url, environ=environ)
     before, after = _create_database(settings)
-    return InitResult(settings, tuple(written), tuple(kept), before, after)
+    return InitResult(settings, tuple(written), tuple(kept), before, after, backup)
+
+
+def _backup(path: Path) -> Path:
+    """Keep the config `--force` replaces: it holds the user's edits.
+
+    `orchestrator.toml.bak`, or `.bak.1`, `.bak.2`… when that is taken, so a
+    second `init --force` never overwrites the first backup.
+    """
+    target = path.with_name(path.name + ".bak")
+    number = 0
+    while target.exists() or target.is_symlink():
+        number += 1
+        target = path.with_name(f"{path.name}.bak.{number}")
+    shutil.copy2(path, target)
+    return target
 
 
 def _write_new(target: Path, text: str) -> bool:

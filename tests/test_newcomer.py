@@ -1,0 +1,96 @@
+"""The newcomer's second hour: every message says what to do, and no advice
+loses work. Each test drives the CLI (CliRunner or a real process) the way a
+new user would, and checks what they would read and what is left on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from orchestrator.cli import cli
+
+
+def invoke(args: list[str], cwd: Path, **env: str | None) -> Result:
+    """Run the CLI in-process from `cwd`, with no ORCHESTRATOR_* from the outside."""
+    clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ORCHESTRATOR_")}
+    clean.update(env)
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(cli, args, env=clean, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+# -- 1. no config: say so, create nothing ------------------------------------------
+
+
+def test_commands_in_a_folder_without_config_say_the_config_is_missing(tmp_path: Path) -> None:
+    commands = [
+        ["list"],
+        ["show", "fix-calc"],
+        ["add", "fix-calc", "--title", "T"],
+        ["history"],
+        ["scores", "fix-calc"],
+        ["sql", "SELECT 1"],
+        ["approve", "fix-calc"],
+        ["db", "upgrade"],
+        ["db", "current"],
+        ["tick"],
+        ["cron"],
+    ]
+    for args in commands:
+        result = invoke(args, tmp_path)
+        assert result.exit_code == 78, (args, result.output)
+        assert "no orchestrator.toml found" in result.stderr, (args, result.stderr)
+        assert "orchestrator init" in result.stderr, (args, result.stderr)
+        assert "db upgrade" not in result.stderr, (args, result.stderr)
+    assert list(tmp_path.iterdir()) == []  # no stray database, no lock
+
+
+def test_db_given_on_the_command_line_needs_no_config(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert invoke(["--db", url, "db", "upgrade"], tmp_path).exit_code == 0
+    listed = invoke(["--db", url, "list"], tmp_path)
+    assert listed.exit_code == 0, listed.output
+
+
+# -- 2. advice that loses work -----------------------------------------------------
+
+
+def test_a_missing_database_beside_a_config_suggests_only_db_upgrade(tmp_path: Path) -> None:
+    assert invoke(["init"], tmp_path).exit_code == 0
+    (tmp_path / "orchestrator.db").unlink()
+    result = invoke(["list"], tmp_path)
+    assert result.exit_code == 78
+    assert "orchestrator db upgrade" in result.stderr
+    assert "init" not in result.stderr
+    upgraded = invoke(["db", "upgrade"], tmp_path)
+    assert upgraded.exit_code == 0, upgraded.output
+    assert invoke(["list"], tmp_path).exit_code == 0
+
+
+def test_init_force_keeps_the_replaced_config_as_a_backup(tmp_path: Path) -> None:
+    assert invoke(["init"], tmp_path).exit_code == 0
+    config = tmp_path / "orchestrator.toml"
+    edited = config.read_text() + "\n# my edit\n"
+    config.write_text(edited)
+
+    refused = invoke(["init"], tmp_path)
+    assert refused.exit_code == 1
+    assert ".bak" in refused.stderr
+
+    forced = invoke(["init", "--force"], tmp_path)
+    assert forced.exit_code == 0, forced.output
+    assert "# my edit" not in config.read_text()
+    assert (tmp_path / "orchestrator.toml.bak").read_text() == edited
+    assert "saved orchestrator.toml.bak" in forced.stdout
+
+    config.write_text(edited + "# second edit\n")
+    again = invoke(["init", "--force"], tmp_path)
+    assert again.exit_code == 0
+    assert (tmp_path / "orchestrator.toml.bak").read_text() == edited  # never overwritten
+    assert "# second edit" in (tmp_path / "orchestrator.toml.bak.1").read_text()
+    assert "saved orchestrator.toml.bak.1" in again.stdout
