@@ -233,7 +233,10 @@ def verdict(source: str) -> None:
     """Print the normalized verdict found in FILE (or stdin) as JSON.
 
     Applies exactly the rules the tick uses, so you can check what a verifier's
-    output would count as. Exits 65 when the text holds no verdict.
+    output would count as. The rule: text that is one JSON object is the
+    verdict; otherwise the last ```json fenced block, else the last top-level
+    {...} span, that has a "pass" or "score" key; when no object has either,
+    the last object. Exits 65 when the text holds no verdict.
     """
     from orchestrator.domain.verdict import parse_verdict
 

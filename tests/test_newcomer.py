@@ -4,6 +4,7 @@ new user would, and checks what they would read and what is left on disk."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -94,3 +95,30 @@ def test_init_force_keeps_the_replaced_config_as_a_backup(tmp_path: Path) -> Non
     assert (tmp_path / "orchestrator.toml.bak").read_text() == edited  # never overwritten
     assert "# second edit" in (tmp_path / "orchestrator.toml.bak.1").read_text()
     assert "saved orchestrator.toml.bak.1" in again.stdout
+
+
+# -- 11. a trailing JSON object does not beat the verdict ---------------------------
+
+
+def test_verdict_is_the_last_object_with_pass_or_score(tmp_path: Path) -> None:
+    text = 'My verdict: {"pass": true, "score": 0.9}\nPS: set {"debug": false} in prod\n'
+    result = CliRunner().invoke(cli, ["verdict", "-"], input=text)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "pass": True,
+        "score": 0.9,
+        "reasons": [],
+        "next_hint": "",
+    }
+    # A fenced verdict followed by a fenced config example: the verdict wins.
+    fenced = (
+        '```json\n{"pass": false, "score": 0.4}\n```\nexample:\n```json\n{"debug": true}\n```\n'
+    )
+    found = json.loads(CliRunner().invoke(cli, ["verdict"], input=fenced).stdout)
+    assert (found["pass"], found["score"]) == (False, 0.4)
+    # No object names pass or score: the last object, as before.
+    neither = 'first {"reasons": ["a"]} then {"next_hint": "b"}'
+    found = json.loads(CliRunner().invoke(cli, ["verdict"], input=neither).stdout)
+    assert (found["pass"], found["score"], found["next_hint"]) == (False, 0.0, "b")
+    helped = CliRunner().invoke(cli, ["verdict", "--help"])
+    assert '"pass" or "score" key' in " ".join(helped.stdout.split())
