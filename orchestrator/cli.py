@@ -455,7 +455,8 @@ def show(app: App, slug: str, as_json: bool) -> None:
     """Show one task: its state, transitions and attempts, oldest first."""
     from orchestrator.reports import show_task
 
-    data = show_task(app.engine(), slug)
+    settings = app.settings()
+    data = show_task(app.engine(settings), slug, settings.state_root)
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -470,15 +471,15 @@ def show(app: App, slug: str, as_json: bool) -> None:
     click.echo("\ntransitions:")
     click.echo(
         _table(
-            ["seq", "at", "from", "to", "actor", "reason"],
+            ["seq", "at", "from", "to", "actor", "reason / note"],
             [
                 [
                     t["seq"],
-                    t["at"][:19],
+                    _time(t["at"]),
                     t["from_state"],
                     t["to_state"],
                     t["actor"],
-                    t["reason"] or t["note"],
+                    _reason_and_note(t["reason"], t["note"]),
                 ]
                 for t in data["transitions"]
             ],
@@ -502,6 +503,27 @@ def show(app: App, slug: str, as_json: bool) -> None:
                 ],
             )
         )
+        last = data["attempts"][-1]
+        click.echo(
+            f"\noutput of attempt {last['stage']} {last['number']}: "
+            f"{_shown_path(Path(last['state_dir']))}/ (worker.out, worker.err, verifier.out, "
+            "verifier.err, prompt.md; the other attempts' folders are beside it)"
+        )
+
+
+def _reason_and_note(reason: str | None, note: str | None) -> str:
+    """A person's note is what a reader looks for; the tick's reason alone hid it."""
+    if reason and note:
+        return f"{reason}; note: {note}"
+    return reason or (f"note: {note}" if note else "")
+
+
+def _time(value: str | None) -> str:
+    """One time format for tables (`show`, `history`): UTC to the second, as
+    `YYYY-MM-DD HH:MM:SS`; JSON and CSV keep the stored precision."""
+    if not value:
+        return ""
+    return value.replace("T", " ")[:19]
 
 
 def _human_command(name: str, doc: str, note_required: bool = False) -> None:
@@ -563,6 +585,8 @@ def history(app: App, slug: str | None, limit: int | None, fmt: str | None) -> N
 
     rows = fetch(app.engine(), slug, limit)
     columns = ["task", "seq", "at", "from_state", "to_state", "event", "actor", "reason", "note"]
+    if fmt is None:
+        rows = [{**r, "at": _time(r["at"])} for r in rows]
     _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
 
 

@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select, text
@@ -66,7 +67,9 @@ def list_tasks(engine: Engine, state: str | None = None) -> list[dict[str, Any]]
     return out
 
 
-def show_task(engine: Engine, slug: str) -> dict[str, Any]:
+def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict[str, Any]:
+    """One task with its transitions and attempts; `state_root` adds each
+    attempt's folder, where the real cause of a failure usually sits."""
     with read_tx(engine) as conn:
         task = repo.get_task(conn, slug)
         if task is None:
@@ -74,6 +77,13 @@ def show_task(engine: Engine, slug: str) -> dict[str, Any]:
         rows = repo.list_rows(conn, slug=slug)  # this task's row, not its stage's
         transitions = repo.transitions_of(conn, task.id)
         attempts = repo.attempts_of(conn, task.id)
+        a = repo.attempts
+        exits = {
+            row.id: (row.worker_exit, row.verifier_exit)
+            for row in conn.execute(
+                select(a.c.id, a.c.worker_exit, a.c.verifier_exit).where(a.c.task_id == task.id)
+            )
+        }
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
@@ -104,12 +114,20 @@ def show_task(engine: Engine, slug: str) -> dict[str, Any]:
                 "next_hint": a.next_hint,
                 "hint": a.hint,
                 "error": a.error,
+                "worker_exit": exits.get(a.id, (None, None))[0],
+                "verifier_exit": exits.get(a.id, (None, None))[1],
                 "started_at": _jsonable(a.started_at),
                 "finished_at": _jsonable(a.finished_at),
+                "state_dir": None if state_root is None else str(attempt_dir(state_root, slug, a)),
             }
             for a in attempts
         ],
     }
+
+
+def attempt_dir(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> Path:
+    """Where the attempt's captured output and prompt are (the engine's layout)."""
+    return state_root / slug / f"{attempt.stage}-{attempt.number:03d}"
 
 
 def history(

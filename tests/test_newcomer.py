@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from click.testing import CliRunner, Result
+from support import Project, cli_json, make_project
 
 from orchestrator.cli import cli
 
@@ -122,3 +123,95 @@ def test_verdict_is_the_last_object_with_pass_or_score(tmp_path: Path) -> None:
     assert (found["pass"], found["score"], found["next_hint"]) == (False, 0.0, "b")
     helped = CliRunner().invoke(cli, ["verdict", "--help"])
     assert '"pass" or "score" key' in " ".join(helped.stdout.split())
+
+
+# -- 13. a linter that exits 1 with findings left still reaches its verifier ----------
+
+LINT_STAGES = """
+[[pipelines.default.stages]]
+name = "lint"
+worker = ["sh", "-c", "echo 'found 2 errors' >&2; exit {code}"]
+verifier = ["sh", "-c", "echo '{{\\"pass\\": false, \\"score\\": 0.5}}'"]
+{extra}
+"""
+
+
+def lint_project(tmp_path: Path, code: int, extra: str) -> Project:
+    project = make_project(
+        tmp_path / "proj",
+        f"sqlite:///{tmp_path / 'proj' / 'o.db'}",
+        LINT_STAGES.format(code=code, extra=extra),
+    )
+    assert project.cli("db", "upgrade").exit_code == 0
+    assert project.cli("add", "lint-me", "--title", "T").exit_code == 0
+    return project
+
+
+def test_worker_ok_exit_lets_listed_statuses_go_on_to_the_verifier(tmp_path: Path) -> None:
+    project = lint_project(tmp_path, 1, "worker_ok_exit = [0, 1]")
+    assert project.cli("tick", "--max-tasks", "1").exit_code == 0
+    attempt = cli_json(project.cli("show", "lint-me", "--json"))["attempts"][0]
+    assert (attempt["outcome"], attempt["score"]) == ("failed", 0.5)
+    assert (attempt["worker_exit"], attempt["verifier_exit"]) == (1, 0)
+
+
+def test_a_worker_exit_not_listed_is_still_a_worker_error(tmp_path: Path) -> None:
+    project = lint_project(tmp_path, 2, "worker_ok_exit = [0, 1]")
+    assert project.cli("tick", "--max-tasks", "1").exit_code == 0
+    attempt = cli_json(project.cli("show", "lint-me", "--json"))["attempts"][0]
+    assert attempt["outcome"] == "worker_error"
+    assert attempt["error"] == "worker exited 2: found 2 errors"
+    assert attempt["verifier_exit"] is None
+
+
+def test_worker_ok_exit_must_list_statuses_including_zero(tmp_path: Path) -> None:
+    project = lint_project(tmp_path, 0, "")
+    project.write_config(LINT_STAGES.format(code=1, extra="worker_ok_exit = [1]"))
+    result = project.cli("list")
+    assert result.exit_code == 78
+    assert "pipelines.default.stages[0] (lint).worker_ok_exit" in result.stderr
+    assert "includes 0" in result.stderr
+
+
+# -- 4. why a verifier failed ----------------------------------------------------
+
+
+def test_invalid_verdict_error_carries_the_exit_status_and_stderr(tmp_path: Path) -> None:
+    stages = """
+    [[pipelines.default.stages]]
+    name = "implement"
+    worker = ["true"]
+    verifier = ["python3", "/nowhere/judges/pytest_judge.py"]
+    """
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.cli("db", "upgrade").exit_code == 0
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    assert project.cli("tick", "--max-tasks", "1").exit_code == 0
+    attempt = cli_json(project.cli("show", "fix-calc", "--json"))["attempts"][0]
+    assert attempt["outcome"] == "invalid_verdict"
+    assert attempt["error"].startswith(
+        "no JSON verdict in the verifier's output (verifier exited 2): "
+    )
+    assert "can't open file" in attempt["error"]
+    assert (attempt["worker_exit"], attempt["verifier_exit"]) == (0, 2)
+    folder = Path(attempt["state_dir"])
+    assert folder == project.dir / "state" / "fix-calc" / "implement-001"
+    assert "can't open file" in (folder / "verifier.err").read_text()
+    shown = project.cli("show", "fix-calc")
+    assert "state/fix-calc/implement-001/" in shown.stdout
+    assert "verifier exited 2" in shown.stdout
+
+
+# -- 8. people's notes in show -------------------------------------------------------
+
+
+def test_show_prints_approve_and_reject_notes(project: Project) -> None:
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    rejected = project.cli("reject", "fix-calc", "--note", "also cover negative numbers")
+    assert rejected.exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    assert project.cli("approve", "fix-calc", "--note", "plan looks right").exit_code == 0
+    shown = project.cli("show", "fix-calc").stdout
+    assert "note: also cover negative numbers" in shown
+    assert "approved; note: plan looks right" in shown
