@@ -16,7 +16,14 @@ from sqlalchemy.exc import IntegrityError
 
 from orchestrator.config import Settings
 from orchestrator.domain.decide import HaltReason
-from orchestrator.domain.pipeline import Event, State, Status, next_state, parse_state
+from orchestrator.domain.pipeline import (
+    TRANSITIONS,
+    Event,
+    State,
+    Status,
+    next_state,
+    parse_state,
+)
 from orchestrator.domain.slug import validate_slug
 from orchestrator.domain.text import clean_text
 from orchestrator.errors import IllegalTransitionError, RefusedError, UnknownTaskError
@@ -139,9 +146,18 @@ def _target(task: repo.TaskSnapshot, event: Event) -> State:
     try:
         return next_state(task.state, event, ())
     except IllegalTransitionError:
+        # Say what the command needs, not only what is: a newcomer reading
+        # "it is hang" cannot tell that approve waits for a gate.
+        needed = [
+            "ready" if status is Status.READY else f"`:{status.value}`"
+            for status in Status
+            if (status, event) in TRANSITIONS
+        ]
+        needs = ", ".join(needed[:-1]) + " or " + needed[-1] if len(needed) > 1 else needed[0]
+        why = task.status.value + (f", {task.halt_reason}" if task.halt_reason else "")
         raise IllegalTransitionError(
-            f"cannot {event.value} {task.slug!r}: it is {task.state}"
-            + (f" ({task.halt_reason})" if task.halt_reason else "")
+            f"cannot {event.value} {task.slug!r}: it is at `{task.state}` ({why}); "
+            f"{event.value} needs {needs}"
         ) from None
 
 

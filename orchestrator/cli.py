@@ -576,7 +576,9 @@ _human_command(
 
 @cli.command()
 @click.argument("slug", required=False)
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), help="Only the newest N rows (printed oldest first)."
+)
 @_format_options()
 @pass_app
 def history(app: App, slug: str | None, limit: int | None, fmt: str | None) -> None:

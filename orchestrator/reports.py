@@ -133,7 +133,8 @@ def attempt_dir(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> P
 def history(
     engine: Engine, slug: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
-    """Transitions, oldest first (all tasks, or one)."""
+    """Transitions, oldest first (all tasks, or one); `limit` keeps the
+    newest rows, like `tail`: a history is read for what happened last."""
     t = repo.transitions
     tasks = repo.tasks
     query = (
@@ -158,8 +159,9 @@ def history(
                 raise UnknownTaskError(f"no task {slug!r}")
             query = query.where(t.c.task_id == task.id)
         if limit is not None:
-            query = query.limit(limit)
-        return [_clean(dict(row._mapping)) for row in conn.execute(query)]
+            query = query.order_by(None).order_by(t.c.id.desc()).limit(limit)
+        rows = [_clean(dict(row._mapping)) for row in conn.execute(query)]
+    return rows[::-1] if limit is not None else rows
 
 
 def scores(engine: Engine, slug: str, stage: str | None = None) -> list[dict[str, Any]]:

@@ -215,3 +215,31 @@ def test_show_prints_approve_and_reject_notes(project: Project) -> None:
     shown = project.cli("show", "fix-calc").stdout
     assert "note: also cover negative numbers" in shown
     assert "approved; note: plan looks right" in shown
+
+
+# -- 9. say what approve needs ---------------------------------------------------------
+
+
+def test_approve_of_a_ready_task_says_what_approve_needs(project: Project) -> None:
+    assert project.cli("add", "hangs", "--title", "T").exit_code == 0
+    refused = project.cli("approve", "hangs")
+    assert refused.exit_code == 1
+    assert refused.stderr == (
+        "Error: cannot approve 'hangs': it is at `research` (ready); "
+        "approve needs `:awaiting_approval`\n"
+    )
+
+
+# -- 10. history --limit is the newest rows -----------------------------------------------
+
+
+def test_history_limit_keeps_the_newest_rows_oldest_first(project: Project) -> None:
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    assert project.cli("tick").exit_code == 0  # claim, await_approval
+    assert project.cli("approve", "fix-calc").exit_code == 0
+    every = cli_json(project.cli("history", "fix-calc", "--json"))
+    assert [r["event"] for r in every] == ["add", "claim", "await_approval", "approve"]
+    newest = cli_json(project.cli("history", "fix-calc", "--limit", "2", "--json"))
+    assert [r["event"] for r in newest] == ["await_approval", "approve"]
+    table = project.cli("history", "--limit", "1").stdout.splitlines()
+    assert len(table) == 2 and " approve " in table[1]
