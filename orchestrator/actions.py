@@ -26,9 +26,10 @@ from orchestrator.domain.pipeline import (
 )
 from orchestrator.domain.slug import validate_slug
 from orchestrator.domain.text import clean_text
-from orchestrator.errors import IllegalTransitionError, RefusedError, UnknownTaskError
+from orchestrator.errors import IllegalTransitionError, RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
+from orchestrator.suggest import unknown_task
 from orchestrator.testing import fault_point
 
 MAX_TITLE_BYTES = 1024
@@ -103,7 +104,7 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
 def _load(conn: Connection, slug: str) -> repo.TaskSnapshot:
     task = repo.get_task(conn, slug, for_update=True)
     if task is None:
-        raise UnknownTaskError(f"no task {slug!r}")
+        raise unknown_task(conn, slug)
     return task
 
 

@@ -437,7 +437,9 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
     """List tasks with their state, attempts at this stage and last score."""
     from orchestrator.reports import list_tasks
 
-    rows = list_tasks(app.engine(), state)
+    settings = app.settings()
+    stages = {s.name for p in settings.pipelines.values() for s in p.stages}
+    rows = list_tasks(app.engine(settings), state, stages)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
@@ -601,7 +603,9 @@ def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
     """Print SLUG's score history: one row per attempt with a valid verdict."""
     from orchestrator.reports import scores as fetch
 
-    rows = fetch(app.engine(), slug, stage)
+    settings = app.settings()
+    stages = {s.name for p in settings.pipelines.values() for s in p.stages}
+    rows = fetch(app.engine(settings), slug, stage, stages)
     columns = ["stage", "attempt", "score", "pass", "at"]
     _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
 
@@ -703,6 +707,8 @@ def _run_one_tick(
     # pool per tick left open would hold PostgreSQL connections until it dies.
     engine = app.engine(settings, owned=True)
     try:
+        if options.get("task") is not None:
+            _require_task(engine, options["task"])
         ticker = Ticker(settings, engine, stop=stop, say=say)
         report = ticker.tick(TickOptions(**options))
         interrupted = report.outcomes.get("interrupted", 0) > 0
@@ -719,6 +725,15 @@ def _run_one_tick(
             + f", {report.advanced} advanced, {report.recovered} recovered, {report.halted} halted"
             + (f"; stopped claiming: {report.stopped_claiming}" if report.stopped_claiming else "")
         )
+
+
+def _require_task(engine: Engine, slug: str) -> None:
+    """`tick --task fix-clac` must not be a silent tick that did nothing."""
+    from orchestrator.storage.db import read_tx
+    from orchestrator.suggest import require_task
+
+    with read_tx(engine) as conn:
+        require_task(conn, slug)
 
 
 @cli.command()

@@ -243,3 +243,34 @@ def test_history_limit_keeps_the_newest_rows_oldest_first(project: Project) -> N
     assert [r["event"] for r in newest] == ["await_approval", "approve"]
     table = project.cli("history", "--limit", "1").stdout.splitlines()
     assert len(table) == 2 and " approve " in table[1]
+
+
+# -- 6. typos are errors with "did you mean" ---------------------------------------------
+
+
+def test_unknown_tasks_stages_and_states_are_errors_with_a_suggestion(project: Project) -> None:
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    cases = [
+        (["tick", "--task", "fix-clac"], "no task 'fix-clac' (did you mean 'fix-calc'?)"),
+        (["tick", "--task", "fix-clac", "--dry-run"], "did you mean 'fix-calc'?"),
+        (["show", "fix-clac"], "no task 'fix-clac' (did you mean 'fix-calc'?)"),
+        (["approve", "fix-clac"], "did you mean 'fix-calc'?"),
+        (["history", "fix-clac"], "did you mean 'fix-calc'?"),
+        (
+            ["scores", "fix-calc", "--stage", "implemnt"],
+            "task 'fix-calc' has no stage 'implemnt' (did you mean 'implement'?)",
+        ),
+        (["list", "--state", "halt"], "no stage or status 'halt' (did you mean 'halted'?)"),
+        (["list", "--state", "research:halt"], "(did you mean 'halted'?)"),
+        (["list", "--state", "reserch"], "(did you mean 'research'?)"),
+    ]
+    for args, message in cases:
+        result = project.cli(*args)
+        assert result.exit_code == 1, (args, result.output)
+        assert message in result.stderr, (args, result.stderr)
+        assert result.stdout == "", (args, result.stdout)
+    assert project.counts()["attempts"] == 0  # the typo'd tick ran nothing
+    # What exists still works, a stage with no task included.
+    assert project.cli("list", "--state", "implement").exit_code == 0
+    assert project.cli("scores", "fix-calc", "--stage", "implement").exit_code == 0
+    assert project.cli("tick", "--task", "fix-calc").exit_code == 0
