@@ -41,16 +41,18 @@ if TYPE_CHECKING:
 class CliError(click.ClickException):
     """An OrchestratorError on its way out: `Error: …` and its exit status."""
 
-    def __init__(self, error: OrchestratorError, verbose: bool) -> None:
+    def __init__(self, error: OrchestratorError, verbose: bool, stamped: bool = False) -> None:
         super().__init__(str(error))
         # click reads exit_code per instance; ours varies with the error.
         self.exit_code = error.exit_code  # type: ignore[misc]
         self.error = error
         self.verbose = verbose
+        self.stamped = stamped
 
     def show(self, file: Any = None) -> None:
         stream = file if file is not None else sys.stderr
-        click.echo(f"Error: {self.message}", file=stream)
+        prefix = f"{_now()} " if self.stamped else ""
+        click.echo(f"{prefix}Error: {self.message}", file=stream)
         if self.verbose:
             cause = self.error.__cause__ or self.error.__context__
             while cause is not None:
@@ -64,6 +66,9 @@ class App:
     db: str | None
     verbose: bool
     _settings: Settings | None = None
+    # `tick -q`/`run -q` write a log (cron appends it to a file): every line,
+    # errors included, starts with the time.
+    stamped: bool = False
 
     def settings(self, *, require_config: bool = False) -> Settings:
         """The settings; without a config only when --db names the database.
@@ -111,19 +116,31 @@ class OrchestratorGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OrchestratorError as error:
-            raise CliError(error, _verbose(ctx)) from error
+            raise CliError(error, _verbose(ctx), _stamped(ctx)) from error
         except Exception as error:
             from orchestrator.storage.db import translate
 
             mapped = translate(error)
             if mapped is None:
                 raise
-            raise CliError(mapped, _verbose(ctx)) from error
+            raise CliError(mapped, _verbose(ctx), _stamped(ctx)) from error
 
 
 def _verbose(ctx: click.Context) -> bool:
     obj = ctx.find_object(App)
     return bool(obj and obj.verbose)
+
+
+def _stamped(ctx: click.Context) -> bool:
+    obj = ctx.find_object(App)
+    return bool(obj and obj.stamped)
+
+
+def _now() -> str:
+    """The local-independent time a log line starts with: ISO 8601, UTC, seconds."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 pass_app = click.make_pass_decorator(App)
@@ -655,7 +672,8 @@ def _tick_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "-q",
             "--quiet",
             is_flag=True,
-            help="Print nothing for a busy lock or a quiet tick (for cron).",
+            help="For cron: nothing for a busy lock or an idle tick; else one "
+            "timestamped line per attempt result or state change.",
         ),
     ]
     for option in reversed(options):
@@ -702,7 +720,11 @@ def _run_one_tick(
     no attempt (it came while the tick was idle) just ends the loop."""
     from orchestrator.engine import Ticker, TickOptions
 
-    say: Callable[[str], None] = (lambda line: None) if quiet else click.echo
+    # Quiet (cron) still logs what happened, one stamped line per attempt
+    # result, state change or recovery; a tick that did nothing says nothing.
+    say: Callable[[str], None] = (
+        (lambda line: click.echo(f"{_now()} {line}")) if quiet else click.echo
+    )
     # One engine per tick, disposed at its end: `run` ticks for days, and a
     # pool per tick left open would hold PostgreSQL connections until it dies.
     engine = app.engine(settings, owned=True)
@@ -766,6 +788,7 @@ def tick(
     """
     from orchestrator.locking import TickLock
 
+    app.stamped = quiet
     settings = app.settings(require_config=True)
     lock = TickLock(settings.lock_file)
     try:
@@ -811,6 +834,7 @@ def run(
     """
     from orchestrator.locking import TickLock
 
+    app.stamped = quiet
     stop = threading.Event()
     options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
     options.update(jobs=jobs, task=only)

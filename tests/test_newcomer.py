@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -274,3 +275,36 @@ def test_unknown_tasks_stages_and_states_are_errors_with_a_suggestion(project: P
     assert project.cli("list", "--state", "implement").exit_code == 0
     assert project.cli("scores", "fix-calc", "--stage", "implement").exit_code == 0
     assert project.cli("tick", "--task", "fix-calc").exit_code == 0
+
+
+# -- 5. the cron log shows the work ----------------------------------------------------
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00 "
+
+
+def test_quiet_tick_logs_one_stamped_line_per_attempt_and_nothing_when_idle(
+    tmp_path: Path,
+) -> None:
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    idle = project.run("tick", "--quiet")
+    assert (idle.returncode, idle.stdout, idle.stderr) == (0, "", "")
+    assert project.run("add", "fix-calc", "--title", "T").returncode == 0
+    worked = project.run("tick", "--quiet")
+    assert worked.returncode == 0, worked.stderr
+    lines = worked.stdout.splitlines()
+    assert len(lines) == 1, lines
+    assert re.fullmatch(
+        STAMP + r"fix-calc: research attempt 1 passed score 0\.90 -> research:awaiting_approval",
+        lines[0],
+    ), lines
+    assert project.run("approve", "fix-calc").returncode == 0
+    moved = project.run("tick", "--quiet").stdout.splitlines()
+    assert len(moved) == 2 and all(re.match(STAMP, line) for line in moved), moved
+    assert "fix-calc: research:approved -> implement" in moved[0]
+    assert "-> complete" in moved[1]
+    again = project.run("tick", "--quiet")
+    assert (again.stdout, again.stderr) == ("", "")
+    failed = project.run("tick", "--quiet", "--task", "fix-clac")
+    assert failed.returncode == 1
+    assert re.fullmatch(STAMP + r"Error: no task 'fix-clac'.*\n", failed.stderr), failed.stderr
