@@ -195,19 +195,55 @@ def _emit_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) 
         click.echo(_table(columns, rows))
 
 
-def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+MIN_COLUMN = 8
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None) -> str:
+    """Aligned columns. Piped or redirected (`width` None off a terminal),
+    nothing is cut: a plateau reason that loses its numbers is worse than a
+    long line. On a terminal the widest columns shrink to fit its width, and
+    a cut cell ends with `…`."""
+
     def cell(value: Any) -> str:
         if value is None:
             return ""
         if isinstance(value, float):
             return f"{value:.2f}"
-        return str(value).replace("\n", " ")[:60]
+        return str(value).replace("\r", " ").replace("\n", " ")
 
+    if width is None and sys.stdout.isatty():
+        import shutil
+
+        width = shutil.get_terminal_size().columns
     cells = [[cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
+    if width is not None:
+        widths = _fit(widths, width - 2 * (len(columns) - 1))
+
+    def fitted(value: str, w: int) -> str:
+        return value if len(value) <= w else value[: max(0, w - 1)] + "…"
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            fitted(v, w).ljust(w) for v, w in zip(values, widths, strict=True)
+        ).rstrip()
+
+    return "\n".join([line(columns)] + [line(r) for r in cells])
+
+
+def _fit(widths: list[int], room: int) -> list[int]:
+    """Cap the widest columns at one common width, the largest that lets the
+    row fit `room`; never below MIN_COLUMN (then the terminal wraps)."""
+    if sum(widths) <= room:
+        return widths
+    low, high = MIN_COLUMN, max(widths)
+    while low < high:  # the largest cap whose row fits
+        cap = (low + high + 1) // 2
+        if sum(min(w, cap) for w in widths) <= room:
+            low = cap
+        else:
+            high = cap - 1
+    return [min(w, low) for w in widths]
 
 
 def _format_options(csv_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

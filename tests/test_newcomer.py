@@ -308,3 +308,58 @@ def test_quiet_tick_logs_one_stamped_line_per_attempt_and_nothing_when_idle(
     failed = project.run("tick", "--quiet", "--task", "fix-clac")
     assert failed.returncode == 1
     assert re.fullmatch(STAMP + r"Error: no task 'fix-clac'.*\n", failed.stderr), failed.stderr
+
+
+# -- 7. tables cut nothing when piped; on a terminal they fit and mark the cut ----------
+
+LONG = "no improvement: best 0.4200 before the last 3 scores [0.42, 0.42, 0.42], min_delta 0.01"
+
+
+def run_on_terminal(project: Project, *args: str, columns: int) -> str:
+    """Run a command with its stdout on a pseudo-terminal `columns` wide."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=project.dir,
+            env=project.process_env({"COLUMNS": str(columns), "LINES": "50"}),
+            stdout=follower,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_tables_cut_nothing_when_piped_and_fit_a_terminal(project: Project) -> None:
+    query = f"SELECT 'fix-calc' AS task, '{LONG}' AS reason"
+    piped = project.run("sql", query)
+    assert piped.returncode == 0
+    assert LONG in piped.stdout
+    assert "…" not in piped.stdout
+    shown = run_on_terminal(project, "sql", query, columns=60)
+    lines = shown.splitlines()
+    assert all(len(line) <= 60 for line in lines), lines
+    assert lines[1].startswith("fix-calc")
+    assert lines[1].endswith("…")
+    assert LONG[:20] in lines[1]
+    wide = run_on_terminal(project, "sql", query, columns=200)
+    assert LONG in wide and "…" not in wide
