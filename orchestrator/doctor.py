@@ -72,6 +72,7 @@ def run_doctor(config: str | None, db_url: str | None) -> DoctorReport:
     checks += _folder_checks(settings)
     checks += _command_checks(settings)
     checks += _prompt_checks(settings)
+    checks += _judge_checks(settings)
     return DoctorReport(tuple(checks), config_loaded=True)
 
 
@@ -348,6 +349,60 @@ def _prompt_checks(settings: Settings) -> list[Check]:
     if found:
         checks.insert(0, Check(Level.OK, "prompts", f"{found} prompt templates found"))
     return checks
+
+
+PYTEST_JUDGE = "pytest_judge.py"
+
+
+def _judge_checks(settings: Settings) -> list[Check]:
+    """Does pytest import in the interpreter the pytest judge will use?
+
+    A judge that cannot run its tool fails every attempt (it prints no
+    verdict); the interpreter is `--python X` when given, else the one
+    running the judge. Checked once per interpreter, in the config's folder.
+    """
+    seen: set[str] = set()
+    checks = []
+    for where, argv in _commands(settings):
+        if not any(Path(arg).name == PYTEST_JUDGE for arg in argv[1:]):
+            continue
+        index = argv.index("--python") if "--python" in argv else -1
+        python = argv[index + 1] if 0 <= index < len(argv) - 1 else argv[0]
+        if python in seen:
+            continue
+        seen.add(python)
+        checks.append(_pytest_imports(where, python, settings.base_dir))
+    return checks
+
+
+def _pytest_imports(where: str, python: str, folder: Path) -> Check:
+    import subprocess
+
+    if "{" in python:
+        return Check(Level.WARN, "judge", f"{where}: {python!r} depends on the task; not checked")
+    found = shutil.which(python) if "/" not in python else python
+    if found is None or not Path(found).is_absolute():
+        return Check(Level.WARN, "judge", f"{where}: {python!r} is not found here; not checked")
+    try:
+        probe = subprocess.run(
+            [found, "-c", "import pytest"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(Level.FAIL, "judge", f"{where}: cannot run {found}: {exc}")
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or ["(no output)"]
+        return Check(
+            Level.FAIL,
+            "judge",
+            f"{where}: pytest does not import in {found} ({lines[-1][:200]}); "
+            "give the judge --python with your project's interpreter",
+        )
+    return Check(Level.OK, "judge", f"{where}: pytest imports in {found}")
 
 
 __all__ = ["Check", "DoctorReport", "Level", "command_check", "run_doctor"]

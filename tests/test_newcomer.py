@@ -363,3 +363,51 @@ def test_tables_cut_nothing_when_piped_and_fit_a_terminal(project: Project) -> N
     assert LONG[:20] in lines[1]
     wide = run_on_terminal(project, "sql", query, columns=200)
     assert LONG in wide and "…" not in wide
+
+
+# -- 3. a judge that cannot run its tool prints no verdict ------------------------------
+
+
+def test_pytest_judge_without_pytest_fails_loudly_and_doctor_says_so(tmp_path: Path) -> None:
+    import sys
+
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    assert invoke(["init"], folder).exit_code == 0
+    template = (folder / "orchestrator.toml").read_text()
+    assert '"--python", "python3"]' in template and "YOUR project's Python" in template
+    # An interpreter with no site-packages: pytest is not there.
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    bare.chmod(0o755)
+    judge = folder / "judges" / "pytest_judge.py"
+
+    def configure(python: Path) -> Project:
+        stages = f"""
+        [[pipelines.default.stages]]
+        name = "implement"
+        worker = ["true"]
+        verifier = ["{sys.executable}", "{judge}", "--python", "{python}"]
+        """
+        return make_project(folder, f"sqlite:///{folder / 'orchestrator.db'}", stages)
+
+    project = configure(bare)
+    doctor = project.cli("doctor")
+    assert doctor.exit_code == 1
+    assert f"fail  judge      default.implement.verifier: pytest does not import in {bare}" in (
+        doctor.stdout
+    )
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    assert project.cli("tick", "--max-tasks", "1").exit_code == 0
+    data = cli_json(project.cli("show", "fix-calc", "--json"))
+    attempt = data["attempts"][0]
+    assert attempt["outcome"] == "invalid_verdict"
+    assert attempt["verifier_exit"] == 2
+    assert "pytest does not import in" in attempt["error"]
+    assert attempt["next_hint"] is None and not data["next_hint"]  # no false hint
+
+    project = configure(Path(sys.executable))
+    doctor = project.cli("doctor")
+    assert f"ok    judge      default.implement.verifier: pytest imports in {sys.executable}" in (
+        doctor.stdout
+    )
