@@ -991,16 +991,26 @@ def doctor(app: App) -> None:
     metavar="MINUTES",
     help="How often to tick: 1-59 minutes, or whole hours that divide a day (60, 120, ...).",
 )
+@click.option(
+    "--install", is_flag=True, help="Put the line in your crontab (replacing this project's)."
+)
+@click.option("--uninstall", is_flag=True, help="Remove this project's line from your crontab.")
 @pass_app
-def cron(app: App, every: int) -> None:
-    """Print a crontab line that ticks this project.
+def cron(app: App, every: int, install: bool, uninstall: bool) -> None:
+    """Print a crontab line that ticks this project, or install it.
 
     The line uses absolute paths (this Python's orchestrator, --config), the
     PATH of this shell (cron's own PATH rarely holds the agents), `tick
-    --quiet`, and appends errors to orchestrator.log beside the config.
-    Install it with: (crontab -l; orchestrator cron) | crontab -
+    --quiet`, and appends its log to orchestrator.log beside the config.
+    --install edits your crontab: the line, marked with `# orchestrator-cron`
+    and the config's path, is added once or replaced in place; --uninstall
+    removes it. Other lines are never touched.
     """
+    from orchestrator import scaffold
     from orchestrator.scaffold import cron_line
+
+    if install and uninstall:
+        raise click.UsageError("give --install or --uninstall, not both")
 
     settings = app.settings(require_config=True)
     try:
@@ -1010,8 +1020,25 @@ def cron(app: App, every: int) -> None:
         line = cron_line(settings, every, db_url, os.environ.get("PATH", "/usr/bin:/bin"))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--every") from None
-    click.echo(line)
-    click.echo("# install: (crontab -l 2>/dev/null; orchestrator cron) | crontab -", err=True)
+    if not (install or uninstall):
+        click.echo(line)
+        click.echo("# install it: orchestrator cron --install", err=True)
+        return
+    assert settings.config_path is not None
+    current = scaffold.read_crontab()
+    text, change = scaffold.edit_crontab(current, line if install else None, settings.config_path)
+    if text != current:
+        scaffold.write_crontab(text)
+    click.echo(
+        {
+            "installed": "installed in your crontab:",
+            "replaced": "replaced this project's line in your crontab:",
+            "unchanged": "already in your crontab:",
+            "removed": "removed this project's line from your crontab",
+            "absent": "your crontab has no line for this project; nothing changed",
+        }[change]
+        + (f"\n{line}" if install else "")
+    )
 
 
 def _shown_path(path: Path) -> str:

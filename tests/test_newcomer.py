@@ -411,3 +411,61 @@ def test_pytest_judge_without_pytest_fails_loudly_and_doctor_says_so(tmp_path: P
     assert f"ok    judge      default.implement.verifier: pytest imports in {sys.executable}" in (
         doctor.stdout
     )
+
+
+# -- 12. cron --install / --uninstall -----------------------------------------------------
+
+FAKE_CRONTAB = """#!/bin/sh
+# A stand-in for crontab(1) that keeps "the" crontab in $FAKE_CRONTAB_FILE.
+if [ "$1" = "-l" ]; then
+    if [ -f "$FAKE_CRONTAB_FILE" ]; then cat "$FAKE_CRONTAB_FILE"; exit 0; fi
+    echo "no crontab for $(id -un)" >&2; exit 1
+fi
+if [ "$1" = "-" ]; then cat > "$FAKE_CRONTAB_FILE"; exit 0; fi
+exit 2
+"""
+
+
+def test_cron_install_and_uninstall_edit_the_crontab_idempotently(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "crontab").write_text(FAKE_CRONTAB)
+    (bin_dir / "crontab").chmod(0o755)
+    store = tmp_path / "crontab.txt"
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    assert invoke(["init"], folder).exit_code == 0
+    path = f"{bin_dir}:/usr/bin:/bin"
+    env = {"PATH": path, "FAKE_CRONTAB_FILE": str(store)}
+
+    first = invoke(["cron", "--install"], folder, **env)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("installed in your crontab:")
+    [line] = store.read_text().splitlines()
+    assert line.endswith(f"2>&1 # orchestrator-cron {folder / 'orchestrator.toml'}")
+    assert " tick --quiet " in line
+
+    store.write_text("MAILTO=me\n" + store.read_text() + "0 3 * * * backup\n")
+    again = invoke(["cron", "--install"], folder, **env)
+    assert again.stdout.startswith("already in your crontab:")
+    assert store.read_text().splitlines() == ["MAILTO=me", line, "0 3 * * * backup"]
+
+    every5 = invoke(["cron", "--install", "--every", "5"], folder, **env)
+    assert every5.stdout.startswith("replaced this project's line")
+    lines = store.read_text().splitlines()
+    assert len(lines) == 3 and lines[0] == "MAILTO=me" and lines[2] == "0 3 * * * backup"
+    assert lines[1].startswith("*/5 * * * * ")  # in place, not duplicated
+
+    removed = invoke(["cron", "--uninstall"], folder, **env)
+    assert removed.stdout.startswith("removed this project's line")
+    assert store.read_text().splitlines() == ["MAILTO=me", "0 3 * * * backup"]
+    absent = invoke(["cron", "--uninstall"], folder, **env)
+    assert absent.exit_code == 0 and "nothing changed" in absent.stdout
+
+    # A line installed by hand from the printed one is this project's too.
+    printed = invoke(["cron"], folder, **env).stdout.strip()
+    store.write_text(printed + "\n")
+    replaced = invoke(["cron", "--install"], folder, **env)
+    assert replaced.stdout.startswith("replaced")
+    assert len(store.read_text().splitlines()) == 1
+    assert invoke(["cron", "--install", "--uninstall"], folder, **env).exit_code == 2
