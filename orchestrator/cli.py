@@ -325,16 +325,19 @@ def db_upgrade(app: App, revision: str, force: bool) -> None:
     since running code would meet a schema it does not know.
     """
     from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
+    from orchestrator.storage.db import make_engine, sqlite_path
 
     settings = app.settings()
+    file = sqlite_path(settings.database_url)
+    created = file is not None and not file.exists()
     engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, create=True)
     click.get_current_context().call_on_close(engine.dispose)
     with _quiesced(settings, engine, force):
         before = migrate.current(engine)
         migrate.upgrade(engine, revision)
         after = migrate.current(engine)
-    click.echo(f"database at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+    change = "created" if created else "" if before == after else f"was {before or 'empty'}"
+    click.echo(f"database at {after}" + (f" ({change})" if change else ""))
 
 
 @db.command("downgrade")
@@ -438,12 +441,46 @@ def add(
             body = Path(body_file).read_text(encoding="utf-8", errors="replace")
         specs = [TaskSpec(slug, title, pipeline, priority, body or "")]
     settings = app.settings()
-    count = add_tasks(app.engine(settings), settings, specs, _actor(None))
-    click.echo(f"added {specs[0].slug}" if count == 1 else f"added {count} tasks")
+    engine = app.engine(settings)
+    _refuse_old_state(engine, settings, specs)
+    count = add_tasks(engine, settings, specs, _actor(None))
+    names = ", ".join(spec.slug for spec in specs[:20])
+    more = f" and {count - 20} more" if count > 20 else ""
+    click.echo(f"added {specs[0].slug}" if count == 1 else f"added {count} tasks: {names}{more}")
+    for spec in specs:
+        if isinstance(spec.slug, str) and (settings.workspace_root / spec.slug).exists():
+            click.echo(
+                f"note: {spec.slug}: workspace {_shown_path(settings.workspace_root / spec.slug)}"
+                " exists and is reused as it is (a pipeline's setup will not run)",
+                err=True,
+            )
+
+
+def _refuse_old_state(engine: Engine, settings: Settings, specs: Sequence[Any]) -> None:
+    """A slug used before (a database made afresh) would write its attempts'
+    output over the old task's files in `state/<slug>/<stage>-001/`."""
+    from orchestrator.domain.slug import slug_problem
+    from orchestrator.storage import repo
+    from orchestrator.storage.db import read_tx
+
+    slugs = [s.slug for s in specs if isinstance(s.slug, str) and slug_problem(s.slug) is None]
+    with read_tx(engine) as conn:
+        taken = repo.existing_slugs(conn, slugs)  # add_tasks says "already exists"
+    for spec in specs:
+        if spec.slug not in slugs or spec.slug in taken:
+            continue
+        old = settings.state_root / spec.slug
+        if old.exists():
+            raise RefusedError(
+                f"{spec.slug}: {_shown_path(old)} holds the output of an earlier task named "
+                f"{spec.slug!r}, which its attempts would overwrite; move it away or "
+                "pick another slug"
+            )
 
 
 def _read_specs(source: str) -> list[Any]:
     from orchestrator.actions import TaskSpec
+    from orchestrator.domain.slug import slug_problem
 
     stream = sys.stdin if source == "-" else None
     try:
@@ -461,6 +498,9 @@ def _read_specs(source: str) -> list[Any]:
             unknown = set(item) - {"slug", "title", "pipeline", "priority", "body"}
             if unknown:
                 raise TypeError(f"unknown field {sorted(unknown)[0]!r}")
+            problem = slug_problem(item["slug"]) if isinstance(item.get("slug"), str) else None
+            if problem is not None:
+                raise ValueError(f"slug {item['slug']!r}: {problem}")
             specs.append(
                 TaskSpec(
                     slug=item["slug"],

@@ -100,7 +100,10 @@ def _database_checks(settings: Settings) -> list[Check]:
         return [Check(Level.FAIL, "database", str(exc))]
     try:
         with translate_errors():
-            return _inspect_database(engine, shown)
+            checks = _inspect_database(engine, shown)
+            if all(check.level is not Level.FAIL for check in checks):
+                checks += _parked_checks(engine, settings)
+            return checks
     except OrchestratorError as exc:
         return [Check(Level.FAIL, "database", f"{shown}: {exc}")]
     except Exception as exc:  # an unknown driver error is still a report line
@@ -204,6 +207,38 @@ def _lease_check(engine: Engine) -> Check:
     )
 
 
+def _parked_checks(engine: Engine, settings: Settings) -> list[Check]:
+    """Tasks at a pipeline or stage the config no longer has: the next tick
+    halts them as `unknown_stage`; better to learn it now, with their names."""
+    from sqlalchemy import select
+
+    from orchestrator.storage import repo
+
+    t = repo.tasks
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(t.c.slug, t.c.pipeline, t.c.stage).where(
+                t.c.status.not_in(("complete", "cancelled"))
+            )
+        ).all()
+    lost: list[str] = []
+    for slug, pipeline_name, stage in rows:
+        pipeline = settings.pipeline(pipeline_name)
+        if pipeline is None or pipeline.stage(stage) is None:
+            lost.append(f"{slug} ({pipeline_name}.{stage})")
+    if not lost:
+        return []
+    shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    return [
+        Check(
+            Level.WARN,
+            "stages",
+            f"{len(lost)} unfinished task(s) at a stage the config no longer has: {shown}; "
+            "the next tick halts them as unknown_stage (restore the stage, or cancel them)",
+        )
+    ]
+
+
 # -- lock ------------------------------------------------------------------------------
 
 
@@ -229,13 +264,19 @@ def _lock_checks(settings: Settings) -> list[Check]:
         lock.release()
         checks.append(Check(Level.OK, "lock", f"{path} free"))
     if _in_temp_folder(path):
+        # "Beside the config" is no advice when the config is in /tmp too.
+        where = (
+            "move the project out of the temporary folder, or set lock_file to a path "
+            "outside it (e.g. under ~/.cache)"
+            if _in_temp_folder(settings.base_dir)
+            else "set lock_file beside the config"
+        )
         checks.append(
             Check(
                 Level.WARN,
                 "lock",
                 f"{path} is in a temporary folder: a cleaner may delete it while a tick "
-                "holds it, and services with a private /tmp see another file; "
-                "set lock_file beside the config",
+                f"holds it, and services with a private /tmp see another file; {where}",
             )
         )
     return checks

@@ -941,6 +941,12 @@ class Ticker:
                 for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
                 if argv is not None
             ]
+            if (
+                pipeline is not None
+                and pipeline.setup
+                and not (self.settings.workspace_root / row["slug"]).exists()
+            ):
+                commands.insert(0, f"setup {list(pipeline.setup)} first (no workspace yet)")
             self.say(
                 f"{row['slug']}: would run {stage.name} attempt {row['attempt'] + 1}: "
                 + "; ".join(commands)

@@ -469,3 +469,92 @@ def test_cron_install_and_uninstall_edit_the_crontab_idempotently(tmp_path: Path
     assert replaced.stdout.startswith("replaced")
     assert len(store.read_text().splitlines()) == 1
     assert invoke(["cron", "--install", "--uninstall"], folder, **env).exit_code == 2
+
+
+# -- 14. the smaller ones ----------------------------------------------------------------
+
+
+def test_doctor_lock_advice_for_a_project_in_a_temporary_folder(tmp_path: Path) -> None:
+    assert invoke(["init"], tmp_path).exit_code == 0  # tmp_path is under the temp folder
+    lines = [line for line in invoke(["doctor"], tmp_path).stdout.splitlines() if "warn" in line]
+    [lock] = [line for line in lines if " lock " in line]
+    assert "move the project out of the temporary folder" in lock
+    assert "beside the config" not in lock
+
+
+def test_add_from_names_what_it_added_and_the_line_of_a_bad_slug(project: Project) -> None:
+    good = '{"slug": "fix-a", "title": "A"}\n{"slug": "fix-b", "title": "B"}\n'
+    added = project.cli("add", "--from", "-", input=good)
+    assert added.exit_code == 0
+    assert added.stdout == "added 2 tasks: fix-a, fix-b\n"
+    bad = '{"slug": "fix-c", "title": "C"}\n\n{"slug": "Fix D", "title": "D"}\n'
+    refused = project.cli("add", "--from", "-", input=bad)
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("Error: - line 3: slug 'Fix D': ")
+    assert [r["slug"] for r in cli_json(project.cli("list", "--json"))] == ["fix-a", "fix-b"]
+
+
+def test_show_and_history_print_one_time_format(project: Project) -> None:
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    second = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+    [row] = project.cli("history").stdout.splitlines()[1:]
+    assert re.match(r"fix-calc\s+1\s+" + second, row), row
+    shown = project.cli("show", "fix-calc").stdout
+    assert re.search(r"\n1\s+" + second + r"\s*research", shown), shown
+
+
+def test_db_upgrade_of_a_missing_file_says_created(tmp_path: Path) -> None:
+    assert invoke(["init"], tmp_path).exit_code == 0
+    (tmp_path / "orchestrator.db").unlink()
+    upgraded = invoke(["db", "upgrade"], tmp_path)
+    assert upgraded.exit_code == 0
+    assert upgraded.stdout.endswith(" (created)\n")
+    assert "was empty" not in upgraded.stdout
+    assert invoke(["db", "upgrade"], tmp_path).stdout.startswith("database at ")
+
+
+def test_dry_run_says_setup_runs_first(tmp_path: Path) -> None:
+    stages = """
+    [pipelines.default]
+    setup = ["git", "worktree", "add", "{workspace}"]
+
+    [[pipelines.default.stages]]
+    name = "implement"
+    worker = ["true"]
+    """
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.cli("db", "upgrade").exit_code == 0
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    dry = project.cli("tick", "--dry-run").stdout
+    assert (
+        "fix-calc: would run implement attempt 1: setup ['git', 'worktree', 'add', "
+        "'{workspace}'] first (no workspace yet); worker ['true']"
+    ) in dry
+    (project.dir / "tasks" / "fix-calc").mkdir(parents=True)
+    assert "setup" not in project.cli("tick", "--dry-run").stdout
+
+
+def test_doctor_flags_tasks_at_a_stage_the_config_lost(project: Project) -> None:
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    text = project.config.read_text().replace('name = "research"', 'name = "plan"')
+    project.config.write_text(text)
+    doctor = project.cli("doctor").stdout
+    assert (
+        "warn  stages     1 unfinished task(s) at a stage the config no longer has: "
+        "fix-calc (default.research)"
+    ) in doctor
+
+
+def test_re_adding_a_slug_whose_old_state_folder_exists_is_refused(tmp_path: Path) -> None:
+    assert invoke(["init"], tmp_path).exit_code == 0
+    old = tmp_path / "state" / "fix-calc" / "research-001"
+    old.mkdir(parents=True)
+    (old / "worker.out").write_text("the old task's output")
+    refused = invoke(["add", "fix-calc", "--title", "T"], tmp_path)
+    assert refused.exit_code == 1
+    assert "state/fix-calc holds the output of an earlier task named 'fix-calc'" in refused.stderr
+    assert (old / "worker.out").read_text() == "the old task's output"
+    (tmp_path / "tasks" / "fix-new").mkdir(parents=True)
+    noted = invoke(["add", "fix-new", "--title", "T"], tmp_path)
+    assert noted.exit_code == 0
+    assert "workspace tasks/fix-new exists and is reused as it is" in noted.stderr
