@@ -968,7 +968,7 @@ def init(app: App, force: bool) -> None:
     click.echo(
         "next: edit the stage commands and prompts, then run `orchestrator doctor`,\n"
         "      `orchestrator add my-task --title '...' --body-file spec.md`,\n"
-        "      and `orchestrator cron` for the crontab line that ticks it."
+        "      and `orchestrator cron --install` to tick it from your crontab."
     )
 
 
