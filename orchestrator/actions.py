@@ -16,12 +16,20 @@ from sqlalchemy.exc import IntegrityError
 
 from orchestrator.config import Settings
 from orchestrator.domain.decide import HaltReason
-from orchestrator.domain.pipeline import Event, State, Status, next_state, parse_state
+from orchestrator.domain.pipeline import (
+    TRANSITIONS,
+    Event,
+    State,
+    Status,
+    next_state,
+    parse_state,
+)
 from orchestrator.domain.slug import validate_slug
 from orchestrator.domain.text import clean_text
-from orchestrator.errors import IllegalTransitionError, RefusedError, UnknownTaskError
+from orchestrator.errors import IllegalTransitionError, RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
+from orchestrator.suggest import unknown_task
 from orchestrator.testing import fault_point
 
 MAX_TITLE_BYTES = 1024
@@ -96,7 +104,7 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
 def _load(conn: Connection, slug: str) -> repo.TaskSnapshot:
     task = repo.get_task(conn, slug, for_update=True)
     if task is None:
-        raise UnknownTaskError(f"no task {slug!r}")
+        raise unknown_task(conn, slug)
     return task
 
 
@@ -139,9 +147,18 @@ def _target(task: repo.TaskSnapshot, event: Event) -> State:
     try:
         return next_state(task.state, event, ())
     except IllegalTransitionError:
+        # Say what the command needs, not only what is: a newcomer reading
+        # "it is hang" cannot tell that approve waits for a gate.
+        needed = [
+            "ready" if status is Status.READY else f"`:{status.value}`"
+            for status in Status
+            if (status, event) in TRANSITIONS
+        ]
+        needs = ", ".join(needed[:-1]) + " or " + needed[-1] if len(needed) > 1 else needed[0]
+        why = task.status.value + (f", {task.halt_reason}" if task.halt_reason else "")
         raise IllegalTransitionError(
-            f"cannot {event.value} {task.slug!r}: it is {task.state}"
-            + (f" ({task.halt_reason})" if task.halt_reason else "")
+            f"cannot {event.value} {task.slug!r}: it is at `{task.state}` ({why}); "
+            f"{event.value} needs {needs}"
         ) from None
 
 

@@ -42,18 +42,20 @@ if TYPE_CHECKING:
 class CliError(click.ClickException):
     """An OrchestratorError on its way out: `Error: …` and its exit status."""
 
-    def __init__(self, error: OrchestratorError, verbose: bool) -> None:
+    def __init__(self, error: OrchestratorError, verbose: bool, stamped: bool = False) -> None:
         super().__init__(str(error))
         # click reads exit_code per instance; ours varies with the error.
         self.exit_code = error.exit_code  # type: ignore[misc]
         self.error = error
         self.verbose = verbose
+        self.stamped = stamped
 
     def show(self, file: Any = None) -> None:
         stream = file if file is not None else sys.stderr
         if not self.message:
             return  # said already, line by line (a tick's errors)
-        click.echo(f"Error: {self.message}", file=stream)
+        prefix = f"{_now()} " if self.stamped else ""
+        click.echo(f"{prefix}Error: {self.message}", file=stream)
         if self.verbose:
             cause = self.error.__cause__ or self.error.__context__
             while cause is not None:
@@ -67,8 +69,17 @@ class App:
     db: str | None
     verbose: bool
     _settings: Settings | None = None
+    # `tick -q`/`run -q` write a log (cron appends it to a file): every line,
+    # errors included, starts with the time.
+    stamped: bool = False
 
     def settings(self, *, require_config: bool = False) -> Settings:
+        """The settings; without a config only when --db names the database.
+
+        A folder with no config would otherwise send a newcomer to a database
+        that does not exist, and `db upgrade` would create a stray one there.
+        """
+        require_config = require_config or not self.db
         if self._settings is None or (require_config and self._settings.config_path is None):
             self._settings = load_settings(
                 config=self.config, db_url=self.db, require_config=require_config
@@ -113,19 +124,31 @@ class OrchestratorGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OrchestratorError as error:
-            raise CliError(error, _verbose(ctx)) from error
+            raise CliError(error, _verbose(ctx), _stamped(ctx)) from error
         except Exception as error:
             from orchestrator.storage.db import translate
 
             mapped = translate(error)
             if mapped is None:
                 raise
-            raise CliError(mapped, _verbose(ctx)) from error
+            raise CliError(mapped, _verbose(ctx), _stamped(ctx)) from error
 
 
 def _verbose(ctx: click.Context) -> bool:
     obj = ctx.find_object(App)
     return bool(obj and obj.verbose)
+
+
+def _stamped(ctx: click.Context) -> bool:
+    obj = ctx.find_object(App)
+    return bool(obj and obj.stamped)
+
+
+def _now() -> str:
+    """The local-independent time a log line starts with: ISO 8601, UTC, seconds."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 pass_app = click.make_pass_decorator(App)
@@ -180,19 +203,55 @@ def _emit_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) 
         click.echo(_table(columns, rows))
 
 
-def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+MIN_COLUMN = 8
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None) -> str:
+    """Aligned columns. Piped or redirected (`width` None off a terminal),
+    nothing is cut: a plateau reason that loses its numbers is worse than a
+    long line. On a terminal the widest columns shrink to fit its width, and
+    a cut cell ends with `…`."""
+
     def cell(value: Any) -> str:
         if value is None:
             return ""
         if isinstance(value, float):
             return f"{value:.2f}"
-        return str(value).replace("\n", " ")[:60]
+        return str(value).replace("\r", " ").replace("\n", " ")
 
+    if width is None and sys.stdout.isatty():
+        import shutil
+
+        width = shutil.get_terminal_size().columns
     cells = [[cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
+    if width is not None:
+        widths = _fit(widths, width - 2 * (len(columns) - 1))
+
+    def fitted(value: str, w: int) -> str:
+        return value if len(value) <= w else value[: max(0, w - 1)] + "…"
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            fitted(v, w).ljust(w) for v, w in zip(values, widths, strict=True)
+        ).rstrip()
+
+    return "\n".join([line(columns)] + [line(r) for r in cells])
+
+
+def _fit(widths: list[int], room: int) -> list[int]:
+    """Cap the widest columns at one common width, the largest that lets the
+    row fit `room`; never below MIN_COLUMN (then the terminal wraps)."""
+    if sum(widths) <= room:
+        return widths
+    low, high = MIN_COLUMN, max(widths)
+    while low < high:  # the largest cap whose row fits
+        cap = (low + high + 1) // 2
+        if sum(min(w, cap) for w in widths) <= room:
+            low = cap
+        else:
+            high = cap - 1
+    return [min(w, low) for w in widths]
 
 
 def _format_options(csv_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -235,7 +294,10 @@ def verdict(source: str) -> None:
     """Print the normalized verdict found in FILE (or stdin) as JSON.
 
     Applies exactly the rules the tick uses, so you can check what a verifier's
-    output would count as. Exits 65 when the text holds no verdict.
+    output would count as. The rule: text that is one JSON object is the
+    verdict; otherwise the last ```json fenced block, else the last top-level
+    {...} span, that has a "pass" or "score" key; when no object has either,
+    the last object. Exits 65 when the text holds no verdict.
     """
     from orchestrator.domain.verdict import parse_verdict
 
@@ -271,16 +333,19 @@ def db_upgrade(app: App, revision: str, force: bool) -> None:
     since running code would meet a schema it does not know.
     """
     from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
+    from orchestrator.storage.db import make_engine, sqlite_path
 
     settings = app.settings()
+    file = sqlite_path(settings.database_url)
+    created = file is not None and not file.exists()
     engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, create=True)
     click.get_current_context().call_on_close(engine.dispose)
     with _quiesced(settings, engine, force):
         before = migrate.current(engine)
         migrate.upgrade(engine, revision)
         after = migrate.current(engine)
-    click.echo(f"database at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+    change = "created" if created else "" if before == after else f"was {before or 'empty'}"
+    click.echo(f"database at {after}" + (f" ({change})" if change else ""))
 
 
 @db.command("downgrade")
@@ -384,12 +449,46 @@ def add(
             body = Path(body_file).read_text(encoding="utf-8", errors="replace")
         specs = [TaskSpec(slug, title, pipeline, priority, body or "")]
     settings = app.settings()
-    count = add_tasks(app.engine(settings), settings, specs, _actor(None))
-    click.echo(f"added {specs[0].slug}" if count == 1 else f"added {count} tasks")
+    engine = app.engine(settings)
+    _refuse_old_state(engine, settings, specs)
+    count = add_tasks(engine, settings, specs, _actor(None))
+    names = ", ".join(spec.slug for spec in specs[:20])
+    more = f" and {count - 20} more" if count > 20 else ""
+    click.echo(f"added {specs[0].slug}" if count == 1 else f"added {count} tasks: {names}{more}")
+    for spec in specs:
+        if isinstance(spec.slug, str) and (settings.workspace_root / spec.slug).exists():
+            click.echo(
+                f"note: {spec.slug}: workspace {_shown_path(settings.workspace_root / spec.slug)}"
+                " exists and is reused as it is (a pipeline's setup will not run)",
+                err=True,
+            )
+
+
+def _refuse_old_state(engine: Engine, settings: Settings, specs: Sequence[Any]) -> None:
+    """A slug used before (a database made afresh) would write its attempts'
+    output over the old task's files in `state/<slug>/<stage>-001/`."""
+    from orchestrator.domain.slug import slug_problem
+    from orchestrator.storage import repo
+    from orchestrator.storage.db import read_tx
+
+    slugs = [s.slug for s in specs if isinstance(s.slug, str) and slug_problem(s.slug) is None]
+    with read_tx(engine) as conn:
+        taken = repo.existing_slugs(conn, slugs)  # add_tasks says "already exists"
+    for spec in specs:
+        if spec.slug not in slugs or spec.slug in taken:
+            continue
+        old = settings.state_root / spec.slug
+        if old.exists():
+            raise RefusedError(
+                f"{spec.slug}: {_shown_path(old)} holds the output of an earlier task named "
+                f"{spec.slug!r}, which its attempts would overwrite; move it away or "
+                "pick another slug"
+            )
 
 
 def _read_specs(source: str) -> list[Any]:
     from orchestrator.actions import TaskSpec
+    from orchestrator.domain.slug import slug_problem
 
     stream = sys.stdin if source == "-" else None
     try:
@@ -407,6 +506,9 @@ def _read_specs(source: str) -> list[Any]:
             unknown = set(item) - {"slug", "title", "pipeline", "priority", "body"}
             if unknown:
                 raise TypeError(f"unknown field {sorted(unknown)[0]!r}")
+            problem = slug_problem(item["slug"]) if isinstance(item.get("slug"), str) else None
+            if problem is not None:
+                raise ValueError(f"slug {item['slug']!r}: {problem}")
             specs.append(
                 TaskSpec(
                     slug=item["slug"],
@@ -436,7 +538,9 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
     """List tasks with their state, attempts at this stage and last score."""
     from orchestrator.reports import list_tasks
 
-    rows = list_tasks(app.engine(), state)
+    settings = app.settings()
+    stages = {s.name for p in settings.pipelines.values() for s in p.stages}
+    rows = list_tasks(app.engine(settings), state, stages)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
@@ -454,7 +558,8 @@ def show(app: App, slug: str, as_json: bool) -> None:
     """Show one task: its state, transitions and attempts, oldest first."""
     from orchestrator.reports import show_task
 
-    data = show_task(app.engine(), slug)
+    settings = app.settings()
+    data = show_task(app.engine(settings), slug, settings.state_root)
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -469,15 +574,15 @@ def show(app: App, slug: str, as_json: bool) -> None:
     click.echo("\ntransitions:")
     click.echo(
         _table(
-            ["seq", "at", "from", "to", "actor", "reason"],
+            ["seq", "at", "from", "to", "actor", "reason / note"],
             [
                 [
                     t["seq"],
-                    t["at"][:19],
+                    _time(t["at"]),
                     t["from_state"],
                     t["to_state"],
                     t["actor"],
-                    t["reason"] or t["note"],
+                    _reason_and_note(t["reason"], t["note"]),
                 ]
                 for t in data["transitions"]
             ],
@@ -501,6 +606,27 @@ def show(app: App, slug: str, as_json: bool) -> None:
                 ],
             )
         )
+        last = data["attempts"][-1]
+        click.echo(
+            f"\noutput of attempt {last['stage']} {last['number']}: "
+            f"{_shown_path(Path(last['state_dir']))}/ (worker.out, worker.err, verifier.out, "
+            "verifier.err, prompt.md; the other attempts' folders are beside it)"
+        )
+
+
+def _reason_and_note(reason: str | None, note: str | None) -> str:
+    """A person's note is what a reader looks for; the tick's reason alone hid it."""
+    if reason and note:
+        return f"{reason}; note: {note}"
+    return reason or (f"note: {note}" if note else "")
+
+
+def _time(value: str | None) -> str:
+    """One time format for tables (`show`, `history`): UTC to the second, as
+    `YYYY-MM-DD HH:MM:SS`; JSON and CSV keep the stored precision."""
+    if not value:
+        return ""
+    return value.replace("T", " ")[:19]
 
 
 def _human_command(name: str, doc: str, note_required: bool = False) -> None:
@@ -553,7 +679,9 @@ _human_command(
 
 @cli.command()
 @click.argument("slug", required=False)
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), help="Only the newest N rows (printed oldest first)."
+)
 @_format_options()
 @pass_app
 def history(app: App, slug: str | None, limit: int | None, fmt: str | None) -> None:
@@ -562,6 +690,8 @@ def history(app: App, slug: str | None, limit: int | None, fmt: str | None) -> N
 
     rows = fetch(app.engine(), slug, limit)
     columns = ["task", "seq", "at", "from_state", "to_state", "event", "actor", "reason", "note"]
+    if fmt is None:
+        rows = [{**r, "at": _time(r["at"])} for r in rows]
     _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
 
 
@@ -574,7 +704,9 @@ def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
     """Print SLUG's score history: one row per attempt with a valid verdict."""
     from orchestrator.reports import scores as fetch
 
-    rows = fetch(app.engine(), slug, stage)
+    settings = app.settings()
+    stages = {s.name for p in settings.pipelines.values() for s in p.stages}
+    rows = fetch(app.engine(settings), slug, stage, stages)
     columns = ["stage", "attempt", "score", "pass", "at"]
     _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
 
@@ -624,7 +756,8 @@ def _tick_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "-q",
             "--quiet",
             is_flag=True,
-            help="Print nothing for a busy lock or a quiet tick (for cron).",
+            help="For cron: nothing for a busy lock or an idle tick; else one "
+            "timestamped line per attempt result or state change.",
         ),
     ]
     for option in reversed(options):
@@ -671,15 +804,21 @@ def _run_one_tick(
     no attempt (it came while the tick was idle) just ends the loop."""
     from orchestrator.engine import Ticker, TickOptions
 
-    say: Callable[[str], None] = (lambda line: None) if quiet else click.echo
+    # Quiet (cron) still logs what happened, one stamped line per attempt
+    # result, state change or recovery; a tick that did nothing says nothing.
+    say: Callable[[str], None] = (
+        (lambda line: click.echo(f"{_now()} {line}")) if quiet else click.echo
+    )
 
     def warn(line: str) -> None:  # errors the tick survived: stderr, quiet or not
-        click.echo(f"Error: {line}", err=True)
+        click.echo(f"{_now() + ' ' if quiet else ''}Error: {line}", err=True)
 
     # One engine per tick, disposed at its end: `run` ticks for days, and a
     # pool per tick left open would hold PostgreSQL connections until it dies.
     engine = app.engine(settings, owned=True, jobs=options.get("jobs", 1))
     try:
+        if options.get("task") is not None:
+            _require_task(engine, options["task"])
         ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn)
         report = ticker.tick(TickOptions(**options))
         interrupted = report.outcomes.get("interrupted", 0) > 0
@@ -698,6 +837,15 @@ def _run_one_tick(
         )
     if report.errors:
         raise TickFailedError("", report.exit_code)  # each error is on stderr already
+
+
+def _require_task(engine: Engine, slug: str) -> None:
+    """`tick --task fix-clac` must not be a silent tick that did nothing."""
+    from orchestrator.storage.db import read_tx
+    from orchestrator.suggest import require_task
+
+    with read_tx(engine) as conn:
+        require_task(conn, slug)
 
 
 @cli.command()
@@ -730,6 +878,7 @@ def tick(
     """
     from orchestrator.locking import TickLock
 
+    app.stamped = quiet
     settings = app.settings(require_config=True)
     lock = TickLock(settings.lock_file)
     try:
@@ -775,6 +924,7 @@ def run(
     """
     from orchestrator.locking import TickLock
 
+    app.stamped = quiet
     stop = threading.Event()
     options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
     options.update(jobs=jobs, task=only)
@@ -806,7 +956,7 @@ def run(
 @click.option(
     "--force",
     is_flag=True,
-    help="Overwrite an existing orchestrator.toml (prompts and judges you edited are kept).",
+    help="Replace an existing orchestrator.toml, saved as .bak (prompts and judges are kept).",
 )
 @pass_app
 def init(app: App, force: bool) -> None:
@@ -827,12 +977,14 @@ def init(app: App, force: bool) -> None:
         click.echo(f"wrote {_shown_path(written)}")
     for kept in result.kept:
         click.echo(f"kept  {_shown_path(kept)} (exists)")
+    if result.backup is not None:
+        click.echo(f"saved {_shown_path(result.backup)} (the config --force replaced)")
     change = "created" if result.revision_before is None else f"was {result.revision_before}"
     click.echo(f"database at {result.revision} ({change}): {_shown_url(result.settings)}")
     click.echo(
         "next: edit the stage commands and prompts, then run `orchestrator doctor`,\n"
         "      `orchestrator add my-task --title '...' --body-file spec.md`,\n"
-        "      and `orchestrator cron` for the crontab line that ticks it."
+        "      and `orchestrator cron --install` to tick it from your crontab."
     )
 
 
@@ -895,16 +1047,26 @@ def doctor(app: App) -> None:
     metavar="MINUTES",
     help="How often to tick: 1-59 minutes, or whole hours that divide a day (60, 120, ...).",
 )
+@click.option(
+    "--install", is_flag=True, help="Put the line in your crontab (replacing this project's)."
+)
+@click.option("--uninstall", is_flag=True, help="Remove this project's line from your crontab.")
 @pass_app
-def cron(app: App, every: int) -> None:
-    """Print a crontab line that ticks this project.
+def cron(app: App, every: int, install: bool, uninstall: bool) -> None:
+    """Print a crontab line that ticks this project, or install it.
 
     The line uses absolute paths (this Python's orchestrator, --config), the
     PATH of this shell (cron's own PATH rarely holds the agents), `tick
-    --quiet`, and appends errors to orchestrator.log beside the config.
-    Install it with: (crontab -l; orchestrator cron) | crontab -
+    --quiet`, and appends its log to orchestrator.log beside the config.
+    --install edits your crontab: the line, marked with `# orchestrator-cron`
+    and the config's path, is added once or replaced in place; --uninstall
+    removes it. Other lines are never touched.
     """
+    from orchestrator import scaffold
     from orchestrator.scaffold import cron_line
+
+    if install and uninstall:
+        raise click.UsageError("give --install or --uninstall, not both")
 
     settings = app.settings(require_config=True)
     try:
@@ -914,8 +1076,25 @@ def cron(app: App, every: int) -> None:
         line = cron_line(settings, every, db_url, os.environ.get("PATH", "/usr/bin:/bin"))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--every") from None
-    click.echo(line)
-    click.echo("# install: (crontab -l 2>/dev/null; orchestrator cron) | crontab -", err=True)
+    if not (install or uninstall):
+        click.echo(line)
+        click.echo("# install it: orchestrator cron --install", err=True)
+        return
+    assert settings.config_path is not None
+    current = scaffold.read_crontab()
+    text, change = scaffold.edit_crontab(current, line if install else None, settings.config_path)
+    if text != current:
+        scaffold.write_crontab(text)
+    click.echo(
+        {
+            "installed": "installed in your crontab:",
+            "replaced": "replaced this project's line in your crontab:",
+            "unchanged": "already in your crontab:",
+            "removed": "removed this project's line from your crontab",
+            "absent": "your crontab has no line for this project; nothing changed",
+        }[change]
+        + (f"\n{line}" if install else "")
+    )
 
 
 def _shown_path(path: Path) -> str:

@@ -59,6 +59,7 @@ _DEFAULTS_KEYS = (
     "gate",
     "stdin",
     "env",
+    "worker_ok_exit",
 )
 _PIPELINE_KEYS = ("setup", "stages")
 _STAGE_KEYS = (
@@ -73,6 +74,7 @@ _STAGE_KEYS = (
     "timeout_seconds",
     "pass_score",
     "plateau",
+    "worker_ok_exit",
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -92,6 +94,9 @@ class StageConfig:
     prompt: Path | None
     stdin: StdinMode
     env: tuple[tuple[str, str], ...]
+    # Worker exit statuses that still go on to the verifier: a linter that
+    # exits 1 while findings remain has done its work, the verifier judges it.
+    worker_ok_exit: frozenset[int] = frozenset({0})
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,6 +532,7 @@ class _Loader:
             "plateau": PlateauPolicy(),
             "stdin": "none",
             "env": {},
+            "worker_ok_exit": frozenset({0}),
         }
         self.stage_scalars(table, "defaults", result)
         return result
@@ -551,6 +557,21 @@ class _Loader:
             into["stdin"] = self.choice(table["stdin"], _key(key, "stdin"), ("none", "prompt"))
         if "env" in table:
             into["env"] = {**into["env"], **self.env(table["env"], _key(key, "env"))}
+        if "worker_ok_exit" in table:
+            into["worker_ok_exit"] = self.exit_statuses(
+                table["worker_ok_exit"], _key(key, "worker_ok_exit")
+            )
+
+    def exit_statuses(self, value: object, key: str) -> frozenset[int]:
+        what = "a list of exit statuses (integers 0-255) that includes 0"
+        if not isinstance(value, list):
+            self.expected(key, what, value)
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= 255:
+                self.expected(key, what, value)
+        if 0 not in value:
+            self.expected(key, what, value)
+        return frozenset(value)
 
     def pipelines(self, value: object, defaults: dict[str, Any]) -> dict[str, PipelineConfig]:
         if not isinstance(value, dict):
@@ -579,6 +600,10 @@ class _Loader:
         seen: dict[str, int] = {}
         for index, raw in enumerate(raw_stages):
             stage_key = f"{stages_key}[{index}]"
+            named = raw.get("name") if isinstance(raw, dict) else None
+            if isinstance(named, str) and named != COMPLETE and slug_problem(named) is None:
+                # The index alone makes a reader count tables in the file.
+                stage_key += f" ({named})"
             stage = self.stage(raw, stage_key, defaults)
             if stage.name in seen:
                 self.fail(
@@ -628,4 +653,5 @@ class _Loader:
             prompt=prompt,
             stdin=merged["stdin"],
             env=tuple(merged["env"].items()),
+            worker_ok_exit=merged["worker_ok_exit"],
         )

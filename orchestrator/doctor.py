@@ -72,6 +72,7 @@ def run_doctor(config: str | None, db_url: str | None) -> DoctorReport:
     checks += _folder_checks(settings)
     checks += _command_checks(settings)
     checks += _prompt_checks(settings)
+    checks += _judge_checks(settings)
     return DoctorReport(tuple(checks), config_loaded=True)
 
 
@@ -99,7 +100,10 @@ def _database_checks(settings: Settings) -> list[Check]:
         return [Check(Level.FAIL, "database", str(exc))]
     try:
         with translate_errors():
-            return _inspect_database(engine, shown)
+            checks = _inspect_database(engine, shown)
+            if all(check.level is not Level.FAIL for check in checks):
+                checks += _parked_checks(engine, settings)
+            return checks
     except OrchestratorError as exc:
         return [Check(Level.FAIL, "database", f"{shown}: {exc}")]
     except Exception as exc:  # an unknown driver error is still a report line
@@ -208,6 +212,38 @@ def _lease_check(engine: Engine) -> Check:
     )
 
 
+def _parked_checks(engine: Engine, settings: Settings) -> list[Check]:
+    """Tasks at a pipeline or stage the config no longer has: the next tick
+    halts them as `unknown_stage`; better to learn it now, with their names."""
+    from sqlalchemy import select
+
+    from orchestrator.storage import repo
+
+    t = repo.tasks
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(t.c.slug, t.c.pipeline, t.c.stage).where(
+                t.c.status.not_in(("complete", "cancelled"))
+            )
+        ).all()
+    lost: list[str] = []
+    for slug, pipeline_name, stage in rows:
+        pipeline = settings.pipeline(pipeline_name)
+        if pipeline is None or pipeline.stage(stage) is None:
+            lost.append(f"{slug} ({pipeline_name}.{stage})")
+    if not lost:
+        return []
+    shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    return [
+        Check(
+            Level.WARN,
+            "stages",
+            f"{len(lost)} unfinished task(s) at a stage the config no longer has: {shown}; "
+            "the next tick halts them as unknown_stage (restore the stage, or cancel them)",
+        )
+    ]
+
+
 # -- lock ------------------------------------------------------------------------------
 
 
@@ -233,13 +269,19 @@ def _lock_checks(settings: Settings) -> list[Check]:
         lock.release()
         checks.append(Check(Level.OK, "lock", f"{path} free"))
     if _in_temp_folder(path):
+        # "Beside the config" is no advice when the config is in /tmp too.
+        where = (
+            "move the project out of the temporary folder, or set lock_file to a path "
+            "outside it (e.g. under ~/.cache)"
+            if _in_temp_folder(settings.base_dir)
+            else "set lock_file beside the config"
+        )
         checks.append(
             Check(
                 Level.WARN,
                 "lock",
                 f"{path} is in a temporary folder: a cleaner may delete it while a tick "
-                "holds it, and services with a private /tmp see another file; "
-                "set lock_file beside the config",
+                f"holds it, and services with a private /tmp see another file; {where}",
             )
         )
     return checks
@@ -353,6 +395,60 @@ def _prompt_checks(settings: Settings) -> list[Check]:
     if found:
         checks.insert(0, Check(Level.OK, "prompts", f"{found} prompt templates found"))
     return checks
+
+
+PYTEST_JUDGE = "pytest_judge.py"
+
+
+def _judge_checks(settings: Settings) -> list[Check]:
+    """Does pytest import in the interpreter the pytest judge will use?
+
+    A judge that cannot run its tool fails every attempt (it prints no
+    verdict); the interpreter is `--python X` when given, else the one
+    running the judge. Checked once per interpreter, in the config's folder.
+    """
+    seen: set[str] = set()
+    checks = []
+    for where, argv in _commands(settings):
+        if not any(Path(arg).name == PYTEST_JUDGE for arg in argv[1:]):
+            continue
+        index = argv.index("--python") if "--python" in argv else -1
+        python = argv[index + 1] if 0 <= index < len(argv) - 1 else argv[0]
+        if python in seen:
+            continue
+        seen.add(python)
+        checks.append(_pytest_imports(where, python, settings.base_dir))
+    return checks
+
+
+def _pytest_imports(where: str, python: str, folder: Path) -> Check:
+    import subprocess
+
+    if "{" in python:
+        return Check(Level.WARN, "judge", f"{where}: {python!r} depends on the task; not checked")
+    found = shutil.which(python) if "/" not in python else python
+    if found is None or not Path(found).is_absolute():
+        return Check(Level.WARN, "judge", f"{where}: {python!r} is not found here; not checked")
+    try:
+        probe = subprocess.run(
+            [found, "-c", "import pytest"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(Level.FAIL, "judge", f"{where}: cannot run {found}: {exc}")
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or ["(no output)"]
+        return Check(
+            Level.FAIL,
+            "judge",
+            f"{where}: pytest does not import in {found} ({lines[-1][:200]}); "
+            "give the judge --python with your project's interpreter",
+        )
+    return Check(Level.OK, "judge", f"{where}: pytest imports in {found}")
 
 
 __all__ = ["Check", "DoctorReport", "Level", "command_check", "run_doctor"]

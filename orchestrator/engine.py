@@ -771,7 +771,7 @@ class Ticker:
             if stopped is not None:
                 stopped.worker_exit = worker_exit
                 return stopped
-            if not worker.ok:
+            if not worker.ok and not _accepted_exit(worker, stage):
                 return AttemptRun(
                     Outcome.WORKER_ERROR, error=_failure("worker", worker), worker_exit=worker_exit
                 )
@@ -798,7 +798,9 @@ class Ticker:
             source = "verifier" if stage.verifier is not None else "worker"
             return AttemptRun(
                 Outcome.INVALID_VERDICT,
-                error=f"no JSON verdict in the {source}'s output",
+                error=_no_verdict(
+                    source, verifier_exit if stage.verifier else worker_exit, state_dir
+                ),
                 worker_exit=worker_exit,
                 verifier_exit=verifier_exit,
             )
@@ -1194,6 +1196,9 @@ class Ticker:
                     for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
                     if argv is not None
                 ]
+                setup = self.settings.pipelines[found.pipeline].setup
+                if setup and not (self.settings.workspace_root / found.slug).exists():
+                    commands.insert(0, f"setup {list(setup)} first (no workspace yet)")
                 self.say(
                     f"{found.slug}: would run {stage.name} attempt "
                     f"{1 if prev is None else prev.number + 1}: " + "; ".join(commands)
@@ -1359,6 +1364,30 @@ def _stopped(result: runner.ProcessResult, guard: _FenceGuard, name: str) -> Att
     if result.timed_out:
         return AttemptRun(Outcome.TIMEOUT, error=f"{name} timed out after {result.duration:.0f}s")
     return None
+
+
+def _accepted_exit(result: runner.ProcessResult, stage: StageConfig) -> bool:
+    """A worker exit the stage lists in `worker_ok_exit`: on to the verifier."""
+    return (
+        result.start_error is None
+        and result.signal is None
+        and result.exit_code in stage.worker_ok_exit
+    )
+
+
+def _no_verdict(source: str, exit_code: int | None, state_dir: Path) -> str:
+    """The cause beside the symptom: a judge that died (`can't open file`)
+    says so on stderr, which would otherwise sit unread in `<source>.err`."""
+    try:
+        with (state_dir / f"{source}.err").open("rb") as err:
+            err.seek(0, os.SEEK_END)
+            err.seek(max(0, err.tell() - 4096))
+            text = err.read().decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    tail = [line.strip() for line in text.splitlines() if line.strip()][-3:]
+    error = f"no JSON verdict in the {source}'s output ({source} exited {exit_code})"
+    return error + (": " + " | ".join(tail) if tail else "")
 
 
 def _failure(name: str, result: runner.ProcessResult) -> str:

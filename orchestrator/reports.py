@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from orchestrator.domain.pipeline import Status, parse_state
-from orchestrator.errors import ConfigError, RefusedError, SchemaError, UnknownTaskError
+from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
+from orchestrator.suggest import did_you_mean, unknown_task
 
 
 def _jsonable(value: Any) -> Any:
@@ -31,20 +33,32 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
     return {key: _jsonable(value) for key, value in row.items()}
 
 
-def list_tasks(engine: Engine, state: str | None = None) -> list[dict[str, Any]]:
-    """Tasks in creation order; `state` filters by state string, stage or status."""
+def list_tasks(
+    engine: Engine, state: str | None = None, stages: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """Tasks in creation order; `state` filters by state string, stage or status.
+
+    A stage neither in `stages` (the config's) nor held by any task is a
+    typo: refused with the closest stage or status, not an empty table."""
     stage: str | None = None
     status: Status | None = None
+    statuses = [s.value for s in Status]
     if state is not None:
-        if state in {s.value for s in Status} and state != "complete":
+        if state in statuses and state != "complete":
             status = Status(state)  # a bare status: `ready`, `halted`, … at any stage
         else:
             try:
                 parsed = parse_state(state)
             except ValueError as exc:
-                raise RefusedError(str(exc)) from None
+                _, _, bad = state.partition(":")
+                raise RefusedError(f"{exc}{did_you_mean(bad, statuses)}") from None
             stage, status = parsed.stage, parsed.status
     with read_tx(engine) as conn:
+        if stage is not None and stage != "complete" and stage not in stages:
+            held = set(conn.execute(select(repo.tasks.c.stage).distinct()).scalars())
+            if stage not in held:
+                hint = did_you_mean(stage, [*stages, *held, *statuses])
+                raise RefusedError(f"no stage or status {stage!r}{hint}")
         rows = repo.list_rows(conn, stage=stage, status=status)
     out = []
     for row in rows:
@@ -66,14 +80,23 @@ def list_tasks(engine: Engine, state: str | None = None) -> list[dict[str, Any]]
     return out
 
 
-def show_task(engine: Engine, slug: str) -> dict[str, Any]:
+def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict[str, Any]:
+    """One task with its transitions and attempts; `state_root` adds each
+    attempt's folder, where the real cause of a failure usually sits."""
     with read_tx(engine) as conn:
         task = repo.get_task(conn, slug)
         if task is None:
-            raise UnknownTaskError(f"no task {slug!r}")
+            raise unknown_task(conn, slug)
         rows = repo.list_rows(conn, slug=slug)  # this task's row, not its stage's
         transitions = repo.transitions_of(conn, task.id)
         attempts = repo.attempts_of(conn, task.id)
+        a = repo.attempts
+        exits = {
+            row.id: (row.worker_exit, row.verifier_exit)
+            for row in conn.execute(
+                select(a.c.id, a.c.worker_exit, a.c.verifier_exit).where(a.c.task_id == task.id)
+            )
+        }
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
@@ -104,18 +127,27 @@ def show_task(engine: Engine, slug: str) -> dict[str, Any]:
                 "next_hint": a.next_hint,
                 "hint": a.hint,
                 "error": a.error,
+                "worker_exit": exits.get(a.id, (None, None))[0],
+                "verifier_exit": exits.get(a.id, (None, None))[1],
                 "started_at": _jsonable(a.started_at),
                 "finished_at": _jsonable(a.finished_at),
+                "state_dir": None if state_root is None else str(attempt_dir(state_root, slug, a)),
             }
             for a in attempts
         ],
     }
 
 
+def attempt_dir(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> Path:
+    """Where the attempt's captured output and prompt are (the engine's layout)."""
+    return state_root / slug / f"{attempt.stage}-{attempt.number:03d}"
+
+
 def history(
     engine: Engine, slug: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
-    """Transitions, oldest first (all tasks, or one)."""
+    """Transitions, oldest first (all tasks, or one); `limit` keeps the
+    newest rows, like `tail`: a history is read for what happened last."""
     t = repo.transitions
     tasks = repo.tasks
     query = (
@@ -137,20 +169,32 @@ def history(
         if slug is not None:
             task = repo.get_task(conn, slug)
             if task is None:
-                raise UnknownTaskError(f"no task {slug!r}")
+                raise unknown_task(conn, slug)
             query = query.where(t.c.task_id == task.id)
         if limit is not None:
-            query = query.limit(limit)
-        return [_clean(dict(row._mapping)) for row in conn.execute(query)]
+            query = query.order_by(None).order_by(t.c.id.desc()).limit(limit)
+        rows = [_clean(dict(row._mapping)) for row in conn.execute(query)]
+    return rows[::-1] if limit is not None else rows
 
 
-def scores(engine: Engine, slug: str, stage: str | None = None) -> list[dict[str, Any]]:
+def scores(
+    engine: Engine, slug: str, stage: str | None = None, stages: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """A task's scores; a `stage` neither in `stages` (its pipeline's) nor
+    in its attempts is a typo, refused with the closest name."""
     a = repo.attempts
     with read_tx(engine) as conn:
         task = repo.get_task(conn, slug)
         if task is None:
-            raise UnknownTaskError(f"no task {slug!r}")
+            raise unknown_task(conn, slug)
         condition = and_(a.c.task_id == task.id, a.c.score.is_not(None))
+        if stage is not None and stage not in stages:
+            tried = set(
+                conn.execute(select(a.c.stage).where(a.c.task_id == task.id).distinct()).scalars()
+            )
+            if stage not in tried:
+                hint = did_you_mean(stage, [*stages, *tried])
+                raise RefusedError(f"task {slug!r} has no stage {stage!r}{hint}")
         if stage is not None:
             condition = and_(condition, a.c.stage == stage)
         rows = conn.execute(

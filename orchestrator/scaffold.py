@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -88,6 +89,7 @@ class InitResult:
     kept: tuple[Path, ...]
     revision_before: str | None
     revision: str | None
+    backup: Path | None = None
 
 
 def render_init_config(folder: Path) -> str:
@@ -114,13 +116,14 @@ def init_project(
         raise RefusedError(f"{config_path} is a folder; give --config a file path")
     if config_path.exists() and not force:
         raise RefusedError(
-            f"{config_path} already exists; pass --force to overwrite it "
-            "(prompts and judges you edited are kept either way)"
+            f"{config_path} already exists; pass --force to replace it with the default "
+            "(the old one is kept as a .bak file; prompts and judges you edited are kept)"
         )
     folder = config_path.parent
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     kept: list[Path] = []
+    backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(render_init_config(folder), encoding="utf-8")
     written.append(config_path)
     for name in INIT_PROMPTS:
@@ -137,7 +140,22 @@ def init_project(
             kept.append(target)
     settings = load_settings(config=config_path, db_url=db_url, environ=environ)
     before, after = _create_database(settings)
-    return InitResult(settings, tuple(written), tuple(kept), before, after)
+    return InitResult(settings, tuple(written), tuple(kept), before, after, backup)
+
+
+def _backup(path: Path) -> Path:
+    """Keep the config `--force` replaces: it holds the user's edits.
+
+    `orchestrator.toml.bak`, or `.bak.1`, `.bak.2`… when that is taken, so a
+    second `init --force` never overwrites the first backup.
+    """
+    target = path.with_name(path.name + ".bak")
+    number = 0
+    while target.exists() or target.is_symlink():
+        number += 1
+        target = path.with_name(f"{path.name}.bak.{number}")
+    shutil.copy2(path, target)
+    return target
 
 
 def _write_new(target: Path, text: str) -> bool:
@@ -222,6 +240,72 @@ def cron_line(settings: Settings, every: int, db_url: str | None, path: str) -> 
     command = f"PATH={shlex.quote(path)} " + " ".join(shlex.quote(w) for w in words)
     command += f" >> {shlex.quote(str(log))} 2>&1"
     return f"{cron_schedule(every)} {command.replace('%', chr(92) + '%')}"
+
+
+CRON_MARK = "# orchestrator-cron"
+
+
+def _ours(line: str, config: Path) -> bool:
+    """A crontab line ticking this config: our mark, or the line `cron` prints
+    (installed by hand with a pipe before --install was used)."""
+    import shlex
+
+    shown = shlex.quote(str(config)).replace("%", chr(92) + "%")
+    marked = f"{CRON_MARK} {config}"
+    return line.rstrip().endswith(marked) or (
+        not line.lstrip().startswith("#") and f" --config {shown} " in line and " tick " in line
+    )
+
+
+def edit_crontab(current: str, line: str | None, config: Path) -> tuple[str, str]:
+    """The crontab with this config's line put in (`line`) or taken out (None),
+    and what changed: `installed`, `replaced`, `unchanged`, `removed` or
+    `absent`. The first line of ours is replaced in place; any other of ours
+    is dropped, so the line is never duplicated; other lines are untouched."""
+    lines = current.splitlines()
+    ours = [i for i, text in enumerate(lines) if _ours(text, config)]
+    if line is None:
+        kept = [text for i, text in enumerate(lines) if i not in ours]
+        return ("\n".join(kept) + "\n" if kept else ""), ("removed" if ours else "absent")
+    marked = f"{line} {CRON_MARK} {config}"
+    if not ours:
+        return "\n".join([*lines, marked]) + "\n", "installed"
+    if len(ours) == 1 and lines[ours[0]] == marked:
+        return current, "unchanged"
+    first = ours[0]
+    edited = [
+        marked if i == first else text
+        for i, text in enumerate(lines)
+        if i == first or i not in ours
+    ]
+    return "\n".join(edited) + "\n", "replaced"
+
+
+def read_crontab() -> str:
+    """The user's crontab (`crontab -l`); empty when they have none."""
+
+    done = _crontab(["-l"], None)
+    if done.returncode != 0:
+        if "no crontab" in done.stderr.lower():
+            return ""
+        raise RefusedError(f"crontab -l failed: {done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def write_crontab(text: str) -> None:
+    done = _crontab(["-"], text)
+    if done.returncode != 0:
+        raise RefusedError(f"crontab - failed: {done.stderr.strip() or done.returncode}")
+
+
+def _crontab(args: list[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
+
+    program = shutil.which("crontab")
+    if program is None:
+        raise RefusedError("crontab is not installed here (no `crontab` on PATH)")
+    return subprocess.run(
+        [program, *args], input=stdin, capture_output=True, text=True, check=False, timeout=60
+    )
 
 
 # -- demo ------------------------------------------------------------------------
@@ -507,7 +591,10 @@ __all__ = [
     "cron_line",
     "cron_schedule",
     "demo_files",
+    "edit_crontab",
     "init_project",
+    "read_crontab",
     "render_init_config",
     "run_demo",
+    "write_crontab",
 ]

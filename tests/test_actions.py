@@ -20,7 +20,9 @@ from support import Project, check_invariants, cli_json
 from orchestrator.storage import repo
 
 NOTHING_WRITTEN = "refused command wrote rows"
-REFUSAL = re.compile(r"^Error: cannot (approve|reject|halt|resume|cancel) '[^']+': it is \S+")
+REFUSAL = re.compile(
+    r"^Error: cannot (approve|reject|halt|resume|cancel) '[^']+': it is at `\S+` \("
+)
 
 TWO_GATES = """
 [[pipelines.default.stages]]
@@ -224,18 +226,27 @@ def test_approve_opens_the_gate_once(project: Project) -> None:
     refused(project, "approve", "nope", match=r"^Error: no task 'nope'")
     ok(project, "halt", "t2")
     refused(
-        project, "approve", "t2", match=r"cannot approve 't2': it is research:halted \(manual\)"
+        project,
+        "approve",
+        "t2",
+        match=r"cannot approve 't2': it is at `research:halted` \(halted, manual\)",
     )
 
 
 def test_approve_only_from_awaiting_approval(project: Project) -> None:
     ok(project, "add", "t1", "--title", "T")
-    refused(project, "approve", "t1", match=r"cannot approve 't1': it is research$")
+    refused(
+        project,
+        "approve",
+        "t1",
+        match=r"cannot approve 't1': it is at `research` \(ready\); "
+        r"approve needs `:awaiting_approval`$",
+    )
     gated(project, "t2")
     ok(project, "approve", "t2")
     ok(project, "tick")  # implement runs and passes: complete
     assert project.state("t2") == "complete"
-    refused(project, "approve", "t2", match=r"cannot approve 't2': it is complete")
+    refused(project, "approve", "t2", match=r"cannot approve 't2': it is at `complete`")
 
 
 def test_an_earlier_approval_does_not_count_for_a_later_gate(project: Project) -> None:
@@ -246,7 +257,7 @@ def test_an_earlier_approval_does_not_count_for_a_later_gate(project: Project) -
     ok(project, "approve", "t1")
     ok(project, "tick")  # review runs once and fails: back to ready at review
     assert project.state("t1") == "review"
-    refused(project, "approve", "t1", match=r"cannot approve 't1': it is review$")
+    refused(project, "approve", "t1", match=r"cannot approve 't1': it is at `review` \(ready\)")
 
 
 # -- reject ------------------------------------------------------------------------
@@ -267,7 +278,9 @@ def test_reject_sends_the_gate_back_with_the_note_as_hint(project: Project) -> N
     refused(project, "reject", "t1", "--note", "", match=r"needs a --note")
     refused(project, "reject", "t1", match=r"Missing option '--note'", code=2)
     ok(project, "approve", "t1")
-    refused(project, "reject", "t1", "--note", "x", match=r"cannot reject 't1': it is research:app")
+    refused(
+        project, "reject", "t1", "--note", "x", match=r"cannot reject 't1': it is at `research:app"
+    )
     refused(project, "reject", "zz", "--note", "x", match=r"no task 'zz'")
 
 
@@ -279,19 +292,29 @@ def test_halt_resume_cancel(project: Project) -> None:
     ok(project, "halt", "t1", "--by", "dan", "--note", "wait for the API")
     assert project.state("t1") == "research:halted"
     assert project.query("SELECT halt_reason FROM tasks") == [("manual",)]
-    refused(project, "halt", "t1", match=r"cannot halt 't1': it is research:halted \(manual\)")
+    refused(
+        project,
+        "halt",
+        "t1",
+        match=r"cannot halt 't1': it is at `research:halted` \(halted, manual\)",
+    )
     ok(project, "resume", "t1", "--by", "erin")
     assert project.state("t1") == "research"
     assert project.query("SELECT halt_reason, run FROM tasks") == [(None, 2)]
-    refused(project, "resume", "t1", match=r"cannot resume 't1': it is research$")
+    refused(
+        project,
+        "resume",
+        "t1",
+        match=r"cannot resume 't1': it is at `research` \(ready\); resume needs `:halted`$",
+    )
 
     ok(project, "tick")
     ok(project, "halt", "t1")  # from awaiting_approval
     ok(project, "cancel", "t1", "--by", "fay")  # from halted
     assert project.state("t1") == "research:cancelled"
     for verb in ("halt", "resume", "cancel", "approve"):
-        refused(project, verb, "t1", match=rf"cannot {verb} 't1': it is research:cancelled")
-    refused(project, "reject", "t1", "--note", "n", match=r"it is research:cancelled")
+        refused(project, verb, "t1", match=rf"cannot {verb} 't1': it is at `research:cancelled`")
+    refused(project, "reject", "t1", "--note", "n", match=r"it is at `research:cancelled`")
 
     actors = [(row[3], row[4]) for row in transitions(project, "t1")]
     assert ("halt", "dan") in actors
@@ -321,7 +344,7 @@ def test_complete_is_terminal(project: Project) -> None:
     ok(project, "tick")
     assert project.state("t1") == "complete"
     for verb in ("halt", "resume", "cancel"):
-        refused(project, verb, "t1", match=rf"cannot {verb} 't1': it is complete")
+        refused(project, verb, "t1", match=rf"cannot {verb} 't1': it is at `complete`")
 
 
 def test_default_actor_is_the_login_name(project: Project) -> None:

@@ -621,47 +621,51 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
     ("[pipelines.default]\nsetup = 'git worktree add'\n" + STAGE, "setup", "argv list"),
     ("[pipelines.default]\nsetup = []\n" + STAGE, "pipelines.default.setup", "non-empty list"),
     ("[pipelines.default]\nsetup = ['git', 2]\n" + STAGE, "pipelines.default.setup[1]", "string"),
-    (STAGE + STAGE, "pipelines.default.stages[1].name", "duplicate stage name 's'"),
-    (stage_with("timeout = 5"), "pipelines.default.stages[0].timeout", "timeout_seconds"),
+    (STAGE + STAGE, "pipelines.default.stages[1] (s).name", "duplicate stage name 's'"),
+    (stage_with("timeout = 5"), "pipelines.default.stages[0] (s).timeout", "timeout_seconds"),
     ("[[pipelines.default.stages]]\nworker = ['w']\n", "stages[0].name", "missing"),
     ("[[pipelines.default.stages]]\nname = 3\nworker = ['w']\n", "stages[0].name", "got 3"),
     (STAGE.replace('"s"', '"Bad Name"'), "pipelines.default.stages[0].name", "invalid slug"),
     (STAGE.replace('"s"', '"../x"'), "pipelines.default.stages[0].name", "invalid slug"),
     (STAGE.replace('"s"', '"complete"'), "pipelines.default.stages[0].name", "reserved"),
     (stage_with("", worker=False), "pipelines.default.stages[0]", "needs a worker, a verifier"),
-    (stage_with("worker = 'claude -p'", worker=False), "stages[0].worker", '["sh", "-c", "..."]'),
-    (stage_with("verifier = 'pytest'"), "pipelines.default.stages[0].verifier", "argv list"),
-    (stage_with("verifier = []"), "pipelines.default.stages[0].verifier", "non-empty list"),
-    (stage_with("verifier = ['a', 1]"), "pipelines.default.stages[0].verifier[1]", "got 1"),
-    (stage_with("verifier = ['', 'x']"), "pipelines.default.stages[0].verifier[0]", "empty"),
-    (stage_with('verifier = ["a\\u0000b"]'), "pipelines.default.stages[0].verifier[0]", "NUL"),
-    (stage_with("stdin = 'pipe'"), "pipelines.default.stages[0].stdin", "'none' or 'prompt'"),
-    (stage_with("stdin = 'prompt'"), "pipelines.default.stages[0].stdin", "needs a prompt"),
+    (
+        stage_with("worker = 'claude -p'", worker=False),
+        "stages[0] (s).worker",
+        '["sh", "-c", "..."]',
+    ),
+    (stage_with("verifier = 'pytest'"), "pipelines.default.stages[0] (s).verifier", "argv list"),
+    (stage_with("verifier = []"), "pipelines.default.stages[0] (s).verifier", "non-empty list"),
+    (stage_with("verifier = ['a', 1]"), "pipelines.default.stages[0] (s).verifier[1]", "got 1"),
+    (stage_with("verifier = ['', 'x']"), "pipelines.default.stages[0] (s).verifier[0]", "empty"),
+    (stage_with('verifier = ["a\\u0000b"]'), "pipelines.default.stages[0] (s).verifier[0]", "NUL"),
+    (stage_with("stdin = 'pipe'"), "pipelines.default.stages[0] (s).stdin", "'none' or 'prompt'"),
+    (stage_with("stdin = 'prompt'"), "pipelines.default.stages[0] (s).stdin", "needs a prompt"),
     (
         "[defaults]\nstdin = 'prompt'\n" + STAGE,
-        "pipelines.default.stages[0].stdin",
+        "pipelines.default.stages[0] (s).stdin",
         "inherited from [defaults]",
     ),
-    (stage_with("prompt = 3"), "pipelines.default.stages[0].prompt", "string"),
-    (stage_with("gate = 1"), "pipelines.default.stages[0].gate", "true or false"),
+    (stage_with("prompt = 3"), "pipelines.default.stages[0] (s).prompt", "string"),
+    (stage_with("gate = 1"), "pipelines.default.stages[0] (s).gate", "true or false"),
     (
         stage_with("max_attempts = 'five'"),
-        "pipelines.default.stages[0].max_attempts",
+        "pipelines.default.stages[0] (s).max_attempts",
         "expected an integer >= 1, got 'five'",
     ),
-    (stage_with("max_attempts = true"), "pipelines.default.stages[0].max_attempts", "got true"),
-    (stage_with("max_attempts = 3.0"), "pipelines.default.stages[0].max_attempts", "integer"),
-    (stage_with("timeout_seconds = 0"), "pipelines.default.stages[0].timeout_seconds", "> 0"),
-    (stage_with("timeout_seconds = -5"), "pipelines.default.stages[0].timeout_seconds", "> 0"),
-    (stage_with("pass_score = -0.1"), "pipelines.default.stages[0].pass_score", "[0, 1]"),
-    (stage_with("pass_score = 2"), "pipelines.default.stages[0].pass_score", "[0, 1]"),
-    (stage_with("pass_score = false"), "pipelines.default.stages[0].pass_score", "got false"),
-    (stage_with("env = { A = true }"), "pipelines.default.stages[0].env.A", "a string"),
-    (stage_with('env = { "A=B" = "x" }'), 'pipelines.default.stages[0].env."A=B"', "name"),
-    (stage_with("plateau = { mode = 'x' }"), "stages[0].plateau.mode", "'abs' or 'rel'"),
-    (stage_with("plateau = { patience = 0 }"), "stages[0].plateau.patience", ">= 1"),
-    (stage_with("plateau = { min_delta = -1 }"), "stages[0].plateau.min_delta", ">= 0"),
-    (stage_with("plateau = { patience = '3' }"), "stages[0].plateau.patience", "'3'"),
+    (stage_with("max_attempts = true"), "pipelines.default.stages[0] (s).max_attempts", "got true"),
+    (stage_with("max_attempts = 3.0"), "pipelines.default.stages[0] (s).max_attempts", "integer"),
+    (stage_with("timeout_seconds = 0"), "pipelines.default.stages[0] (s).timeout_seconds", "> 0"),
+    (stage_with("timeout_seconds = -5"), "pipelines.default.stages[0] (s).timeout_seconds", "> 0"),
+    (stage_with("pass_score = -0.1"), "pipelines.default.stages[0] (s).pass_score", "[0, 1]"),
+    (stage_with("pass_score = 2"), "pipelines.default.stages[0] (s).pass_score", "[0, 1]"),
+    (stage_with("pass_score = false"), "pipelines.default.stages[0] (s).pass_score", "got false"),
+    (stage_with("env = { A = true }"), "pipelines.default.stages[0] (s).env.A", "a string"),
+    (stage_with('env = { "A=B" = "x" }'), 'pipelines.default.stages[0] (s).env."A=B"', "name"),
+    (stage_with("plateau = { mode = 'x' }"), "stages[0] (s).plateau.mode", "'abs' or 'rel'"),
+    (stage_with("plateau = { patience = 0 }"), "stages[0] (s).plateau.patience", ">= 1"),
+    (stage_with("plateau = { min_delta = -1 }"), "stages[0] (s).plateau.min_delta", ">= 0"),
+    (stage_with("plateau = { patience = '3' }"), "stages[0] (s).plateau.patience", "'3'"),
 ]
 
 
@@ -690,7 +694,8 @@ def test_example_message_shape(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load(path)
     assert str(info.value) == (
-        f"{path}: pipelines.default.stages[2].max_attempts: expected an integer >= 1, got 'five'"
+        f"{path}: pipelines.default.stages[2] (u).max_attempts: "
+        "expected an integer >= 1, got 'five'"
     )
 
 
@@ -698,7 +703,7 @@ def test_unknown_key_lists_allowed_keys(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load(write(tmp_path, stage_with("wroker = ['x']")))
     message = str(info.value)
-    assert "pipelines.default.stages[0].wroker" in message
+    assert "pipelines.default.stages[0] (s).wroker" in message
     assert "did you mean 'worker'" in message
     assert "allowed: name, gate, worker, verifier" in message
 

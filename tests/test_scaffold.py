@@ -317,7 +317,7 @@ def test_cron_prints_an_absolute_crontab_line(tmp_path: Path) -> None:
     assert line.endswith(f">> {tmp_path / 'orchestrator.log'} 2>&1")
     program = line.split()[6]
     assert Path(program).is_absolute()
-    assert "crontab -" in result.stderr
+    assert "cron --install" in result.stderr
 
 
 @pytest.mark.parametrize(

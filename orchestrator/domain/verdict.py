@@ -24,6 +24,7 @@ hint (RELIABILITY point 6).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -70,15 +71,18 @@ def parse_verdict(text: str) -> Verdict | None:
     1. The whole text, stripped, is JSON: the verdict when it is an object,
        otherwise there is none (the text is not searched further).
     2. The last fenced block tagged ``json`` (case-insensitive; the tag is
-       the first word of the info string) whose content is one JSON object.
+       the first word of the info string) whose content is one JSON object
+       with a ``pass`` or ``score`` key.
        Only a ``json`` tag marks a verdict block: a bare ```` ``` ```` or
        another tag is often an example or a log, and its content is still
        seen by step 3. An unclosed fence runs to the end of the text.
     3. The last top-level balanced `{...}` span (the one that ends last, not
-       an object nested in it) that parses as a JSON object; when it does
-       not parse, the top-level spans before it are tried in turn. Braces
-       inside JSON strings do not count. A `{` that is never closed does not
-       hide the spans after it.
+       an object nested in it) that parses as a JSON object with a ``pass``
+       or ``score`` key; spans that do not parse or lack both keys are passed
+       over. Braces inside JSON strings do not count. A `{` that is never
+       closed does not hide the spans after it.
+    4. When no object has either key: the object steps 2 and 3 would have
+       found without the key rule (the last fenced one, else the last span).
 
     Bare `NaN`, `Infinity` and `-Infinity` are accepted, duplicate keys keep
     the last value. Any object is a verdict (missing keys take their
@@ -181,15 +185,23 @@ def _find_object(window: str) -> Mapping[str, object] | None:
         pass  # not JSON as a whole: search inside it
     else:
         return decoded if isinstance(decoded, dict) else None
-    for candidate in _fenced_json_blocks(window):
+    # A verdict names `pass` or `score`; an object after it that names
+    # neither (`PS: set {"debug": false}`) is prose, not the verdict. Only
+    # when no object names either does the last object count, as it always did.
+    fallback: dict[str, object] | None = None
+    candidates = itertools.chain(
+        _fenced_json_blocks(window),
+        (window[start:end] for start, end in _top_level_spans(window)),
+    )
+    for candidate in candidates:
         data = _loads_object(candidate)
-        if data is not None:
+        if data is None:
+            continue
+        if "pass" in data or "score" in data:
             return data
-    for start, end in _top_level_spans(window):
-        data = _loads_object(window[start:end])
-        if data is not None:
-            return data
-    return None
+        if fallback is None:
+            fallback = data
+    return fallback
 
 
 def _loads_object(candidate: str) -> dict[str, object] | None:

@@ -79,8 +79,7 @@ def make_engine(
     if not path.exists():
         if not create:
             raise SchemaError(
-                f"database not found at {path}; run `orchestrator init` or "
-                "`orchestrator db upgrade` to create it"
+                f"database not found at {path}; run `orchestrator db upgrade` to create it"
             )
         path.parent.mkdir(parents=True, exist_ok=True)
     return _sqlite_engine(url, busy_timeout, path if not create else None)

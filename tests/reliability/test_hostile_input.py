@@ -285,21 +285,24 @@ CONFIGS = {
     ),
     "unknown-stage-key": (
         stage("research", worker=["true"], verifier=PASS_VERDICT, wroker=["x"]),
-        ("stages[0].wroker", "unknown key"),
+        ("stages[0] (research).wroker", "unknown key"),
     ),
     "wrong-type": (
         stage("research", worker=["true"], verifier=PASS_VERDICT, timeout_seconds="ten"),
-        ("stages[0].timeout_seconds", "'ten'"),
+        ("stages[0] (research).timeout_seconds", "'ten'"),
     ),
     "negative-timeout": (
         stage("research", worker=["true"], verifier=PASS_VERDICT, timeout_seconds=-1),
-        ("stages[0].timeout_seconds",),
+        ("stages[0] (research).timeout_seconds",),
     ),
     "worker-string": (
         '[[pipelines.default.stages]]\nname = "research"\nworker = "rm -rf /"\n',
-        ("stages[0].worker",),
+        ("stages[0] (research).worker",),
     ),
-    "duplicate-stage": (GOOD_STAGE + GOOD_STAGE, ("stages[1].name", "duplicate", "research")),
+    "duplicate-stage": (
+        GOOD_STAGE + GOOD_STAGE,
+        ("stages[1] (research).name", "duplicate", "research"),
+    ),
     "bad-stage-name": (stage("../up", worker=["true"], verifier=PASS_VERDICT), ("stages[0].name",)),
 }
 
