@@ -204,54 +204,108 @@ def _emit_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) 
 
 
 MIN_COLUMN = 8
+KEEP_WHOLE = 32  # a column this narrow is a time, a state or a slug: cut last
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None) -> str:
     """Aligned columns. Piped or redirected (`width` None off a terminal),
     nothing is cut: a plateau reason that loses its numbers is worse than a
-    long line. On a terminal the widest columns shrink to fit its width, and
-    a cut cell ends with `…`."""
+    long line. On a terminal the long text columns shrink first, so times,
+    states and slugs stay whole, and a cut cell ends with `…`. Widths are
+    what a terminal shows (a CJK character takes two columns)."""
 
     def cell(value: Any) -> str:
         if value is None:
             return ""
         if isinstance(value, float):
             return f"{value:.2f}"
-        return str(value).replace("\r", " ").replace("\n", " ")
+        return _printable(str(value))
 
     if width is None and sys.stdout.isatty():
         import shutil
 
         width = shutil.get_terminal_size().columns
     cells = [[cell(v) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    widths = [max([_width(c)] + [_width(r[i]) for r in cells]) for i, c in enumerate(columns)]
     if width is not None:
         widths = _fit(widths, width - 2 * (len(columns) - 1))
 
-    def fitted(value: str, w: int) -> str:
-        return value if len(value) <= w else value[: max(0, w - 1)] + "…"
-
     def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            fitted(v, w).ljust(w) for v, w in zip(values, widths, strict=True)
-        ).rstrip()
+        return "  ".join(_pad(v, w) for v, w in zip(values, widths, strict=True)).rstrip()
 
     return "\n".join([line(columns)] + [line(r) for r in cells])
 
 
+def _printable(text: str) -> str:
+    """Text as a terminal should show it: what an agent or a title carries
+    (escape sequences, bidi overrides, tabs, newlines) never drives the
+    terminal; each such character becomes a space or `?`."""
+    import unicodedata
+
+    out = []
+    for char in text:
+        if char in "\t\r\n":
+            out.append(" ")
+        elif unicodedata.category(char) in ("Cc", "Cf", "Cs"):
+            out.append("?")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _width(text: str) -> int:
+    import unicodedata
+
+    return sum(
+        0
+        if unicodedata.combining(char)
+        else 2
+        if unicodedata.east_asian_width(char) in ("W", "F")
+        else 1
+        for char in text
+    )
+
+
+def _pad(text: str, width: int) -> str:
+    """`text` cut to `width` terminal columns (ending with `…` when cut), padded."""
+    if _width(text) > width:
+        kept, used = [], 0
+        for char in text:
+            size = _width(char)
+            if used + size > max(0, width - 1):
+                break
+            kept.append(char)
+            used += size
+        text = "".join(kept) + "…"
+    return text + " " * max(0, width - _width(text))
+
+
 def _fit(widths: list[int], room: int) -> list[int]:
-    """Cap the widest columns at one common width, the largest that lets the
-    row fit `room`; never below MIN_COLUMN (then the terminal wraps)."""
+    """Shrink the long columns (wider than KEEP_WHOLE: reasons, notes, titles)
+    to one common width that lets the row fit `room`, keeping the short ones
+    (times, states, slugs) whole; only when that cannot fit do all shrink.
+    Never below MIN_COLUMN (then the terminal wraps)."""
     if sum(widths) <= room:
         return widths
+    short = sum(w for w in widths if w <= KEEP_WHOLE)
+    long = [w for w in widths if w > KEEP_WHOLE]
+    if long and short + MIN_COLUMN * len(long) <= room:
+        cap = _cap(long, room - short)
+        return [w if w <= KEEP_WHOLE else min(w, cap) for w in widths]
+    cap = _cap(widths, room)
+    return [min(w, cap) for w in widths]
+
+
+def _cap(widths: list[int], room: int) -> int:
+    """The largest common cap (at least MIN_COLUMN) under which `widths` fit `room`."""
     low, high = MIN_COLUMN, max(widths)
-    while low < high:  # the largest cap whose row fits
+    while low < high:
         cap = (low + high + 1) // 2
         if sum(min(w, cap) for w in widths) <= room:
             low = cap
         else:
             high = cap - 1
-    return [min(w, low) for w in widths]
+    return low
 
 
 def _format_options(csv_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -295,9 +349,10 @@ def verdict(source: str) -> None:
 
     Applies exactly the rules the tick uses, so you can check what a verifier's
     output would count as. The rule: text that is one JSON object is the
-    verdict; otherwise the last ```json fenced block, else the last top-level
-    {...} span, that has a "pass" or "score" key; when no object has either,
-    the last object. Exits 65 when the text holds no verdict.
+    verdict; otherwise, among ```json fenced blocks and top-level {...} spans,
+    the one written last that has a "pass" or "score" key; when no object has
+    either, the last fenced object, else the last one. Exits 65 when the text
+    holds no verdict.
     """
     from orchestrator.domain.verdict import parse_verdict
 
@@ -478,7 +533,7 @@ def _refuse_old_state(engine: Engine, settings: Settings, specs: Sequence[Any]) 
         if spec.slug not in slugs or spec.slug in taken:
             continue
         old = settings.state_root / spec.slug
-        if old.exists():
+        if os.path.lexists(old):  # a dangling link is a leftover too
             raise RefusedError(
                 f"{spec.slug}: {_shown_path(old)} holds the output of an earlier task named "
                 f"{spec.slug!r}, which its attempts would overwrite; move it away or "
@@ -563,14 +618,14 @@ def show(app: App, slug: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
-    click.echo(f"{data['slug']}: {data['title']}")
+    click.echo(f"{data['slug']}: {_printable(data['title'])}")
     click.echo(
         f"  state     {data['state']}"
         + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
     )
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
     if data["next_hint"]:
-        click.echo(f"  next hint {data['next_hint'][:200]}")
+        click.echo(f"  next hint {_printable(data['next_hint'][:200])}")
     click.echo("\ntransitions:")
     click.echo(
         _table(
@@ -708,7 +763,10 @@ def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
     stages = {s.name for p in settings.pipelines.values() for s in p.stages}
     rows = fetch(app.engine(settings), slug, stage, stages)
     columns = ["stage", "attempt", "score", "pass", "at"]
-    _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
+    table = [[r[c] for c in columns] for r in rows]
+    if not fmt:  # the one time format of tables; JSON and CSV keep the full ISO time
+        table = [[*row[:-1], _time(row[-1])] for row in table]
+    _emit_rows(columns, table, fmt or "table")
 
 
 @cli.command()
@@ -1082,7 +1140,9 @@ def cron(app: App, every: int, install: bool, uninstall: bool) -> None:
         return
     assert settings.config_path is not None
     current = scaffold.read_crontab()
-    text, change = scaffold.edit_crontab(current, line if install else None, settings.config_path)
+    text, change = scaffold.edit_crontab(
+        current, line if install else None, settings.config_path, printed=line
+    )
     if text != current:
         scaffold.write_crontab(text)
     click.echo(

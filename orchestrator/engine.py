@@ -764,8 +764,9 @@ class Ticker:
 
         verdict_text: str | None = None
         worker_exit: int | None = None
+        last: runner.ProcessResult | None = None  # whose output holds the verdict
         if stage.worker is not None:
-            worker = run("worker", stage.worker)
+            worker = last = run("worker", stage.worker)
             worker_exit = worker.exit_code
             stopped = _stopped(worker, guard, "worker")
             if stopped is not None:
@@ -779,7 +780,7 @@ class Ticker:
         fault_point("after_worker")
         verifier_exit: int | None = None
         if stage.verifier is not None:
-            verifier = run("verifier", stage.verifier)
+            verifier = last = run("verifier", stage.verifier)
             verifier_exit = verifier.exit_code
             stopped = _stopped(verifier, guard, "verifier")
             if stopped is not None:
@@ -798,9 +799,7 @@ class Ticker:
             source = "verifier" if stage.verifier is not None else "worker"
             return AttemptRun(
                 Outcome.INVALID_VERDICT,
-                error=_no_verdict(
-                    source, verifier_exit if stage.verifier else worker_exit, state_dir
-                ),
+                error=_no_verdict(source, last, state_dir),
                 worker_exit=worker_exit,
                 verifier_exit=verifier_exit,
             )
@@ -1375,7 +1374,7 @@ def _accepted_exit(result: runner.ProcessResult, stage: StageConfig) -> bool:
     )
 
 
-def _no_verdict(source: str, exit_code: int | None, state_dir: Path) -> str:
+def _no_verdict(source: str, result: runner.ProcessResult | None, state_dir: Path) -> str:
     """The cause beside the symptom: a judge that died (`can't open file`)
     says so on stderr, which would otherwise sit unread in `<source>.err`."""
     try:
@@ -1386,7 +1385,12 @@ def _no_verdict(source: str, exit_code: int | None, state_dir: Path) -> str:
     except OSError:
         text = ""
     tail = [line.strip() for line in text.splitlines() if line.strip()][-3:]
-    error = f"no JSON verdict in the {source}'s output ({source} exited {exit_code})"
+    ended = (
+        f"{source} killed by signal {result.signal}"
+        if result is not None and result.signal is not None
+        else f"{source} exited {None if result is None else result.exit_code}"
+    )
+    error = f"no JSON verdict in the {source}'s output ({ended})"
     return error + (": " + " | ".join(tail) if tail else "")
 
 

@@ -245,25 +245,24 @@ def cron_line(settings: Settings, every: int, db_url: str | None, path: str) -> 
 CRON_MARK = "# orchestrator-cron"
 
 
-def _ours(line: str, config: Path) -> bool:
-    """A crontab line ticking this config: our mark, or the line `cron` prints
-    (installed by hand with a pipe before --install was used)."""
-    import shlex
-
-    shown = shlex.quote(str(config)).replace("%", chr(92) + "%")
-    marked = f"{CRON_MARK} {config}"
-    return line.rstrip().endswith(marked) or (
-        not line.lstrip().startswith("#") and f" --config {shown} " in line and " tick " in line
-    )
+def _ours(text: str, printed: str, config: Path) -> bool:
+    """A crontab line of this config's: the one `--install` marked, or exactly
+    the line `cron` prints (pasted by hand before `--install` existed). A
+    line the user wrote themselves, even for this config, is theirs."""
+    return text.rstrip().endswith(f"{CRON_MARK} {config}") or text.strip() == printed.strip()
 
 
-def edit_crontab(current: str, line: str | None, config: Path) -> tuple[str, str]:
+def edit_crontab(
+    current: str, line: str | None, config: Path, printed: str | None = None
+) -> tuple[str, str]:
     """The crontab with this config's line put in (`line`) or taken out (None),
     and what changed: `installed`, `replaced`, `unchanged`, `removed` or
-    `absent`. The first line of ours is replaced in place; any other of ours
-    is dropped, so the line is never duplicated; other lines are untouched."""
+    `absent`. `printed` is the line `cron` prints (default: `line`). The
+    first line of ours is replaced in place; any other of ours is dropped,
+    so the line is never duplicated; other lines are untouched."""
+    printed = printed if printed is not None else (line or "")
     lines = current.splitlines()
-    ours = [i for i, text in enumerate(lines) if _ours(text, config)]
+    ours = [i for i, text in enumerate(lines) if _ours(text, printed, config)]
     if line is None:
         kept = [text for i, text in enumerate(lines) if i not in ours]
         return ("\n".join(kept) + "\n" if kept else ""), ("removed" if ours else "absent")
@@ -303,9 +302,20 @@ def _crontab(args: list[str], stdin: str | None) -> subprocess.CompletedProcess[
     program = shutil.which("crontab")
     if program is None:
         raise RefusedError("crontab is not installed here (no `crontab` on PATH)")
-    return subprocess.run(
-        [program, *args], input=stdin, capture_output=True, text=True, check=False, timeout=60
-    )
+    try:
+        # surrogateescape: a crontab in another encoding goes back byte for byte.
+        return subprocess.run(
+            [program, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            check=False,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RefusedError(f"crontab {' '.join(args)} did not answer in 60 s") from exc
 
 
 # -- demo ------------------------------------------------------------------------

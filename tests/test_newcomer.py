@@ -470,6 +470,34 @@ def test_cron_install_and_uninstall_edit_the_crontab_idempotently(tmp_path: Path
     assert len(store.read_text().splitlines()) == 1
     assert invoke(["cron", "--install", "--uninstall"], folder, **env).exit_code == 2
 
+    # Lines the user wrote for this config are theirs: never replaced or removed.
+    config = folder / "orchestrator.toml"
+    own = [
+        f"0 9 * * 1-5 /usr/local/bin/orchestrator --config {config} tick --task weekly --quiet",
+        f"30 2 * * * /usr/local/bin/orchestrator --config {config} tick --dry-run | mail me",
+    ]
+    store.write_text("\n".join(own) + "\n")
+    assert invoke(["cron", "--install"], folder, **env).stdout.startswith("installed")
+    assert store.read_text().splitlines()[:2] == own
+    assert invoke(["cron", "--uninstall"], folder, **env).stdout.startswith("removed")
+    assert store.read_text().splitlines() == own
+
+
+def test_cron_install_keeps_a_crontab_in_another_encoding(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "crontab").write_text(FAKE_CRONTAB)
+    (bin_dir / "crontab").chmod(0o755)
+    store = tmp_path / "crontab.txt"
+    store.write_bytes(b"# caf\xe9\n0 3 * * * backup\n")
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    assert invoke(["init"], folder).exit_code == 0
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_CRONTAB_FILE": str(store)}
+    installed = invoke(["cron", "--install"], folder, **env)
+    assert installed.exit_code == 0, installed.output
+    assert store.read_bytes().startswith(b"# caf\xe9\n0 3 * * * backup\n")
+
 
 # -- 14. the smaller ones ----------------------------------------------------------------
 
@@ -558,3 +586,42 @@ def test_re_adding_a_slug_whose_old_state_folder_exists_is_refused(tmp_path: Pat
     noted = invoke(["add", "fix-new", "--title", "T"], tmp_path)
     assert noted.exit_code == 0
     assert "workspace tasks/fix-new exists and is reused as it is" in noted.stderr
+
+
+# -- found by the review ----------------------------------------------------------------
+
+
+def test_tables_show_no_terminal_escapes_and_cut_long_text_first() -> None:
+    from orchestrator.cli import _table, _width
+
+    at, state = "2026-12-01 04:24:36", "implement:awaiting_approval"
+    note = "rejected; note: " + "x" * 200
+    text = _table(["at", "to", "reason / note"], [[at, state, note]], width=100)
+    header, row = text.splitlines()
+    assert row.startswith(f"{at}  {state}  rejected; note: x")
+    assert row.endswith("…") and _width(row) <= 100
+
+    hostile = _table(["title"], [["x\x1b[2J\x1b[31mRED\u202eevil\tend"]], width=100)
+    assert "\x1b" not in hostile and "\u202e" not in hostile and "\t" not in hostile
+
+    wide = "宽字符标题" * 12
+    table = _table(["slug", "title"], [["wide", wide]], width=80)
+    assert all(_width(line) <= 80 for line in table.splitlines())
+    assert table.splitlines()[1].endswith("…")
+
+
+def test_a_verifier_killed_by_a_signal_is_named_so(tmp_path: Path) -> None:
+    stages = """
+    [[pipelines.default.stages]]
+    name = "implement"
+    worker = ["true"]
+    verifier = ["sh", "-c", "echo dying >&2; kill -KILL $$"]
+    """
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.cli("db", "upgrade").exit_code == 0
+    assert project.cli("add", "t1", "--title", "T").exit_code == 0
+    assert project.cli("tick", "--max-tasks", "1").exit_code == 0
+    attempt = cli_json(project.cli("show", "t1", "--json"))["attempts"][0]
+    assert attempt["error"] == (
+        "no JSON verdict in the verifier's output (verifier killed by signal 9): dying"
+    )

@@ -285,6 +285,11 @@ def test_pytest_judge(tmp_path: Path, judges: Path) -> None:
         "reasons": ["1 passed, 0 failed, 0 errors"],
         "next_hint": "",
     }
+    # A conftest the change broke is a failing verdict with the cause as hint.
+    (work / "conftest.py").write_text("import nonexistent_mod\n")
+    broken = run_judge(judges, "pytest_judge.py", cwd=work)
+    assert broken["pass"] is False and "nonexistent_mod" in str(broken["next_hint"])
+    (work / "conftest.py").unlink()
     (work / "test_a.py").unlink()
     empty = run_judge(judges, "pytest_judge.py", cwd=work)
     assert empty["pass"] is False and empty["score"] == 0.0

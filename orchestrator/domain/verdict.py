@@ -188,20 +188,24 @@ def _find_object(window: str) -> Mapping[str, object] | None:
     # A verdict names `pass` or `score`; an object after it that names
     # neither (`PS: set {"debug": false}`) is prose, not the verdict. Only
     # when no object names either does the last object count, as it always did.
+    # Fenced blocks and spans compete by position: a format example quoted
+    # in a fence before the real verdict does not beat it.
     fallback: dict[str, object] | None = None
+    keyed: tuple[int, dict[str, object]] | None = None
     candidates = itertools.chain(
         _fenced_json_blocks(window),
-        (window[start:end] for start, end in _top_level_spans(window)),
+        ((start, window[start:end]) for start, end in _top_level_spans(window)),
     )
-    for candidate in candidates:
+    for position, candidate in candidates:
         data = _loads_object(candidate)
         if data is None:
             continue
         if "pass" in data or "score" in data:
-            return data
-        if fallback is None:
+            if keyed is None or position > keyed[0]:
+                keyed = (position, data)
+        elif fallback is None:
             fallback = data
-    return fallback
+    return fallback if keyed is None else keyed[1]
 
 
 def _loads_object(candidate: str) -> dict[str, object] | None:
@@ -213,24 +217,26 @@ def _loads_object(candidate: str) -> dict[str, object] | None:
     return decoded if isinstance(decoded, dict) else None
 
 
-def _fenced_json_blocks(window: str) -> Iterator[str]:
-    """The contents of ```json fences, last first.
+def _fenced_json_blocks(window: str) -> Iterator[tuple[int, str]]:
+    """(offset of the opening fence, contents) of ```json fences, last first.
 
     Line-based, as in CommonMark: an opening fence is a line starting (after
     any indentation) with three or more backticks and an info string without
     backticks; it closes at a line of at least as many backticks alone.
     """
-    blocks: list[str] = []
+    blocks: list[tuple[int, str]] = []
     fence = 0  # backticks of the open fence; 0 when outside a fence
     is_json = False
     body: list[str] = []
+    opened = offset = 0
     for line in window.split("\n"):
+        here, offset = offset, offset + len(line) + 1
         stripped = line.strip()
         if fence:
             ticks = len(stripped) - len(stripped.lstrip("`"))
             if ticks >= fence and ticks == len(stripped):
                 if is_json:
-                    blocks.append("\n".join(body))
+                    blocks.append((opened, "\n".join(body)))
                 fence, body = 0, []
             elif is_json:
                 body.append(line)
@@ -240,11 +246,11 @@ def _fenced_json_blocks(window: str) -> Iterator[str]:
             info = stripped[ticks:].strip()
             if "`" in info:
                 continue  # inline code such as ```json {...}``` on one line
-            fence = ticks
+            fence, opened = ticks, here
             words = info.split(maxsplit=1)
             is_json = bool(words) and words[0].lower() == "json"
     if fence and is_json:
-        blocks.append("\n".join(body))
+        blocks.append((opened, "\n".join(body)))
     return reversed(blocks)
 
 

@@ -216,7 +216,16 @@ OWN_CASES = [
     pytest.param(
         f"{FENCE}json\n{A}\n{FENCE}\n{FENCE}json\n{B}\n{FENCE}\n", B_V, id="fence-last-wins"
     ),
-    pytest.param(f"{FENCE}json\n{A}\n{FENCE}\nthen {B}", A_V, id="fence-beats-later-bare-object"),
+    # Fences and bare objects compete by position (a quoted format example
+    # in a fence must not beat the verdict written after it).
+    pytest.param(f"{FENCE}json\n{A}\n{FENCE}\nthen {B}", B_V, id="later-bare-object-beats-fence"),
+    pytest.param(f"{B}\n{FENCE}json\n{A}\n{FENCE}\n", A_V, id="later-fence-beats-bare-object"),
+    pytest.param(
+        f'Format:\n{FENCE}json\n{{"pass": false, "score": 0}}\n{FENCE}\n'
+        'My verdict: {"pass": true, "score": 0.95}',
+        v(passed=True, score=0.95),
+        id="format-example-then-verdict",
+    ),
     pytest.param(
         f"{FENCE}json\n{A}\n{FENCE}\n{FENCE}json\n[1, 2]\n{FENCE}",
         A_V,

@@ -15,7 +15,8 @@ pytest and your dependencies (e.g. /home/me/myapp/.venv/bin/python);
 without it, the Python running this script. When pytest cannot run there
 (not installed, a usage or internal error), no verdict is printed: the
 judge exits 2 with the reason on stderr, which orchestrator records as the
-attempt's error. A made-up verdict ("no tests ran") would send the agent
+attempt's error. A conftest.py that no longer loads is the change's doing,
+not the tool's: that is a failing verdict, with the import error as hint. A made-up verdict ("no tests ran") would send the agent
 after a problem it does not have.
 """
 
@@ -61,8 +62,11 @@ def main(extra: list[str]) -> int:
     for number, kind in COUNTS.findall(output):
         counts["errors" if kind.startswith("error") else kind] += int(number)
     total = sum(counts.values())
+    if "while loading conftest" in output:  # the change broke the test setup itself
+        cause = error_line(output)
+        return emit(False, 0.0, [f"conftest does not load: {cause}"], f"fix conftest: {cause}")
     if done.returncode in (2, 3, 4) and total == 0:  # interrupted, internal or usage error
-        return cannot_run(f"pytest exited {done.returncode}: {last_line(output)}")
+        return cannot_run(f"pytest exited {done.returncode}: {error_line(output)}")
     if done.returncode == 5 or total == 0:
         return emit(False, 0.0, ["no tests ran"], "add tests that exercise the change")
     failures = [
@@ -72,6 +76,18 @@ def main(extra: list[str]) -> int:
     hint = "" if passed else "make these pass: " + "; ".join(failures)
     summary = f"{counts['passed']} passed, {counts['failed']} failed, {counts['errors']} errors"
     return emit(passed, counts["passed"] / total, [summary, *failures], hint[:2000])
+
+
+def error_line(text: str) -> str:
+    """The line that says what went wrong (`pytest: error: ...`, `E   ...`),
+    else the last one: pytest ends a usage error with its rootdir."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if "usage:" in stripped:
+            continue
+        if "error:" in stripped.lower() or stripped.startswith("E "):
+            return stripped[:500]
+    return last_line(text)
 
 
 def last_line(text: str) -> str:
