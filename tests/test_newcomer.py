@@ -597,7 +597,7 @@ def test_tables_show_no_terminal_escapes_and_cut_long_text_first() -> None:
     at, state = "2026-12-01 04:24:36", "implement:awaiting_approval"
     note = "rejected; note: " + "x" * 200
     text = _table(["at", "to", "reason / note"], [[at, state, note]], width=100)
-    header, row = text.splitlines()
+    _, row = text.splitlines()
     assert row.startswith(f"{at}  {state}  rejected; note: x")
     assert row.endswith("…") and _width(row) <= 100
 

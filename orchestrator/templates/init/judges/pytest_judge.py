@@ -15,9 +15,10 @@ pytest and your dependencies (e.g. /home/me/myapp/.venv/bin/python);
 without it, the Python running this script. When pytest cannot run there
 (not installed, a usage or internal error), no verdict is printed: the
 judge exits 2 with the reason on stderr, which orchestrator records as the
-attempt's error. A conftest.py that no longer loads is the change's doing,
-not the tool's: that is a failing verdict, with the import error as hint. A made-up verdict ("no tests ran") would send the agent
-after a problem it does not have.
+attempt's error. A made-up verdict ("no tests ran") would send the agent
+after a problem it does not have. A conftest.py that no longer loads is the
+change's doing, not the tool's: that is a failing verdict, with the import
+error as its hint.
 """
 
 from __future__ import annotations
