@@ -40,7 +40,7 @@ def _run(connection: Connection) -> None:
     assert driver is not None
     # Rows whose parent was deleted by hand (the sqlite3 shell has foreign
     # keys off) are there already; only breakage the migration made counts.
-    before = set(driver.execute("PRAGMA foreign_key_check").fetchall())
+    before = _orphans(driver)
     driver.execute("PRAGMA foreign_keys = OFF").close()
     try:
         _migrate(connection, lambda: _check_foreign_keys(driver, before))
@@ -48,10 +48,16 @@ def _run(connection: Connection) -> None:
         driver.execute("PRAGMA foreign_keys = ON").close()
 
 
-def _check_foreign_keys(driver: Any, before: set[Any]) -> None:
+def _orphans(driver: Any) -> set[tuple[Any, ...]]:
+    """(table, rowid, parent table) of each row whose parent is missing; the
+    foreign key's index is left out: a rebuilt table may number them anew."""
+    return {tuple(row[:3]) for row in driver.execute("PRAGMA foreign_key_check").fetchall()}
+
+
+def _check_foreign_keys(driver: Any, before: set[tuple[Any, ...]]) -> None:
     """Inside the migration's transaction: refuse (and so roll back) a
     migration that left rows pointing at nothing."""
-    broken = set(driver.execute("PRAGMA foreign_key_check").fetchall()) - before
+    broken = _orphans(driver) - before
     if broken:
         raise SchemaError(
             f"the migration would leave rows without their parent ({sorted(broken)[:3]}); "

@@ -312,8 +312,8 @@ def test_a_tick_in_another_pid_namespace_is_not_taken_for_dead(
             "--config",
             str(other),
             "tick",
-            "--task",
-            "none",
+            "--max-seconds",
+            "0",
             extra_env={"ORCHESTRATOR_HOST": "shared"},
         )
         assert outside.returncode == 0, outside.stderr
@@ -350,7 +350,7 @@ def test_recovery_kills_an_orphan_the_dead_tick_never_noted(
     worker = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().split()[0]))
     child = int(wait_for(lambda: grandchild.exists() and grandchild.read_text().strip()))
     assert not list((project.dir / "state").rglob("*.proc"))  # no note was written
-    recovery = project.run("tick", "--task", "none")
+    recovery = project.run("tick", "--max-seconds", "0")  # recover, claim nothing
     assert recovery.returncode == 0, recovery.stderr
     assert wait_for(lambda: gone(worker) and gone(child), what="the orphans to be killed")
     assert [a["outcome"] for a in attempts(project, "t1")] == ["crashed"]

@@ -86,11 +86,13 @@ def crash_env(point: str) -> dict[str, str]:
 
 
 def one_error_line(stderr: str) -> str | None:
-    """The `Error: ...` line when stderr is exactly that one line (DESIGN §9)."""
+    """The `Error: ...` line when stderr is exactly that one line (with
+    `--quiet`, after the UTC time that starts every line of cron's log)."""
     lines = [line for line in stderr.splitlines() if line.strip()]
-    if len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in stderr:
-        return lines[0]
-    return None
+    if len(lines) != 1 or "Traceback" in stderr:
+        return None
+    line = re.sub(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00 ", "", lines[0])
+    return line if line.startswith("Error: ") else None
 
 
 # -- projects ----------------------------------------------------------------------------
