@@ -26,7 +26,7 @@ def _count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
     STATEMENTS.append(" ".join(statement.split())[:120])
 
 
-def _prepared(sql: str = "") -> None:
+def _prepared(sql: str = "", _driver: Any = None) -> None:
     STATEMENTS.append(" ".join(sql.split())[:120])
 
 
