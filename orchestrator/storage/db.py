@@ -231,7 +231,9 @@ def savepoint(conn: Connection) -> Iterator[None]:
     _SAVEPOINT.execute(conn)
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
+        if connection_lost(exc):
+            raise  # the whole transaction is gone: nothing to roll back to
         _ROLLBACK_TO.execute(conn)
         _RELEASE.execute(conn)
         raise
