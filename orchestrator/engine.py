@@ -383,8 +383,14 @@ class Ticker:
         """Record the result its tick kept when the database failed it (as if
         that tick had recorded it), else close the attempt `crashed`."""
         kept = self._kept_result(attempt, slug)
-        if kept is not None and self._record_kept(attempt, kept):
-            return
+        if kept is not None:
+            try:
+                if self._record_kept(attempt, kept):
+                    return
+            except repo.ConflictError:
+                raise
+            except Exception as exc:  # it failed its tick too: closed as a crash
+                self._error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
         self._retrying(lambda _again: self._close_crashed(attempt, why, kept))
 
     def _record_kept(self, attempt: repo.AttemptSnapshot, kept: dict[str, Any]) -> bool:
@@ -498,9 +504,10 @@ class Ticker:
     ) -> None:
         outcome = Outcome.CRASHED
         if kept is not None:
-            # Its tick kept a result because the database failed it: the
-            # database's fault, which counts toward nothing.
-            outcome = Outcome.DATABASE_ERROR
+            if kept.get("database") is True:
+                # Its tick kept a result because the database failed it: the
+                # database's fault, which counts toward nothing.
+                outcome = Outcome.DATABASE_ERROR
             why += "; the result its tick could not record is kept in late_result"
         with self._write() as conn:
             now = db_now(conn)
@@ -876,11 +883,11 @@ class Ticker:
         fault_point("before_record")
         try:
             return self._retrying(functools.partial(self._record, claim, result, chain))
-        except Exception:
-            self._keep_result(claim, result)
+        except Exception as exc:
+            self._keep_result(claim, result, database=_database_fault(exc))
             raise
 
-    def _keep_result(self, claim: Claim, run: AttemptRun) -> None:
+    def _keep_result(self, claim: Claim, run: AttemptRun, *, database: bool) -> None:
         """The record failed (the database went away mid-transaction): keep
         the result beside the attempt, where the tick that recovers it finds
         it and stores it in `late_result`. Best effort: the disk may be full."""
@@ -896,6 +903,8 @@ class Ticker:
             # The fence its record would have had; the next tick records it
             # only if the task is still there.
             "version": claim.task.version,
+            # Whether the database (not a bug of ours) failed the record.
+            "database": database,
         }
         kept["seal"] = _seal(claim.token, kept)
         path = self._state_dir(claim.task.slug, claim.stage.name, claim.number) / KEPT_RESULT
@@ -1584,6 +1593,13 @@ def _seal(token: str, kept: dict[str, Any]) -> str:
     state folder cannot pass it off as its tick's."""
     body = json.dumps(kept, sort_keys=True).encode()
     return hmac.new(token.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _database_fault(exc: BaseException) -> bool:
+    """Whether an error out of a record is the database's (busy, out of
+    reach, full, read-only: the statuses `storage.db.translate` gives),
+    rather than a fault of ours."""
+    return isinstance(exc, OrchestratorError) and exc.exit_code in (69, 74, 77)
 
 
 def _kept_run(kept: dict[str, Any]) -> AttemptRun:

@@ -4,7 +4,7 @@ Product code calls `fault_point("after_claim_commit")`; it does nothing unless
 `ORCHESTRATOR_TEST_FAULT` names that point. The action after the colon is
 `exit` (default: `os._exit(137)`, no finalisers, like SIGKILL), `raise`
 (an exception), `term` (SIGTERM to ourselves) or `stop` (SIGSTOP to
-ourselves). Read once at import: a tick is one process, and the check must
+ourselves, once per process). Read once at import: a tick is one process, and the check must
 cost nothing on the hot path.
 
 `ORCHESTRATOR_TEST_CRASH_AFTER_STMT=n` makes the process `os._exit(137)`
@@ -35,6 +35,9 @@ _COUNTING = _CRASH_AFTER > 0 or _DROP_AFTER > 0
 _POINT, _, _ACTION = _SPEC.partition(":")
 
 
+_stopped = False
+
+
 class InjectedFault(RuntimeError):
     """Raised at a crash point whose action is `raise`."""
 
@@ -49,6 +52,12 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         return
     if _ACTION == "stop":
+        # Once: the test does something to the frozen process and thaws it,
+        # and a retry that passes the same point must then go on.
+        global _stopped  # noqa: PLW0603 - one process, one stop, by design
+        if _stopped:
+            return
+        _stopped = True
         # Aimed at this thread, so it stops here and not a few statements on.
         signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         return
