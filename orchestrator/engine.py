@@ -74,6 +74,9 @@ PROCESS_NOTE_AFTER = 0.01
 # going (EX_SOFTWARE), when the error carries no status of its own.
 TICK_ERROR_STATUS = 70
 KEPT_RESULT = "result.json"  # in the attempt's state folder: a result not recorded
+# Bytes reserved for it when the attempt starts (blanks, which read as no
+# result), so a result can still be kept once the disk has filled up.
+KEPT_RESERVE = 16384
 # Backoff between tries of a transaction whose connection was lost.
 RECONNECT_FIRST_DELAY = 0.05
 RECONNECT_MAX_DELAY = 2.0
@@ -865,6 +868,7 @@ class Ticker:
 
     def _attempt(self, claim: Claim, chain: _Chain | None) -> _Outcome:
         """Run and record one attempt (and, with `chain`, claim the next)."""
+        self._reserve_kept(claim)
         try:
             result = self._execute(claim)
         except _HostFault as fault:
@@ -882,10 +886,14 @@ class Ticker:
             )
         fault_point("before_record")
         try:
-            return self._retrying(functools.partial(self._record, claim, result, chain))
+            recorded = self._retrying(functools.partial(self._record, claim, result, chain))
         except Exception as exc:
             self._keep_result(claim, result, database=_database_fault(exc))
             raise
+        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        with contextlib.suppress(OSError):
+            (folder / KEPT_RESULT).unlink()  # the reserve, no longer needed
+        return recorded
 
     def _keep_result(self, claim: Claim, run: AttemptRun, *, database: bool) -> None:
         """The record failed (the database went away mid-transaction): keep
@@ -908,10 +916,29 @@ class Ticker:
         }
         kept["seal"] = _seal(claim.token, kept)
         path = self._state_dir(claim.task.slug, claim.stage.name, claim.number) / KEPT_RESULT
+        body = json.dumps(kept, sort_keys=True).encode()
+        with contextlib.suppress(OSError, ValueError):
+            if len(body) <= KEPT_RESERVE and path.stat().st_size == KEPT_RESERVE:
+                # Into the space reserved at the start: needs no free block.
+                with path.open("r+b") as out:
+                    out.write(body.ljust(KEPT_RESERVE))
+                    out.flush()
+                    os.fsync(out.fileno())
+                return
         with contextlib.suppress(OSError, ValueError):
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(kept, sort_keys=True))
+            tmp.write_bytes(body)
             tmp.replace(path)
+
+    def _reserve_kept(self, claim: Claim) -> None:
+        """Reserve `KEPT_RESULT`'s space while there is some: a disk that
+        fills up during the attempt fails its record (SQLite) and would
+        fail keeping its result too, and the next tick would count a crash.
+        Best effort: a folder that cannot be made fails the attempt anyway."""
+        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / KEPT_RESULT).write_bytes(b" " * KEPT_RESERVE)
 
     def _host_fault(self, error: OrchestratorError) -> AttemptRun:
         """A folder of the host's failed under the attempt: the attempt counts
