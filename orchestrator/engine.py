@@ -196,6 +196,8 @@ class Ticker:
         self._tick_id: int | None = None
         self._tick_lock = threading.Lock()
         self._processes: dict[Path, runner.ProcessIdentity] = {}
+        # Per attempt folder: a capture file the disk could not take.
+        self._capture_notes: dict[Path, str] = {}
         # Keyed by (pipeline, stage): two pipelines may both have `implement`
         # with different `env`, and a secret must reach only the one naming it.
         self._environments: dict[tuple[str, str], dict[str, str]] = {}
@@ -875,6 +877,11 @@ class Ticker:
             result = self._host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
+        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        with self._tick_lock:
+            note = self._capture_notes.pop(folder, None)
+        if note is not None and result.outcome is not Outcome.HOST_ERROR:
+            result.error = note if result.error is None else f"{result.error}; {note}"
         if result.fence_lost and self._db_down.is_set():
             # Stopped because the database stayed out of reach, not by the
             # worker's doing: an outcome that counts toward nothing.
@@ -890,7 +897,6 @@ class Ticker:
         except Exception as exc:
             self._keep_result(claim, result, database=_database_fault(exc))
             raise
-        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
         with contextlib.suppress(OSError):
             (folder / KEPT_RESULT).unlink()  # the reserve, no longer needed
         return recorded
@@ -1063,7 +1069,17 @@ class Ticker:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
         with _host_folder("state_root", self.settings.state_root):
-            return self._run_in(name, argv, values, cwd, env, state_dir, guard, stdin)
+            result = self._run_in(name, argv, values, cwd, env, state_dir, guard, stdin)
+        if result.capture_error is not None:
+            # The output is whole in memory, the verdict in it counts; the
+            # host's fault still stops the tick claiming (74/77).
+            error = host_error(
+                f"cannot write state_root {self.settings.state_root}", result.capture_error
+            )
+            self._host_fault(error)
+            with self._tick_lock:
+                self._capture_notes[state_dir] = f"{name} output not fully captured: {error}"
+        return result
 
     def _run_in(
         self,

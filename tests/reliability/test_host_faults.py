@@ -344,18 +344,25 @@ def test_folder_out_of_inodes(new_project: ProjectFactory, small_fs: Mount, key:
 
 def test_state_folder_on_a_full_disk(new_project: ProjectFactory, small_fs: Mount) -> None:
     """Folders can still be made (tmpfs inodes are free), but the verifier's
-    captured output cannot be written: the verdict it printed is not charged
-    either."""
+    captured output cannot be written: the capture file stops where the disk
+    is full, the attempt is recorded with its verdict and the error (issue
+    17: the work is not thrown away), and the tick claims no more and exits
+    74 naming the folder."""
     folder = small_fs()
     fill(folder)
     project = host_project(new_project, state_root=str(folder))
-    assert_host_fault_spends_nothing(
-        project,
-        lambda: run(project, "tick"),
-        74,
-        (f"state_root {folder}", "No space left on device"),
-        (folder / "filler").unlink,
-    )
+    result = run(project, "tick")
+    clean_error(result, 74, f"state_root {folder}", "No space left on device")
+    rows = attempts_of(project)
+    assert [(slug, outcome) for slug, outcome, _ in rows] == [("t1", "passed")], rows
+    assert "verifier output not fully captured" in (rows[0][2] or ""), rows
+    assert "No space left on device" in (rows[0][2] or ""), rows
+    assert project.state("t1") == "research:awaiting_approval"
+    assert project.state("t2") == "research"  # stopped claiming
+    (folder / "filler").unlink()
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert project.state("t2") == "research:awaiting_approval"
 
 
 @pytest.mark.parametrize("key", ["workspace_root", "state_root"])
