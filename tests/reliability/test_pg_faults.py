@@ -91,10 +91,27 @@ def test_schema_from_the_future(reliability_backend: str, new_project: ProjectFa
 def test_a_server_that_does_not_answer(
     reliability_backend: str, new_project: ProjectFactory
 ) -> None:
+    """A server that is down is temporary (69), not a configuration problem:
+    cron must not read a restart as a broken config (issue 17)."""
     project = new_project()
     # A port on this machine where nothing listens: refused at once.
     project.db_url = make_url(project.db_url).set(port=1).render_as_string(hide_password=False)
     for command in (("list",), ("tick",)):
         result = run(project, *command)
-        assert result.returncode in (69, 78), (command, result.returncode, result.stderr)
-        assert one_error_line(result.stderr) is not None, result.stderr
+        assert result.returncode == 69, (command, result.returncode, result.stderr)
+        line = one_error_line(result.stderr)
+        assert line is not None and "cannot reach the database" in line, result.stderr
+
+
+def test_a_database_the_server_does_not_have(
+    reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """The URL names a database the server does not know: the URL is wrong,
+    a configuration problem (78), not a blip to wait out."""
+    project = new_project()
+    project.db_url = (
+        make_url(project.db_url).set(database="no_such_db").render_as_string(hide_password=False)
+    )
+    result = run(project, "tick")
+    assert result.returncode == 78, (result.returncode, result.stderr)
+    assert one_error_line(result.stderr) is not None, result.stderr
