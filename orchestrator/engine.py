@@ -425,6 +425,9 @@ class Ticker:
         self._retrying(functools.partial(self._record, claim, _kept_run(kept), None))
         with self._tick_lock:
             self.report.recovered += 1
+        folder = self._state_dir(task.slug, attempt.stage, attempt.number)
+        with contextlib.suppress(OSError):
+            (folder / KEPT_RESULT).unlink()  # recorded: nothing is kept any more
         return True
 
     def _task(self, task_id: int) -> repo.TaskSnapshot | None:
@@ -902,9 +905,12 @@ class Ticker:
         return recorded
 
     def _keep_result(self, claim: Claim, run: AttemptRun, *, database: bool) -> None:
-        """The record failed (the database went away mid-transaction): keep
-        the result beside the attempt, where the tick that recovers it finds
-        it and stores it in `late_result`. Best effort: the disk may be full."""
+        """The record failed past its retries (the database stayed away, the
+        disk is full): keep the result beside the attempt, sealed, where the
+        tick that recovers it finds it and records it (`_record_kept`).
+        Best effort, into the space `_reserve_kept` set aside if it fits."""
+        if slug_problem(claim.task.slug) is not None:
+            return  # never a path from a bad slug
         kept = {
             "outcome": run.outcome.value,
             "pass": None if run.verdict is None else run.verdict.passed,
@@ -941,6 +947,8 @@ class Ticker:
         fills up during the attempt fails its record (SQLite) and would
         fail keeping its result too, and the next tick would count a crash.
         Best effort: a folder that cannot be made fails the attempt anyway."""
+        if slug_problem(claim.task.slug) is not None:
+            return  # never a path from a bad slug (`_execute` refuses the attempt)
         folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
         with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True)
