@@ -122,6 +122,7 @@ def test_session_killed_after_each_statement(
         result = run(project, "tick", env={"ORCHESTRATOR_TEST_DROP_AFTER_STMT": str(n)})
         unavailable += result.returncode == 69
         failures += problems_after(project, label, result)
+    print(f"sessions killed after each of {len(sql)} statements: {unavailable} exited 69")
     assert failures == [], "\n".join(failures)
     # Only the CLI's schema check (one SELECT, then its COMMIT) precedes the tick.
     assert unavailable <= 1, unavailable
@@ -143,6 +144,7 @@ def test_commit_lost_after_it_committed(
         unavailable += result.returncode == 69
         failures += problems_after(project, f"commit {n}", result)
         seen_again += "(recorded before the connection was lost)" in result.stdout
+    print(f"{total} commits lost in turn: {seen_again} records found done, {unavailable} exit 69")
     assert failures == [], "\n".join(failures)
     assert seen_again == len(TASKS)  # each record's lost commit was found, not redone
     assert unavailable <= 1, unavailable  # the CLI's schema check, before the tick

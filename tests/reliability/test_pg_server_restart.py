@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -304,3 +305,43 @@ def test_server_down_past_the_bound_while_the_worker_runs(server: Server, tmp_pa
     assert after.returncode == 0, after.stderr
     assert outcomes(project) == [("t1", 1, "database_error"), ("t1", 2, "passed")]
     assert_settled(project, ("t1",))
+
+
+def test_run_waits_out_a_server_that_is_down(server: Server, tmp_path: Path) -> None:
+    """`run` is a daemon: a database out of reach is said on stderr each
+    round, and once the server is back the next tick does the work."""
+    release, dump = tmp_path / "release", tmp_path / "dump.jsonl"
+    release.touch()
+    project = project_on(server, tmp_path / "proj", release, dump, reconnect_seconds=1)
+    assert project.cli("add", "t1", "--title", "down").exit_code == 0
+    server.stop()
+    errors = tmp_path / "stderr"
+    with errors.open("w") as err_file:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "run", "--interval", "0.1"],
+            cwd=project.dir,
+            env=project.process_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+            start_new_session=True,
+        )
+    try:
+        wait_for(
+            lambda: errors.read_text().count("cannot reach the database") >= 2,
+            timeout=30,
+            what="two rounds that could not reach the server",
+        )
+        assert daemon.poll() is None, errors.read_text()
+        server.start()
+        wait_for(
+            lambda: query(project.db_url, "SELECT status FROM tasks") == [("awaiting_approval",)],
+            timeout=60,
+            what="t1 at its gate",
+        )
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+    err = errors.read_text()
+    assert daemon.returncode == 0, err
+    assert "Traceback" not in err, err
+    assert outcomes(project) == [("t1", 1, "passed")]
