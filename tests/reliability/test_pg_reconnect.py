@@ -35,16 +35,17 @@ pytestmark = [
 ]
 
 TASKS = ("t1", "t2")
-# A worker that outlives one renewal interval (lease / 3 = 0.5 s), so each
+# A worker that outlives one renewal interval (lease / 3 = 1 s), so each
 # attempt renews its lease once; the gate stops each task after one attempt.
+# The lease is short but not so short that a loaded machine lets it lapse.
 STAGES = f"""
 [[pipelines.default.stages]]
 name = "research"
 gate = true
-worker = ["sleep", "0.7"]
+worker = ["sleep", "1.2"]
 verifier = {json.dumps(PASS_VERDICT)}
 """
-SETTINGS = {"lease_seconds": 1.5, "reconnect_seconds": 30}
+SETTINGS = {"lease_seconds": 3, "reconnect_seconds": 30}
 
 
 def base_project(new_project: ProjectFactory) -> Project:
@@ -103,6 +104,7 @@ def problems_after(
     return problems
 
 
+@pytest.mark.slow
 def test_session_killed_after_each_statement(
     reliability_backend: str, new_project: ProjectFactory, tmp_path: Path
 ) -> None:
