@@ -27,6 +27,7 @@ import click
 from orchestrator import __version__
 from orchestrator.config import Settings, load_settings
 from orchestrator.errors import (
+    ConnectionLostError,
     Interrupted,
     LockBusyError,
     NoVerdictError,
@@ -1002,6 +1003,10 @@ def run(
                     )
                 except TickFailedError:
                     pass  # each error is on stderr already; the next tick goes on
+                except ConnectionLostError as lost:
+                    # The database is down past the tick's reconnect bound: a
+                    # daemon waits it out, tick after tick, rather than die.
+                    click.echo(f"Error: {lost}", err=True)
                 finally:
                     lock.release()
             stop.wait(interval)

@@ -48,6 +48,7 @@ _ORCHESTRATOR_KEYS = (
     "env_deny",
     "affinity",
     "busy_timeout",
+    "reconnect_seconds",
     "output_cap_bytes",
     "kill_grace_seconds",
 )
@@ -145,6 +146,7 @@ class Settings:
     retry_interval: float = 60.0
     max_interrupts: int = 3
     busy_timeout: float = 30.0
+    reconnect_seconds: float = 60.0
     output_cap_bytes: int = 1_048_576
     kill_grace_seconds: float = 5.0
     affinity: Affinity = "host"
@@ -495,6 +497,7 @@ class _Loader:
             retry_interval=num("retry_interval", 60.0, low=0.0),
             max_interrupts=int_("max_interrupts", 3),
             busy_timeout=num("busy_timeout", 30.0, low=0.0),
+            reconnect_seconds=num("reconnect_seconds", 60.0, low=0.0),
             output_cap_bytes=int_("output_cap_bytes", 1_048_576),
             kill_grace_seconds=num("kill_grace_seconds", 5.0, low=0.0),
             affinity=affinity,

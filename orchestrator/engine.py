@@ -16,6 +16,10 @@ a poll interval, stops its process group and is recorded `interrupted`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -30,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
@@ -48,9 +52,16 @@ from orchestrator.domain.pipeline import Event, State, Status, next_state
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import Verdict, parse_verdict
-from orchestrator.errors import OrchestratorError, host_error
+from orchestrator.errors import ConnectionLostError, OrchestratorError, host_error
 from orchestrator.storage import repo
-from orchestrator.storage.db import checkpoint, db_now, read_tx, savepoint, write_tx
+from orchestrator.storage.db import (
+    checkpoint,
+    connection_lost,
+    db_now,
+    read_tx,
+    savepoint,
+    write_tx,
+)
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
 
@@ -63,6 +74,14 @@ PROCESS_NOTE_AFTER = 0.01
 # going (EX_SOFTWARE), when the error carries no status of its own.
 TICK_ERROR_STATUS = 70
 KEPT_RESULT = "result.json"  # in the attempt's state folder: a result not recorded
+# Bytes reserved for it when the attempt starts (blanks, which read as no
+# result), so a result can still be kept once the disk has filled up.
+KEPT_RESERVE = 16384
+# Backoff between tries of a transaction whose connection was lost.
+RECONNECT_FIRST_DELAY = 0.05
+RECONNECT_MAX_DELAY = 2.0
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -138,6 +157,9 @@ class _Chain:
     claims: int  # claims made so far, this attempt's included
     started: float
     ended_at: dict[int, float]  # task id -> when its last attempt ended
+    # Made before the record's first try, so a retry finds the claim a lost
+    # commit made (`Ticker._recorded_before`).
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 # What an attempt leaves the loop: whether its task may be ready again, and
@@ -174,6 +196,8 @@ class Ticker:
         self._tick_id: int | None = None
         self._tick_lock = threading.Lock()
         self._processes: dict[Path, runner.ProcessIdentity] = {}
+        # Per attempt folder: a capture file the disk could not take.
+        self._capture_notes: dict[Path, str] = {}
         # Keyed by (pipeline, stage): two pipelines may both have `implement`
         # with different `env`, and a secret must reach only the one naming it.
         self._environments: dict[tuple[str, str], dict[str, str]] = {}
@@ -181,6 +205,9 @@ class Ticker:
         # Lines about what a write transaction did, said once it committed
         # (never while SQLite's write lock is held, never for a rollback).
         self._local = threading.local()
+        # Set once the database stayed out of reach past `reconnect_seconds`:
+        # every attempt stops, the tick claims nothing more and exits 69.
+        self._db_down = threading.Event()
 
     # -- the tick ------------------------------------------------------------
 
@@ -225,6 +252,58 @@ class Ticker:
         except Exception:  # stderr closed: the exit status still says it
             return
 
+    def _retrying(self, fn: Callable[[bool], _T]) -> _T:
+        """Run one transaction of the tick's, `fn(again)`, and run it again
+        while the connection to the database is lost (a restart, a failover,
+        a killed session), backing off, for at most `_reconnect_bound()`.
+
+        Safe because every write is a compare-and-set on versions and lease
+        tokens; but the first try may have committed before its answer was
+        lost, so with `again` the body first looks for its own effect (the
+        attempt closed, the claim's token in an open attempt) rather than
+        write it twice. Past the bound the database is down for this tick:
+        its attempts stop and it exits 69 (`_database_down`)."""
+        again = False
+        delay = RECONNECT_FIRST_DELAY
+        deadline: float | None = None
+        while True:
+            try:
+                return fn(again)
+            except ConnectionLostError as exc:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._reconnect_bound()
+                if self._db_down.is_set() or now + delay > deadline:
+                    self._database_down(exc)
+                    raise
+            # Every pooled connection may be dead (a restart): start afresh.
+            # Connections other threads hold are theirs to lose and retry.
+            with contextlib.suppress(Exception):
+                self.engine.dispose()
+            time.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_DELAY)
+            again = True
+
+    def _reconnect_bound(self) -> float:
+        """How long a transaction is retried: never past a lease, after which
+        another host may have taken the attempt over anyway."""
+        return min(self.settings.reconnect_seconds, self.settings.lease_seconds)
+
+    def _database_down(self, exc: BaseException) -> None:
+        """The database stayed out of reach past the bound: stop every
+        attempt (`_FenceGuard`), claim nothing more, exit with its status."""
+        error = (
+            exc
+            if isinstance(exc, OrchestratorError)
+            else ConnectionLostError(f"cannot reach the database: {exc}")
+        )
+        with self._tick_lock:
+            if self.report.host_fault is None:
+                self.report.host_fault = error
+            if self.report.stopped_claiming is None:
+                self.report.stopped_claiming = str(error)
+        self._db_down.set()
+
     def _ensure_tick(self, conn: Connection, now: datetime) -> int:
         with self._tick_lock:
             if self._tick_id is None:
@@ -234,6 +313,10 @@ class Ticker:
     def _close_tick(self, exit_code: int) -> None:
         if self._tick_id is None:
             return  # an idle tick writes nothing (cron runs it 1,440 times a day)
+        self._retrying(lambda _again: self._close_tick_tx(exit_code))
+
+    def _close_tick_tx(self, exit_code: int) -> None:
+        assert self._tick_id is not None
         with self._write() as conn:
             repo.close_tick(
                 conn,
@@ -282,6 +365,15 @@ class Ticker:
         the close is fenced on the lease token, so a tick that came back to
         life in between keeps its attempt and this one changes nothing.
         """
+        for attempt, why, slug in self._retrying(lambda _again: self._orphans()):
+            self._kill_orphans(attempt, slug)
+            fault_point("before_recover_tx")
+            try:
+                self._recover_one(attempt, why, slug)
+            except repo.ConflictError:
+                continue
+
+    def _orphans(self) -> list[tuple[repo.AttemptSnapshot, str, str | None]]:
         with read_tx(self.engine) as conn:
             now = db_now(conn)
             found = []
@@ -290,13 +382,61 @@ class Ticker:
                 if why is not None:
                     task = repo.get_task_by_id(conn, attempt.task_id)
                     found.append((attempt, why, task.slug if task else None))
-        for attempt, why, slug in found:
-            self._kill_orphans(attempt, slug)
-            fault_point("before_recover_tx")
+        return found
+
+    def _recover_one(self, attempt: repo.AttemptSnapshot, why: str, slug: str | None) -> None:
+        """Record the result its tick kept when the database failed it (as if
+        that tick had recorded it), else close the attempt `crashed`."""
+        kept = self._kept_result(attempt, slug)
+        if kept is not None:
             try:
-                self._close_crashed(attempt, why, self._kept_result(attempt, slug))
+                if self._record_kept(attempt, kept):
+                    return
             except repo.ConflictError:
-                continue
+                raise
+            except Exception as exc:  # it failed its tick too: closed as a crash
+                self._error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
+        self._retrying(lambda _again: self._close_crashed(attempt, why, kept))
+
+    def _record_kept(self, attempt: repo.AttemptSnapshot, kept: dict[str, Any]) -> bool:
+        """Record a kept result through `_record`, fenced as its own tick's
+        record would have been: the attempt still open with its token, the
+        task still at the version its claim gave it (else `interrupted`,
+        the result in `late_result`). False when it cannot be (the task is
+        gone, the config lost its stage): then it is closed like a crash."""
+        version = kept.get("version")
+        task = self._retrying(lambda _again: self._task(attempt.task_id))
+        pipeline = None if task is None else self.settings.pipeline(task.pipeline)
+        stage = None if pipeline is None else pipeline.stage(attempt.stage)
+        if task is None or pipeline is None or stage is None or not isinstance(version, int):
+            return False
+        claim = Claim(
+            task=dataclasses.replace(task, version=version),
+            pipeline=pipeline,
+            stage=stage,
+            attempt_id=attempt.id,
+            number=attempt.number,
+            token=attempt.lease_token,
+            hint=attempt.hint,
+            prev_outcome="",
+            prev_score="",
+        )
+        self._retrying(lambda _again: self._open_tick())
+        self._retrying(functools.partial(self._record, claim, _kept_run(kept), None))
+        with self._tick_lock:
+            self.report.recovered += 1
+        folder = self._state_dir(task.slug, attempt.stage, attempt.number)
+        with contextlib.suppress(OSError):
+            (folder / KEPT_RESULT).unlink()  # recorded: nothing is kept any more
+        return True
+
+    def _task(self, task_id: int) -> repo.TaskSnapshot | None:
+        with read_tx(self.engine) as conn:
+            return repo.get_task_by_id(conn, task_id)
+
+    def _open_tick(self) -> None:
+        with self._write() as conn:
+            self._ensure_tick(conn, db_now(conn))
 
     def _local_pids(self, attempt: repo.AttemptSnapshot) -> bool:
         """Whether the attempt's pids are ours to judge: same host, boot, namespace."""
@@ -355,7 +495,14 @@ class Ticker:
             kept = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return kept if isinstance(kept, dict) else None
+        if not isinstance(kept, dict):
+            return None
+        seal = kept.pop("seal", None)
+        if not isinstance(seal, str) or not hmac.compare_digest(
+            seal, _seal(attempt.lease_token, kept)
+        ):
+            return None  # not written by the attempt's tick (a worker can write there)
+        return kept
 
     def _state_dir(self, slug: str, stage: str, number: int) -> Path:
         return self.settings.state_root / slug / f"{stage}-{number:03d}"
@@ -363,7 +510,12 @@ class Ticker:
     def _close_crashed(
         self, attempt: repo.AttemptSnapshot, why: str, kept: dict[str, Any] | None = None
     ) -> None:
+        outcome = Outcome.CRASHED
         if kept is not None:
+            if kept.get("database") is True:
+                # Its tick kept a result because the database failed it: the
+                # database's fault, which counts toward nothing.
+                outcome = Outcome.DATABASE_ERROR
             why += "; the result its tick could not record is kept in late_result"
         with self._write() as conn:
             now = db_now(conn)
@@ -374,8 +526,8 @@ class Ticker:
                 # Judged by its lease: only if still expired now. A thawed
                 # owner that renewed meanwhile keeps its attempt.
                 expired_at=now if why == LEASE_EXPIRED else None,
-                outcome=Outcome.CRASHED.value,
-                error=f"crashed: {why}",
+                outcome=outcome.value,
+                error=f"{outcome.value}: {why}",
                 finished_at=now,
             )
             if not closed:
@@ -396,48 +548,58 @@ class Ticker:
                 self._stage_names(task),
                 self._policy(stage),
                 repo.run_history(conn, task, excluding=attempt.id),
-                Outcome.CRASHED,
+                outcome,
             )
             self._apply(conn, task, decision, attempt.id, now)
             fault_point("inside_recover_tx")
         fault_point("after_recover_commit")
-        self.say(f"{task.slug}: attempt {attempt.number} at {attempt.stage} crashed ({why})")
+        self.say(
+            f"{task.slug}: attempt {attempt.number} at {attempt.stage} {outcome.value} ({why})"
+        )
 
     # -- 2. approved gates move on ---------------------------------------------------
 
     def advance_approved(self) -> None:
-        with read_tx(self.engine) as conn:
-            approved = repo.tasks_with_status(conn, Status.APPROVED)
+        approved = self._retrying(lambda _again: self._approved())
         for task in approved:
             try:
-                with self._write() as conn:
-                    current = repo.get_task_by_id(conn, task.id)
-                    if current is None or current.status is not Status.APPROVED:
-                        continue
-                    now = db_now(conn)
-                    self._ensure_tick(conn, now)
-                    pipeline = self.settings.pipeline(current.pipeline)
-                    if pipeline is None or pipeline.stage(current.stage) is None:
-                        self._halt_unknown(conn, current, now)
-                        continue
-                    to = next_state(current.state, Event.ADVANCE, pipeline.stage_names)
-                    repo.apply_transition(
-                        conn,
-                        current,
-                        Event.ADVANCE,
-                        to,
-                        now=now,
-                        actor=ACTOR,
-                        reason="gate approved",
-                        next_hint="",
-                        hint_source=None,
-                    )
-                    fault_point("inside_advance_tx")
-                    self.report.advanced += 1
-                fault_point("after_advance_commit")
-                self.say(f"{task.slug}: {task.stage}:approved -> {to}")
+                self._retrying(functools.partial(self._advance, task))
             except repo.ConflictError:
                 continue
+
+    def _approved(self) -> list[repo.TaskSnapshot]:
+        with read_tx(self.engine) as conn:
+            return repo.tasks_with_status(conn, Status.APPROVED)
+
+    def _advance(self, task: repo.TaskSnapshot, _again: bool) -> None:
+        """Move one approved gate on; a retry whose first try committed
+        finds the task no longer approved and does nothing."""
+        with self._write() as conn:
+            current = repo.get_task_by_id(conn, task.id)
+            if current is None or current.status is not Status.APPROVED:
+                return
+            now = db_now(conn)
+            self._ensure_tick(conn, now)
+            pipeline = self.settings.pipeline(current.pipeline)
+            if pipeline is None or pipeline.stage(current.stage) is None:
+                self._halt_unknown(conn, current, now)
+                return
+            to = next_state(current.state, Event.ADVANCE, pipeline.stage_names)
+            repo.apply_transition(
+                conn,
+                current,
+                Event.ADVANCE,
+                to,
+                now=now,
+                actor=ACTOR,
+                reason="gate approved",
+                next_hint="",
+                hint_source=None,
+            )
+            fault_point("inside_advance_tx")
+            self.report.advanced += 1
+        fault_point("after_advance_commit")
+        self.say(f"{task.slug}: {task.stage}:approved -> {to}")
 
     # -- 3. claim and run -----------------------------------------------------------
 
@@ -473,7 +635,13 @@ class Ticker:
                         # Running tasks are not ready, so the query passes them
                         # over; only tasks that ended ready again wait here.
                         ended_at = self._recent(ended_at)
-                        found = self._claim(ended_at.keys(), options.task)
+                        # The token is made before the first try: a retry
+                        # finds the claim whose commit answer was lost.
+                        found = self._retrying(
+                            functools.partial(
+                                self._claim, ended_at.keys(), options.task, uuid.uuid4().hex
+                            )
+                        )
                         if found is None:
                             exhausted = True
                             break
@@ -540,9 +708,13 @@ class Ticker:
             return False
         return self.report.stopped_claiming is None
 
-    def _claim(self, exclude: Collection[int], only: str | None) -> Claim | None:
+    def _claim(
+        self, exclude: Collection[int], only: str | None, token: str, again: bool = False
+    ) -> Claim | None:
         with self._write() as conn:
-            claim = self._claim_in(conn, exclude, only)
+            claim = self._claim_by_token(conn, token) if again else None
+            if claim is None:
+                claim = self._claim_in(conn, exclude, only, token)
             if claim is not None:
                 fault_point("inside_claim_tx")
         if claim is not None:
@@ -551,7 +723,7 @@ class Ticker:
         return claim
 
     def _claim_in(
-        self, conn: Connection, exclude: Collection[int], only: str | None
+        self, conn: Connection, exclude: Collection[int], only: str | None, token: str
     ) -> Claim | None:
         """Claim the next task in `conn`'s transaction, halting the ones whose
         stage the config lost; None when there is none, or the schema moved."""
@@ -576,7 +748,7 @@ class Ticker:
                 self._halt_unknown(conn, task, now)
                 fault_point("after_halt_unknown")
                 continue
-            return self._open_attempt(conn, task, pipeline, stage, now)
+            return self._open_attempt(conn, task, pipeline, stage, now, token)
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
@@ -613,6 +785,44 @@ class Ticker:
         else:
             lines.append(line)
 
+    def _claim_by_token(self, conn: Connection, token: str) -> Claim | None:
+        """The claim a first try made and committed though its answer was
+        lost: the open attempt holding `token`, rebuilt; None when that try
+        rolled back. A task that moved since (halted) gets a version no row
+        has, so the attempt's fence check stops it at once."""
+        attempt = repo.attempt_with_token(conn, token)
+        if attempt is None or attempt.finished_at is not None:
+            return None
+        task = repo.get_task_by_id(conn, attempt.task_id)
+        pipeline = None if task is None else self.settings.pipeline(task.pipeline)
+        stage = None if pipeline is None else pipeline.stage(attempt.stage)
+        if task is None or pipeline is None or stage is None:
+            return None  # the next tick recovers it
+        if task.status is not Status.RUNNING or task.stage != attempt.stage:
+            task = dataclasses.replace(task, version=-1)
+        prev = next(
+            (
+                a
+                for a in repo.attempts_of(conn, task.id, attempt.stage)
+                if a.number == attempt.number - 1
+            ),
+            None,
+        )
+        with self._tick_lock:
+            if self._tick_id is None:  # made by that try, forgotten by `_write`
+                self._tick_id = attempt.tick_id
+        return Claim(
+            task=task,
+            pipeline=pipeline,
+            stage=stage,
+            attempt_id=attempt.id,
+            number=attempt.number,
+            token=token,
+            hint=attempt.hint,
+            prev_outcome=(prev.outcome or "") if prev else "",
+            prev_score="" if prev is None or prev.score is None else repr(prev.score),
+        )
+
     def _open_attempt(
         self,
         conn: Connection,
@@ -620,10 +830,10 @@ class Ticker:
         pipeline: PipelineConfig,
         stage: StageConfig,
         now: datetime,
+        token: str,
     ) -> Claim:
         prev = repo.last_attempt(conn, task.id, task.stage)
         number = 1 if prev is None else prev.number + 1
-        token = uuid.uuid4().hex
         attempt_id = repo.open_attempt(
             conn,
             task_id=task.id,
@@ -667,23 +877,44 @@ class Ticker:
 
     def _attempt(self, claim: Claim, chain: _Chain | None) -> _Outcome:
         """Run and record one attempt (and, with `chain`, claim the next)."""
+        self._reserve_kept(claim)
         try:
             result = self._execute(claim)
         except _HostFault as fault:
             result = self._host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
+        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        with self._tick_lock:
+            note = self._capture_notes.pop(folder, None)
+        if note is not None and result.outcome is not Outcome.HOST_ERROR:
+            result.error = note if result.error is None else f"{result.error}; {note}"
+        if result.fence_lost and self._db_down.is_set():
+            # Stopped because the database stayed out of reach, not by the
+            # worker's doing: an outcome that counts toward nothing.
+            result = dataclasses.replace(
+                result,
+                outcome=Outcome.DATABASE_ERROR,
+                error="stopped: the database was out of reach",
+                fence_lost=False,
+            )
         fault_point("before_record")
         try:
-            return self._record(claim, result, chain)
-        except Exception:
-            self._keep_result(claim, result)
+            recorded = self._retrying(functools.partial(self._record, claim, result, chain))
+        except Exception as exc:
+            self._keep_result(claim, result, database=_database_fault(exc))
             raise
+        with contextlib.suppress(OSError):
+            (folder / KEPT_RESULT).unlink()  # the reserve, no longer needed
+        return recorded
 
-    def _keep_result(self, claim: Claim, run: AttemptRun) -> None:
-        """The record failed (the database went away mid-transaction): keep
-        the result beside the attempt, where the tick that recovers it finds
-        it and stores it in `late_result`. Best effort: the disk may be full."""
+    def _keep_result(self, claim: Claim, run: AttemptRun, *, database: bool) -> None:
+        """The record failed past its retries (the database stayed away, the
+        disk is full): keep the result beside the attempt, sealed, where the
+        tick that recovers it finds it and records it (`_record_kept`).
+        Best effort, into the space `_reserve_kept` set aside if it fits."""
+        if slug_problem(claim.task.slug) is not None:
+            return  # never a path from a bad slug
         kept = {
             "outcome": run.outcome.value,
             "pass": None if run.verdict is None else run.verdict.passed,
@@ -693,12 +924,39 @@ class Ticker:
             "error": run.error,
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
+            # The fence its record would have had; the next tick records it
+            # only if the task is still there.
+            "version": claim.task.version,
+            # Whether the database (not a bug of ours) failed the record.
+            "database": database,
         }
+        kept["seal"] = _seal(claim.token, kept)
         path = self._state_dir(claim.task.slug, claim.stage.name, claim.number) / KEPT_RESULT
+        body = json.dumps(kept, sort_keys=True).encode()
+        with contextlib.suppress(OSError, ValueError):
+            if len(body) <= KEPT_RESERVE and path.stat().st_size == KEPT_RESERVE:
+                # Into the space reserved at the start: needs no free block.
+                with path.open("r+b") as out:
+                    out.write(body.ljust(KEPT_RESERVE))
+                    out.flush()
+                    os.fsync(out.fileno())
+                return
         with contextlib.suppress(OSError, ValueError):
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(kept, sort_keys=True))
+            tmp.write_bytes(body)
             tmp.replace(path)
+
+    def _reserve_kept(self, claim: Claim) -> None:
+        """Reserve `KEPT_RESULT`'s space while there is some: a disk that
+        fills up during the attempt fails its record (SQLite) and would
+        fail keeping its result too, and the next tick would count a crash.
+        Best effort: a folder that cannot be made fails the attempt anyway."""
+        if slug_problem(claim.task.slug) is not None:
+            return  # never a path from a bad slug (`_execute` refuses the attempt)
+        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / KEPT_RESULT).write_bytes(b" " * KEPT_RESERVE)
 
     def _host_fault(self, error: OrchestratorError) -> AttemptRun:
         """A folder of the host's failed under the attempt: the attempt counts
@@ -824,7 +1082,7 @@ class Ticker:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
         with _host_folder("state_root", self.settings.state_root):
-            return runner.run_command(
+            result = runner.run_command(
                 runner.render_argv(argv, values),
                 cwd=cwd,
                 env=env,
@@ -839,6 +1097,16 @@ class Ticker:
                 on_start_after=PROCESS_NOTE_AFTER,
                 should_stop=guard,
             )
+        if result.capture_error is not None:
+            # The output is whole in memory, the verdict in it counts; the
+            # host's fault still stops the tick claiming (74/77).
+            error = host_error(
+                f"cannot write state_root {self.settings.state_root}", result.capture_error
+            )
+            self._host_fault(error)
+            with self._tick_lock:
+                self._capture_notes[state_dir] = f"{name} output not fully captured: {error}"
+        return result
 
     def _environment(
         self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]
@@ -976,10 +1244,13 @@ class Ticker:
 
     # -- 5. record -----------------------------------------------------------------
 
-    def _record(self, claim: Claim, run: AttemptRun, chain: _Chain | None = None) -> _Outcome:
+    def _record(
+        self, claim: Claim, run: AttemptRun, chain: _Chain | None = None, again: bool = False
+    ) -> _Outcome:
         """Close the attempt and apply its decision; say whether the task is
         ready again (or, its result stale, may be: someone else moved it).
-        With `chain`, the same transaction claims the next task."""
+        With `chain`, the same transaction claims the next task. With
+        `again` (a retry), first see whether the first try committed."""
         verdict = run.verdict
         fields: dict[str, Any] = {
             "outcome": run.outcome.value,
@@ -1001,6 +1272,10 @@ class Ticker:
         following: Claim | None = None
         with self._write() as conn:
             now = db_now(conn)
+            if again:
+                done = self._recorded_before(conn, claim, run, chain)
+                if done is not None:
+                    return done
             task = repo.get_task_by_id(conn, claim.task.id)
             fenced = task is not None and task.version == claim.task.version
             if not fenced or task is None:
@@ -1060,12 +1335,36 @@ class Ticker:
             self._error(f"{claim.task.slug}: reporting failed", exc)
         return ready, following
 
+    def _recorded_before(
+        self, conn: Connection, claim: Claim, run: AttemptRun, chain: _Chain | None
+    ) -> _Outcome | None:
+        """A retried record: whether its first try committed before the
+        answer was lost (the attempt is closed), and then what that try
+        did, so nothing is applied twice. None: it rolled back, record now."""
+        attempt = repo.attempt_with_token(conn, claim.token)
+        if attempt is None or attempt.finished_at is None:
+            return None
+        task = repo.get_task_by_id(conn, claim.task.id)
+        following = None if chain is None else self._claim_by_token(conn, chain.token)
+        self._count(run.outcome)
+        if following is not None:
+            self.report.claimed += 1
+        self._say_after_commit(
+            f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
+            f"{attempt.outcome} (recorded before the connection was lost)"
+        )
+        return task is not None and task.status is Status.READY, following
+
     def _release(self, claim: Claim) -> None:
         """Close a claim whose attempt never started (the tick is stopping)."""
         try:
-            self._record(
-                claim,
-                AttemptRun(Outcome.INTERRUPTED, error="the tick stopped before it started"),
+            self._retrying(
+                functools.partial(
+                    self._record,
+                    claim,
+                    AttemptRun(Outcome.INTERRUPTED, error="the tick stopped before it started"),
+                    None,
+                )
             )
         except Exception as exc:
             self._error(f"{claim.task.slug}: releasing the claim", exc)
@@ -1084,8 +1383,10 @@ class Ticker:
             # In a savepoint: a claim that fails must not take the record
             # with it. The loop then claims again on its own.
             with savepoint(conn):
-                return self._claim_in(conn, exclude, chain.options.task)
+                return self._claim_in(conn, exclude, chain.options.task, chain.token)
         except Exception as exc:
+            if connection_lost(exc):
+                raise  # the record went with it: retried whole (`_retrying`)
             # What the rolled-back claim did is undone: forget its lines too.
             self._local.lines[:] = lines
             with self._tick_lock:
@@ -1307,9 +1608,13 @@ class _FenceGuard:
         self.interval = min(FENCE_CHECK_SECONDS, self.lease / 3)
         self.renewed = time.monotonic()  # the claim's commit set the lease
         self.next_check = self.renewed + self.interval
+        self.failing_since: float | None = None
 
     def __call__(self) -> bool:
         if self.ticker.stop.is_set():
+            return True
+        if self.ticker._db_down.is_set():
+            self.fence_lost = True  # `_attempt` records it as the database's fault
             return True
         if time.monotonic() < self.next_check:
             return self.fence_lost
@@ -1326,15 +1631,58 @@ class _FenceGuard:
                     repo.lease_expiry(now, self.lease),
                 )
                 task = repo.get_task_by_id(conn, self.claim.task.id)
-        except Exception:
-            # Not renewed: go on while the lease may still hold, no longer.
-            if asked - self.renewed >= self.lease:
+        except Exception as exc:
+            # Not renewed: go on (the next check tries again, on a fresh
+            # connection) while the database may come back within the
+            # reconnect bound and the lease may still hold, no longer.
+            if self.failing_since is None:
+                self.failing_since = asked
+            if (
+                asked - self.failing_since >= self.ticker._reconnect_bound()
+                or asked - self.renewed >= self.lease
+            ):
+                self.ticker._database_down(exc)
                 self.fence_lost = True
             return self.fence_lost
+        self.failing_since = None
         self.renewed = asked
         if not ours or task is None or task.version != self.claim.task.version:
             self.fence_lost = True
         return self.fence_lost
+
+
+def _seal(token: str, kept: dict[str, Any]) -> str:
+    """A kept result's MAC under the attempt's lease token, which no worker
+    sees (they get a hash of it): a worker writing `result.json` into its
+    state folder cannot pass it off as its tick's."""
+    body = json.dumps(kept, sort_keys=True).encode()
+    return hmac.new(token.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _database_fault(exc: BaseException) -> bool:
+    """Whether an error out of a record is the database's (busy, out of
+    reach, full, read-only: the statuses `storage.db.translate` gives),
+    rather than a fault of ours."""
+    return isinstance(exc, OrchestratorError) and exc.exit_code in (69, 74, 77)
+
+
+def _kept_run(kept: dict[str, Any]) -> AttemptRun:
+    """The `AttemptRun` a kept result (`Ticker._keep_result`) stands for."""
+    verdict = None
+    if kept.get("pass") is not None and kept.get("score") is not None:
+        verdict = Verdict(
+            passed=bool(kept["pass"]),
+            score=float(kept["score"]),
+            reasons=tuple(str(r) for r in kept.get("reasons") or ()),
+            next_hint=str(kept.get("next_hint") or ""),
+        )
+    return AttemptRun(
+        Outcome(kept["outcome"]),
+        verdict=verdict,
+        error=kept.get("error"),
+        worker_exit=kept.get("worker_exit"),
+        verifier_exit=kept.get("verifier_exit"),
+    )
 
 
 def _setup_state(marker: Path) -> str | None:

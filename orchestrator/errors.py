@@ -127,7 +127,8 @@ EXIT_CODES: dict[int, str] = {
     1: "refused: unknown task, transition not allowed, bad slug or field",
     2: "usage error (bad option or argument)",
     65: "`verdict` found no verdict in its input",
-    69: "database busy past the busy timeout, or the connection to it was lost",
+    69: "temporary: database busy past the busy timeout, out of reach, or the connection to it "
+    "was lost (a tick retries for reconnect_seconds first)",
     70: "a tick went on past an unexpected error on a task (each error is on stderr)",
     74: "database unreadable (not a database, corrupt), or a disk full or I/O error on the "
     "database, lock, workspace or state folder",

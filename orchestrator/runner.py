@@ -429,6 +429,9 @@ class ProcessResult:
     stderr_bytes: int
     duration: float
     identity: ProcessIdentity | None
+    # Writing a capture file failed (a full disk): the file holds what fit,
+    # the output itself (and the verdict in it) is still here.
+    capture_error: OSError | None = None
 
     @property
     def ok(self) -> bool:
@@ -592,7 +595,7 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
     `stdout_path` and `stderr_path` (written when the stream is not empty)
     must be in an existing folder. Safe to call from several threads at once.
     Raises only what `on_start` or `should_stop` raise (after killing the
-    group) or an OSError writing the capture files.
+    group); an OSError writing the capture files is `capture_error`.
     """
     argv_t = tuple(argv)
     started = time.monotonic()
@@ -786,11 +789,17 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         returncode = child.reap()
 
     stdout_text, stderr_text = out.text(), err.text()
+    capture_error: OSError | None = None
     for path, text in ((stdout_path, stdout_text), (stderr_path, stderr_text)):
         # An empty stream leaves no file: most attempts print to one stream
         # only, and every file is a syscall or three on the tick's hot path.
         if path is not None and text:
-            path.write_text(text, encoding="utf-8")
+            try:
+                path.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                # The file stops growing where the disk filled up; the
+                # output is not lost with it (an agent's hour of work).
+                capture_error = capture_error or exc
     return replace(
         blank,
         exit_code=returncode if returncode >= 0 else None,
@@ -803,4 +812,5 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         stderr_bytes=err.total,
         duration=time.monotonic() - started,
         identity=identity,
+        capture_error=capture_error,
     )

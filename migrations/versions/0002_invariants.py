@@ -40,6 +40,7 @@ OUTCOMES = (
     "crashed",
     "interrupted",
     "host_error",
+    "database_error",
 )
 EVENTS = (
     "add",

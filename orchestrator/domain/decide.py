@@ -32,13 +32,18 @@ class Outcome(StrEnum):
     # read-only mount, no permission): not the task's fault, so it counts
     # toward nothing, not even the interrupt streak.
     HOST_ERROR = "host_error"
+    # The database, not the worker, failed: the tick that ran the attempt
+    # could not reach it for longer than `reconnect_seconds` and stopped the
+    # attempt. Like a host error it counts toward nothing.
+    DATABASE_ERROR = "database_error"
 
 
 # Outcomes that spend no attempt of `max_attempts`; in a row, they make the
 # interrupt streak that `max_interrupts` bounds.
 NOT_COUNTED = frozenset({Outcome.INTERRUPTED})
-# Outcomes that are no part of the task's history at all: the host's faults.
-IGNORED = frozenset({Outcome.HOST_ERROR})
+# Outcomes that are no part of the task's history at all: the host's faults
+# and the database's.
+IGNORED = frozenset({Outcome.HOST_ERROR, Outcome.DATABASE_ERROR})
 
 
 class HaltReason(StrEnum):
@@ -133,6 +138,9 @@ def decide(
 
     if outcome is Outcome.HOST_ERROR:
         return to(Event.RETRY, "the host could not run the attempt; it counts toward nothing")
+
+    if outcome is Outcome.DATABASE_ERROR:
+        return to(Event.RETRY, "the database was unreachable; the attempt counts toward nothing")
 
     if outcome is Outcome.INTERRUPTED:
         streak = history.interrupt_streak + 1

@@ -46,6 +46,7 @@ from orchestrator.testing import install_statement_crash
 # command that only looks can never hold up the tick's writers.
 WRITE = "orchestrator_write"
 WAL_SIZE_LIMIT = 1 << 20  # bytes a reset WAL is cut back to (`journal_size_limit`)
+CONNECT_TIMEOUT = 10  # seconds a PostgreSQL connect may take
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -97,6 +98,10 @@ def _server_engine(url: str, jobs: int) -> Engine:
             given = parsed.query.get("options", "")
             extra = " ".join(given) if isinstance(given, tuple) else given
             connect_args["options"] = f"-c idle_in_transaction_session_timeout=30000 {extra}"
+            # A server out of reach must fail a connect within the tick's
+            # reconnect bound, not hang on the kernel's TCP timeout.
+            if "connect_timeout" not in parsed.query:
+                connect_args["connect_timeout"] = CONNECT_TIMEOUT
         engine = create_engine(
             url,
             pool_pre_ping=False,
@@ -233,7 +238,9 @@ def savepoint(conn: Connection) -> Iterator[None]:
     _SAVEPOINT.execute(conn)
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
+        if connection_lost(exc):
+            raise  # the whole transaction is gone: nothing to roll back to
         _ROLLBACK_TO.execute(conn)
         _RELEASE.execute(conn)
         raise
@@ -286,6 +293,14 @@ def translate(exc: BaseException) -> OrchestratorError | None:
         )
     if connection_lost(exc):
         return ConnectionLostError(f"lost the connection to the database: {message}")
+    if (
+        isinstance(exc, OperationalError)
+        and not isinstance(orig, sqlite3.Error)
+        and any(marker in lowered for marker in _UNREACHABLE)
+    ):
+        # The server is down, restarting or out of reach: a blip for cron to
+        # try again, not a configuration to fix.
+        return ConnectionLostError(f"cannot reach the database: {message}")
     if isinstance(exc, OperationalError) and (
         "connection" in lowered or "could not connect" in lowered or "does not exist" in lowered
     ):
@@ -326,6 +341,20 @@ def connection_lost(exc: BaseException) -> bool:
         return False
     lowered = str(orig).lower()
     return any(marker in lowered for marker in _LOST)
+
+
+# A server that is there but does not answer now (restarting, failing over,
+# a network drop). A wrong host name, database or password stays 78.
+_UNREACHABLE = (
+    "connection refused",
+    "the database system is",  # shutting down, starting up, in recovery mode
+    "timeout expired",
+    "no route to host",
+    "network is unreachable",
+    "connection timed out",
+    "no such file or directory",  # the unix socket, while the server restarts
+    "server closed the connection",
+)
 
 
 # A table or column the code expects is missing although the stamped revision

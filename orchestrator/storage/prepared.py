@@ -127,7 +127,7 @@ class Prepared:
                 )
         finally:
             cursor.close()
-        testing.statement_executed(plan.sql)
+        testing.statement_executed(plan.sql, driver)
         if raw and plan.results is not None and any(plan.results):
             processors = plan.results
             rows = [

@@ -495,6 +495,13 @@ def record_late_result(conn: Connection, attempt_id: int, result: dict[str, Any]
     )
 
 
+def attempt_with_token(conn: Connection, token: str) -> AttemptSnapshot | None:
+    """The attempt a lease token names: a retried transaction's way to see
+    whether its first try committed (the token is made before the first try)."""
+    row = conn.execute(select(*_ATTEMPT_COLUMNS).where(attempts.c.lease_token == token)).first()
+    return None if row is None else _attempt(row)
+
+
 def unfinished_attempts(conn: Connection) -> list[AttemptSnapshot]:
     rows = conn.execute(
         select(*_ATTEMPT_COLUMNS).where(attempts.c.finished_at.is_(None)).order_by(attempts.c.id)

@@ -182,6 +182,18 @@ CASES = [
         None,
         "h",
     ),
+    (
+        "database-error-counts-toward-nothing-not-even-the-streak",
+        "research",
+        StagePolicy(max_attempts=1, max_interrupts=1),
+        RunHistory(counted_attempts=1, interrupt_streak=5, hint="h"),
+        Outcome.DATABASE_ERROR,
+        None,
+        Event.RETRY,
+        State("research", Status.READY),
+        None,
+        "h",
+    ),
 ]
 
 
@@ -232,3 +244,19 @@ def test_invalid_verdicts_do_not_enter_the_plateau_window() -> None:
     )
     assert decision.event is Event.RETRY
     assert decision.plateau is not None and decision.plateau.counted == 3
+
+
+def test_database_errors_are_no_part_of_the_history() -> None:
+    """An attempt the database stopped neither counts toward max_attempts
+    nor breaks (or extends) an interrupt streak (issue 17)."""
+    history = RunHistory.of(
+        [
+            (Outcome.INTERRUPTED, None),
+            (Outcome.DATABASE_ERROR, None),
+            (Outcome.FAILED, 0.2),
+            (Outcome.DATABASE_ERROR, None),
+            (Outcome.INTERRUPTED, None),
+        ],
+        hint="",
+    )
+    assert (history.counted_attempts, history.interrupt_streak, history.scores) == (1, 1, (0.2,))

@@ -344,18 +344,25 @@ def test_folder_out_of_inodes(new_project: ProjectFactory, small_fs: Mount, key:
 
 def test_state_folder_on_a_full_disk(new_project: ProjectFactory, small_fs: Mount) -> None:
     """Folders can still be made (tmpfs inodes are free), but the verifier's
-    captured output cannot be written: the verdict it printed is not charged
-    either."""
+    captured output cannot be written: the capture file stops where the disk
+    is full, the attempt is recorded with its verdict and the error (issue
+    17: the work is not thrown away), and the tick claims no more and exits
+    74 naming the folder."""
     folder = small_fs()
     fill(folder)
     project = host_project(new_project, state_root=str(folder))
-    assert_host_fault_spends_nothing(
-        project,
-        lambda: run(project, "tick"),
-        74,
-        (f"state_root {folder}", "No space left on device"),
-        (folder / "filler").unlink,
-    )
+    result = run(project, "tick")
+    clean_error(result, 74, f"state_root {folder}", "No space left on device")
+    rows = attempts_of(project)
+    assert [(slug, outcome) for slug, outcome, _ in rows] == [("t1", "passed")], rows
+    assert "verifier output not fully captured" in (rows[0][2] or ""), rows
+    assert "No space left on device" in (rows[0][2] or ""), rows
+    assert project.state("t1") == "research:awaiting_approval"
+    assert project.state("t2") == "research"  # stopped claiming
+    (folder / "filler").unlink()
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert project.state("t2") == "research:awaiting_approval"
 
 
 @pytest.mark.parametrize("key", ["workspace_root", "state_root"])
@@ -442,3 +449,69 @@ def test_the_wal_has_a_size_limit(new_project: ProjectFactory) -> None:
     finally:
         engine.dispose()
     assert limit == WAL_SIZE_LIMIT
+
+
+# -- 5. the whole project on a disk that fills up during a tick (issue 17) ---------------
+
+
+def test_disk_fills_up_under_a_tick_with_two_jobs(
+    small_fs: Mount, template_db: Path, tmp_path: Path
+) -> None:
+    """Database, state and workspaces share a small filesystem; it fills up
+    while a `--jobs 2` tick has both attempts running. The tick says so
+    with 74, leaves at most its two slots' tasks running and claims nothing
+    more; once space is back, the next ticks settle every task with every
+    invariant holding, no attempt `crashed` and no task halted."""
+    from e2e.e2e_support import agent, stage, wait_for
+    from reliability_support import audit_transitions, violations
+    from support import make_project
+
+    folder = small_fs(size="8m")
+    db = folder / "proj" / "orchestrator.db"
+    db.parent.mkdir()
+    shutil.copy(template_db, db)
+    release, dump = tmp_path / "release", tmp_path / "dump.jsonl"
+    worker = agent("--dump", str(dump), "--wait-file", str(release), "--noise", "2000")
+    verifier = agent("--noise", "2000", "--pass", "--score", "0.9")
+    project = make_project(
+        db.parent,
+        f"sqlite:///{db}",
+        stage("research", worker=worker, verifier=verifier, gate=True, max_attempts=1),
+    )
+    slugs = ("t1", "t2", "t3", "t4")
+    for slug in slugs:
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    tick = project.popen("tick", "--jobs", "2")
+    try:
+        wait_for(
+            lambda: dump.exists() and len(dump.read_text().splitlines()) >= 2,
+            timeout=30,
+            what="both workers",
+        )
+        fill(folder)
+    finally:
+        release.touch()
+        out, err = tick.communicate(timeout=90)
+    assert tick.returncode == 74, (tick.returncode, out, err)
+    assert "Traceback" not in out + err, err
+    assert "No space left on device" in err or "disk is full" in err, err
+    running = project.query("SELECT count(*) FROM tasks WHERE status = 'running'")[0][0]
+    assert running <= 2, running
+    assert violations(project.db_url, allow_running=True) == []
+
+    (folder / "filler").unlink()
+    for _ in range(len(slugs)):
+        if all(project.state(slug) == "research:awaiting_approval" for slug in slugs):
+            break
+        after = run(project, "tick", "--jobs", "2")
+        assert after.returncode == 0, after.stderr[-2000:]
+    assert violations(project.db_url) == []
+    audit = audit_transitions(project.db_url)
+    assert audit.lost == [] and audit.duplicated == []
+    assert [project.state(slug) for slug in slugs] == ["research:awaiting_approval"] * 4, (
+        project.query("SELECT task_id, number, outcome, error FROM attempts ORDER BY id"),
+        err,
+    )
+    outcomes = [row[0] for row in project.query("SELECT outcome FROM attempts ORDER BY id")]
+    assert "crashed" not in outcomes, outcomes
+    assert project.query("SELECT count(*) FROM tasks WHERE status = 'halted'") == [(0,)]

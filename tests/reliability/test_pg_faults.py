@@ -6,8 +6,6 @@ invariants holding once a clean tick has run."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from e2e.e2e_support import agent, stage, wait_for
 from reliability_report import DB_FAULTS, ProjectFactory
@@ -51,10 +49,10 @@ def gated_project(new_project: ProjectFactory, release: str, pidfile: str) -> Pr
 def test_sessions_killed_while_an_attempt_runs(
     reliability_backend: str, new_project: ProjectFactory, tmp_path: object
 ) -> None:
-    """The tick's pooled sessions die while its worker runs; recording the
-    result then meets a dead connection (or, had the lease renewal met it
-    first, a fresh one). Either way: no traceback, no SQL shown, the result
-    is recorded now or kept for the next tick, and every invariant holds."""
+    """The tick's pooled sessions die while its worker runs; renewing the
+    lease or recording the result then meets a dead connection, reconnects
+    and retries (issue 17): exit 0, the attempt recorded `passed` once, no
+    traceback, no SQL shown, every invariant holding."""
     from pathlib import Path
 
     folder = Path(str(tmp_path))
@@ -68,24 +66,12 @@ def test_sessions_killed_while_an_attempt_runs(
     finally:
         release.touch()
         out, err = tick.communicate(timeout=60)
-    assert "Traceback" not in out + err
-    for leak in ("[SQL", "parameters", "sqlalche.me"):
-        assert leak not in out + err, (leak, err)
-    if tick.returncode == 69:
-        line = one_error_line(err)
-        assert line is not None and "lost the connection to the database" in line, err
-        kept = json.loads((project.dir / "state/t1/research-001/result.json").read_text())
-        assert kept["outcome"] == "passed"
-    else:
-        assert tick.returncode == 0, err
-    assert violations(project.db_url, allow_running=True) == []
-
-    after = run(project, "tick")
-    assert after.returncode == 0, after.stderr
+    assert tick.returncode == 0, err
+    assert "Traceback" not in out + err and "Error" not in err, err
     assert violations(project.db_url) == []
     assert project.state("t1") == "research:awaiting_approval"
-    passed = query(project.db_url, "SELECT count(*) FROM attempts WHERE outcome = 'passed'")
-    assert passed == [(1,)] if tick.returncode == 0 else passed[0][0] >= 1
+    rows = query(project.db_url, "SELECT outcome FROM attempts")
+    assert rows == [("passed",)]
 
 
 def test_schema_from_the_future(reliability_backend: str, new_project: ProjectFactory) -> None:
@@ -105,10 +91,27 @@ def test_schema_from_the_future(reliability_backend: str, new_project: ProjectFa
 def test_a_server_that_does_not_answer(
     reliability_backend: str, new_project: ProjectFactory
 ) -> None:
+    """A server that is down is temporary (69), not a configuration problem:
+    cron must not read a restart as a broken config (issue 17)."""
     project = new_project()
     # A port on this machine where nothing listens: refused at once.
     project.db_url = make_url(project.db_url).set(port=1).render_as_string(hide_password=False)
     for command in (("list",), ("tick",)):
         result = run(project, *command)
-        assert result.returncode in (69, 78), (command, result.returncode, result.stderr)
-        assert one_error_line(result.stderr) is not None, result.stderr
+        assert result.returncode == 69, (command, result.returncode, result.stderr)
+        line = one_error_line(result.stderr)
+        assert line is not None and "cannot reach the database" in line, result.stderr
+
+
+def test_a_database_the_server_does_not_have(
+    reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """The URL names a database the server does not know: the URL is wrong,
+    a configuration problem (78), not a blip to wait out."""
+    project = new_project()
+    project.db_url = (
+        make_url(project.db_url).set(database="no_such_db").render_as_string(hide_password=False)
+    )
+    result = run(project, "tick")
+    assert result.returncode == 78, (result.returncode, result.stderr)
+    assert one_error_line(result.stderr) is not None, result.stderr

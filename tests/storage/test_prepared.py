@@ -183,7 +183,7 @@ def test_every_execution_is_counted_for_the_crash_sweep(
     conn: Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[str] = []
-    monkeypatch.setattr(testing, "statement_executed", seen.append)
+    monkeypatch.setattr(testing, "statement_executed", lambda sql, *_driver: seen.append(sql))
     add(conn, "t1")
     assert seen == []  # insert_tasks and get_task run through Connection.execute
     repo.find_claimable(conn, host="h", any_host=True)
