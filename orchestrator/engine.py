@@ -1344,6 +1344,23 @@ class Ticker:
         attempt = repo.attempt_with_token(conn, claim.token)
         if attempt is None or attempt.finished_at is None:
             return None
+        if attempt.outcome == Outcome.CRASHED.value and run.outcome is not Outcome.CRASHED:
+            # Closed, but not by us: another host recovered it meanwhile. Our
+            # result is kept aside, as when the fence is lost without a retry.
+            verdict = run.verdict
+            repo.record_late_result(
+                conn,
+                claim.attempt_id,
+                {
+                    "outcome": run.outcome.value,
+                    "pass": None if verdict is None else verdict.passed,
+                    "score": None if verdict is None else verdict.score,
+                    "next_hint": None if verdict is None else verdict.next_hint,
+                    "error": run.error,
+                    "at": db_now(conn).isoformat(),
+                },
+            )
+            return True, None
         task = repo.get_task_by_id(conn, claim.task.id)
         following = None if chain is None else self._claim_by_token(conn, chain.token)
         self._count(run.outcome)
@@ -1637,9 +1654,16 @@ class _FenceGuard:
             # reconnect bound and the lease may still hold, no longer.
             if self.failing_since is None:
                 self.failing_since = asked
-            if (
-                asked - self.failing_since >= self.ticker._reconnect_bound()
-                or asked - self.renewed >= self.lease
+            if asked - self.renewed >= self.lease:
+                # Only a lost connection is the database's fault (the
+                # attempt counts toward nothing); a busy or failing database
+                # that the task may itself cause stops it as `interrupted`.
+                if isinstance(exc, ConnectionLostError):
+                    self.ticker._database_down(exc)
+                self.fence_lost = True
+            elif (
+                isinstance(exc, ConnectionLostError)
+                and asked - self.failing_since >= self.ticker._reconnect_bound()
             ):
                 self.ticker._database_down(exc)
                 self.fence_lost = True

@@ -513,3 +513,32 @@ def test_dry_run_counts_attempts_not_halts(project: Project) -> None:
     real = project.run("tick", "--max-tasks", "1")
     assert real.returncode == 0, real.stderr
     assert project.state("t2") == "complete"
+
+
+def test_a_task_that_holds_the_database_busy_is_interrupted_not_excused(
+    sqlite_project: Project, tmp_path: Path
+) -> None:
+    """A worker that holds SQLite's write lock past the lease keeps its own
+    lease from being renewed: that is the task's doing, not a lost database,
+    so the attempt is `interrupted` (it counts toward max_interrupts) and
+    never `database_error` (which counts toward nothing, for ever)."""
+    project = sqlite_project
+    db = project.db_url.removeprefix("sqlite:///")
+    hog = [
+        sys.executable,
+        "-c",
+        "import sqlite3, sys, time\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "time.sleep(30)\n",
+        db,
+    ]
+    project.write_config(
+        stage("only", worker=hog, verifier=PASS),
+        lease_seconds=3,
+        busy_timeout=0.5,
+        kill_grace_seconds=1,
+    )
+    assert project.cli("add", "t1", "--title", "Hog").exit_code == 0
+    tick = project.run("tick", "--max-tasks", "1", timeout=60)
+    assert [a["outcome"] for a in attempts(project, "t1")] == ["interrupted"], tick.stderr

@@ -191,3 +191,63 @@ def test_tick_frozen_inside_the_record_transaction(
     assert project.state("t1") == "research:awaiting_approval"
     claims = project.query("SELECT count(*) FROM transitions WHERE event = 'claim'")
     assert claims == [(1,)]
+
+
+def test_a_retried_record_does_not_take_another_hosts_close_for_its_own(
+    pg_url: str, admin: Engine, tmp_path: Path
+) -> None:
+    """Host A freezes inside the record of a passing attempt; its lease runs
+    out and host B recovers the attempt (`crashed`) once A's session is
+    ended. Thawed, A's record meets the lost connection and retries: the
+    closed attempt is B's doing, so A keeps its result in `late_result` and
+    does not report it as recorded."""
+    engine = make_engine(pg_url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    project = make_project(
+        tmp_path / "proj", pg_url, STAGES, lease_seconds=3, affinity="any", reconnect_seconds=30
+    )
+    other = project.dir / "other.toml"
+    other.write_text(project.config.read_text().replace("orchestrator.lock", "other.lock"))
+    assert project.cli("add", "t1", "--title", "x").exit_code == 0
+    database = make_url(pg_url).database or ""
+    owner = project.popen(
+        "tick",
+        extra_env={"ORCHESTRATOR_TEST_FAULT": "inside_record_tx:stop", "ORCHESTRATOR_HOST": "a"},
+    )
+    try:
+        wait_until(lambda: process_state(owner.pid) == "T", "host A to freeze in its record")
+
+        def expired() -> bool:
+            with admin.connect() as conn:
+                return bool(
+                    conn.execute(
+                        text("SELECT bool_and(lease_expires_at < now()) FROM attempts")
+                    ).scalar_one()
+                )
+
+        wait_until(expired, "A's lease to run out")
+        rescuer = project.popen(
+            "--config", str(other), "tick", extra_env={"ORCHESTRATOR_HOST": "b"}
+        )
+        wait_until(
+            lambda: idle_in_transaction(admin, database) == 1, "A's session idle in its record"
+        )
+        with admin.connect() as conn:
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :d AND state = 'idle in transaction'"
+                ),
+                {"d": database},
+            )
+        _, rescued = rescuer.communicate(timeout=60)
+        assert rescuer.returncode == 0, rescued
+    finally:
+        os.kill(owner.pid, signal.SIGCONT)
+        out, err = owner.communicate(timeout=60)
+    assert "recorded before the connection was lost" not in out + err
+    rows = project.query("SELECT number, outcome, late_result FROM attempts ORDER BY number")
+    first = rows[0]
+    assert first[1] == "crashed"
+    assert first[2] is not None and '"outcome": "passed"' in first[2], rows
