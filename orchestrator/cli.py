@@ -1,7 +1,7 @@
 """The command line: parse, call, render. Exit statuses are decided here only.
 
 Imports are lazy on purpose: a tick that finds the lock busy must exit in a
-fraction of the time a tick that opens the database takes (DESIGN §11), so
+fraction of the time a tick that opens the database takes, so
 SQLAlchemy is imported only after the lock is ours, by the commands that
 need it.
 """

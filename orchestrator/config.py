@@ -1,4 +1,4 @@
-"""`orchestrator.toml` → frozen Settings (DESIGN §8).
+"""`orchestrator.toml` → frozen Settings.
 
 Everything is validated up front, so the engine can trust the shapes it is
 given, and every mistake is reported as `FILE: dotted.key: problem` (exit 78):
@@ -509,7 +509,7 @@ class _Loader:
     def database(
         self, orch: dict[str, Any], db_url: str | None, environ: Mapping[str, str], cwd: Path
     ) -> str:
-        """--db > ORCHESTRATOR_DB_URL > the file > beside the file (DESIGN §7).
+        """--db > ORCHESTRATOR_DB_URL > the file > beside the file.
 
         A path typed on the command line or exported in a shell means "here",
         so it is anchored at the cwd; one written in the file means "beside

@@ -1,4 +1,4 @@
-"""The tick: recover, move approved gates on, claim, run, record (DESIGN §5).
+"""The tick: recover, move approved gates on, claim, run, record.
 
 The engine composes the pure core (what to do) with the adapters (storage,
 runner): it gathers facts, asks `decide`, and writes the answer in one short

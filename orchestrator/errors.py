@@ -1,6 +1,6 @@
 """One error tree; each class carries the exit status the CLI turns it into.
 
-Exit statuses follow sysexits(3) where one fits (DESIGN §9). The CLI maps an
+Exit statuses follow sysexits(3) where one fits. The CLI maps an
 `OrchestratorError` to `Error: <message>` on stderr and `exit_code`, in one
 place, so a user's mistake never prints a traceback.
 """

@@ -2,7 +2,7 @@
 
 It decides nothing about tasks: the engine renders a command, asks for a child
 environment, runs it and reads back a `ProcessResult`. Decisions made here, and
-why (DESIGN §6, RELIABILITY point 5 and group E):
+why:
 
 * **Every child gets its own session** (`start_new_session=True`) and every kill
   is `os.killpg`. Killing only the direct child leaves a grandchild that keeps
@@ -28,7 +28,7 @@ why (DESIGN §6, RELIABILITY point 5 and group E):
   escaped with `setsid` can hold the pipe for ever; we stop reading, sweep the
   group and close our ends, so a call ends within timeout + grace + ~2 s.
 * **Spawn failures are results, not exceptions**: a missing binary is a task's
-  problem (the attempt fails), never the tick's (DESIGN §5.6).
+  problem (the attempt fails), never the tick's.
 * **Argv and environment values are cleaned and capped** (NUL removed, lone
   surrogates replaced, 8 KiB): they come from verdict hints and task fields,
   which the agent controls, and a NUL or a surrogate would make `Popen` raise.

@@ -1,4 +1,4 @@
-"""Fault injection for the reliability tests (RELIABILITY.md A2, A3).
+"""Fault injection for the reliability tests.
 
 Product code calls `fault_point("after_claim_commit")`; it does nothing unless
 `ORCHESTRATOR_TEST_FAULT` names that point. The action after the colon is

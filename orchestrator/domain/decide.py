@@ -2,7 +2,7 @@
 
 The engine gathers facts (the attempt's outcome and verdict, the run's score
 history, the stage's policy) and records whatever `decide` returns; it never
-chooses a state itself. Keeping the choice here means every rule of DESIGN §2
+chooses a state itself. Keeping the choice here means every rule of the state machine
 (plateau before max_attempts, interrupts that count toward nothing, which
 hint the next attempt sees) is testable with plain tables, as procrastinate
 does with its `RetryDecision`.

@@ -1,4 +1,4 @@
-"""The state machine of DESIGN §2 as one table.
+"""The state machine as one table (README, "States and transitions").
 
 A task's state is a stage plus a status. Every change of state is an *event*
 applied to that pair; `TRANSITIONS` is the single list of legal edges, and

@@ -1,4 +1,4 @@
-"""Plateau detection (DESIGN §4): stop a task whose verifier score stopped rising.
+"""Plateau detection: stop a task whose verifier score stopped rising.
 
 Retrying a stuck worker burns time and money without changing the outcome, so
 a task halts as `score_plateau` once its score history shows no progress. The

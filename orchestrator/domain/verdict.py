@@ -1,4 +1,4 @@
-"""Find and normalise the JSON verdict a verifier prints (DESIGN §3).
+"""Find and normalise the JSON verdict a verifier prints.
 
 Verifiers are often language models: they wrap the verdict in prose, in a
 ```` ```json ```` fence, or print several objects of which the last is meant.
@@ -19,7 +19,7 @@ and the verdict comes last.
 Why every string is cleaned: `json.loads` turns `"\\ud800"` into a lone
 surrogate and `"\\u0000"` into NUL; both are valid in a Python `str` but fail
 far away, in the database driver or in `os.environ` for the next attempt's
-hint (RELIABILITY point 6).
+hint.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Engines, transactions and the translation of driver errors.
 
-SQLite rules (RELIABILITY.md points 2 and 7): every write transaction begins
+SQLite rules: every write transaction begins
 IMMEDIATE, because a deferred transaction that reads then writes fails at once
 with SQLITE_BUSY_SNAPSHOT in WAL mode whatever the busy timeout. Python's
 sqlite3 module (before 3.12) opens transactions itself and never for SELECT,

@@ -75,7 +75,7 @@ def current(engine: Engine) -> str | None:
 
 def _check_known(engine: Engine) -> None:
     """Refuse a database stamped by newer code: Alembic would only say
-    "Can't locate revision" (RELIABILITY.md point 8)."""
+    "Can't locate revision"."""
     revision = current(engine)
     if revision is not None and revision not in REVISIONS:
         raise SchemaError(
