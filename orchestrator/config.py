@@ -118,15 +118,6 @@ class PipelineConfig:
     def first_stage(self) -> str:
         return self.stages[0].name
 
-    def next_stage(self, name: str) -> str:
-        """Raise KeyError for a stage not in this pipeline: there is no sane successor."""
-        names = self.stage_names
-        try:
-            index = names.index(name)
-        except ValueError:
-            raise KeyError(f"pipeline {self.name!r} has no stage {name!r}") from None
-        return names[index + 1] if index + 1 < len(names) else COMPLETE
-
     @property
     def stage_names(self) -> tuple[str, ...]:
         return tuple(stage.name for stage in self.stages)

@@ -93,10 +93,6 @@ class TickLock:
             if self.holder_path.read_text() == note:
                 self.holder_path.unlink()
 
-    @property
-    def is_locked(self) -> bool:
-        return self._lock.is_locked
-
     def _write_holder(self) -> None:
         info = {
             "pid": os.getpid(),

@@ -5,7 +5,6 @@ Each returns plain rows (dicts of JSON-ready values) so the CLI only renders.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -295,7 +294,3 @@ def _execute_one(conn: Connection, query: str) -> tuple[list[str], list[Any]]:
             raise DBAPIError.instance(query, None, exc, dbapi.Error, dialect=conn.dialect) from exc
     finally:
         cursor.close()
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
