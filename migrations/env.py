@@ -19,10 +19,10 @@ from sqlalchemy import Connection, Engine, text
 
 from orchestrator.errors import SchemaError
 from orchestrator.storage.db import WRITE, enable_wal, make_engine
-from orchestrator.storage.models import Base
+from orchestrator.storage.tables import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 UPGRADE_LOCK_KEY = 0x6F7263  # "orc"
 
 

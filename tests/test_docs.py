@@ -22,7 +22,7 @@ from orchestrator.domain.pipeline import Event
 from orchestrator.errors import EXIT_CODES
 from orchestrator.storage import migrate
 from orchestrator.storage.db import make_engine
-from orchestrator.storage.models import Base
+from orchestrator.storage.tables import metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -105,10 +105,10 @@ def test_event_is_in_the_state_legend(event: str) -> None:
     assert re.search(rf"--> \w+: {event}$", README, re.MULTILINE), f"{event} not in diagram"
 
 
-@pytest.mark.parametrize("table", sorted(Base.metadata.tables))
+@pytest.mark.parametrize("table", sorted(metadata.tables))
 def test_table_columns_are_documented(table: str) -> None:
     assert f"**`{table}`**" in README
-    for column in Base.metadata.tables[table].columns:
+    for column in metadata.tables[table].columns:
         assert f"`{column.name}`" in README, f"{table}.{column.name} undocumented"
 
 

@@ -1,1 +1,1 @@
-"""Everything that speaks SQL: models, engines, queries, migrations."""
+"""Everything that speaks SQL: the tables, engines, queries, migrations."""

@@ -1,6 +1,7 @@
-"""Alembic migrations on SQLite and PostgreSQL: the scripts match the models
-(`alembic check`), round-trip down to base and back, work from the repository
-root with Alembic's own command line, and create the contract's views."""
+"""Alembic migrations on SQLite and PostgreSQL: the scripts match the Core
+tables' metadata (`alembic check`), round-trip down to base and back, work
+from the repository root with Alembic's own command line, and create the
+contract's views."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from sqlalchemy import Engine, inspect, text
 from orchestrator.errors import SchemaError
 from orchestrator.storage import migrate, schema
 from orchestrator.storage.db import make_engine
-from orchestrator.storage.models import Base
+from orchestrator.storage.tables import metadata
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"tasks", "attempts", "transitions", "ticks"}
@@ -75,12 +76,12 @@ def engine(db_url: str) -> Iterator[Engine]:
 
 
 def drift(engine: Engine) -> list[object]:
-    """What `alembic check` would report: models versus the migrated schema."""
+    """What `alembic check` would report: the Core tables versus the migrated schema."""
     with engine.connect() as conn:
         context = MigrationContext.configure(
             conn, opts={"compare_type": True, "render_as_batch": True}
         )
-        return list(compare_metadata(context, Base.metadata))
+        return list(compare_metadata(context, metadata))
 
 
 def names(engine: Engine) -> tuple[set[str], set[str]]:
