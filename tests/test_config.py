@@ -1,4 +1,4 @@
-"""orchestrator.toml → Settings: the DESIGN §8 format, precedence, and every error."""
+"""orchestrator.toml → Settings: the documented format, precedence, and every error."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from orchestrator.config import (
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.errors import ConfigError
 
-DESIGN_EXAMPLE = """
+FULL_EXAMPLE = """
 [orchestrator]
 database = "sqlite:///orchestrator.db"
 workspace_root = "tasks"
@@ -71,11 +71,11 @@ def load(path: Path, **kwargs: object) -> Settings:
 
 
 # --------------------------------------------------------------------------
-# The DESIGN example and defaults
+# A full example and the defaults
 
 
-def test_design_example_parses(tmp_path: Path) -> None:
-    settings = load(write(tmp_path, DESIGN_EXAMPLE))
+def test_full_example_parses(tmp_path: Path) -> None:
+    settings = load(write(tmp_path, FULL_EXAMPLE))
 
     assert settings.config_path == tmp_path / DEFAULT_CONFIG_NAME
     assert settings.base_dir == tmp_path

@@ -1,5 +1,5 @@
 """The engine's promises under faults: named crash points, a stale owner's late
-result, claiming limits, and how a signal ends a tick (DESIGN §5)."""
+result, claiming limits, and how a signal ends a tick."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ BEFORE_COMMIT = [
 @pytest.mark.e2e
 @pytest.mark.parametrize("point", [*BEFORE_COMMIT, "after_record_commit"])
 def test_crash_point_then_a_clean_tick(project: Project, point: str) -> None:
-    """RELIABILITY A2: a crash before the verdict's commit leaves the attempt to
+    """A crash before the verdict's commit leaves the attempt to
     recovery (closed `crashed`, run again); after it, nothing is written twice."""
     project.write_config(stage("only", worker=["true"], verifier=PASS), retry_interval=60)
     assert project.cli("add", "t1", "--title", "Crashes").exit_code == 0
@@ -60,7 +60,7 @@ def test_crash_point_then_a_clean_tick(project: Project, point: str) -> None:
 
 @pytest.mark.e2e
 def test_a_stale_owner_result_is_kept_but_changes_nothing(project: Project, tmp_path: Path) -> None:
-    """RELIABILITY I3 without a frozen process: tick A's attempt is recovered by
+    """A stale owner, without a frozen process: tick A's attempt is recovered by
     tick B (another lock: another host) while A still runs it, as if A had
     missed its lease renewals. A's late verdict is kept as `late_result`; it
     writes no transition and does not undo B's work."""

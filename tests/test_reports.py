@@ -1,5 +1,5 @@
 """The read side: list, show, history, scores and sql, as JSON and CSV (the
-contract of DESIGN §9 that people script against), on both backends."""
+contract that people script against), on both backends."""
 
 from __future__ import annotations
 

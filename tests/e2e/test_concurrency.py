@@ -104,7 +104,7 @@ def test_sixteen_ticks_at_once(project: Project, tmp_path: Path) -> None:
     assert all(d.rc == 75 for _, d in losers), [(d.rc, d.stderr) for _, d in losers]
     slowest = max(d.elapsed for _, d in losers)
     print(f"busy ticks exited after {sorted(round(d.elapsed, 2) for _, d in losers)} s")
-    assert slowest < 3.0, f"a busy tick took {slowest:.2f}s"  # DESIGN §5.7: well under 3 s
+    assert slowest < 3.0, f"a busy tick took {slowest:.2f}s"  # a busy tick gives up at once
     winner_pid = procs[winners[0][0]].pid
     for n, d in losers:
         assert d.stdout == ""

@@ -139,7 +139,7 @@ def test_max_attempts_and_plateau_precedence(project: Project, tmp_path: Path) -
     assert project.state("climbing") == "rise:halted"
     assert halt_reason(project, "climbing") == "max_attempts"
     assert [a["score"] for a in attempts(project, "climbing")] == [0.1, 0.3, 0.6]
-    # patience 1 and max_attempts 2 both apply at attempt 2: plateau wins (DESIGN §2)
+    # patience 1 and max_attempts 2 both apply at attempt 2: plateau wins
     assert project.state("flat") == "flat:halted"
     assert halt_reason(project, "flat") == "score_plateau"
     assert outcomes(project, "flat") == ["failed", "failed"]

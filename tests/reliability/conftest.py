@@ -1,8 +1,9 @@
 """Fixtures of the reliability suite, and the `reliability report` plugin.
 
 Tests record what they survived in the session-scoped `report`; at the end of
-the session `pytest_terminal_summary` prints one block with the figures of
-RELIABILITY.md (c). Parametrised fault cases count themselves: mark a test
+the session `pytest_terminal_summary` prints one block with the figures
+(cases run and survived per lane, the sweep's and the soak's counts).
+Parametrised fault cases count themselves: mark a test
 `@pytest.mark.lane("database faults")` and each of its items adds one case,
 passed or not. The statement sweep and the kill soak record finer counts
 themselves. With `ORCHESTRATOR_RELIABILITY_JSON=FILE` the figures are also

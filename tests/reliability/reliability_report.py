@@ -1,5 +1,5 @@
 """The `reliability report`: counters the reliability tests record, and the
-block `conftest.py` prints at the end of the session (RELIABILITY.md (c))."""
+block `conftest.py` prints at the end of the session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A2/A4: a real process crashes (`os._exit(137)`) at every named crash point.
+"""A real process crashes (`os._exit(137)`) at every named crash point.
 
 The points are found by scanning the package for `fault_point("...")`, so a
 point added later is covered (or fails here, saying no scenario reaches it).

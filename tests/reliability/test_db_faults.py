@@ -1,7 +1,7 @@
-"""C1-C4, C6, C8, B7, H4: database faults through the real CLI (SQLite).
+"""Database faults through the real CLI (SQLite).
 
 Each case runs `list`, `tick` or `approve` as a real process against a broken
-database and requires the documented exit status (DESIGN §9), exactly one
+database and requires the exit status the README documents, exactly one
 `Error: ...` line on stderr and no traceback, and no partial write: a
 missing file is not created, a damaged one is left byte for byte as it was,
 and rows committed before the fault are intact afterwards.
@@ -313,7 +313,7 @@ def test_read_only_database(project: Project, command: str, world_dir: Path) -> 
     assert sorted(p.name for p in home.iterdir()) == sorted(p.name for p in project.dir.iterdir())
 
 
-# -- the schema in the file is damaged or drifted (C5) ------------------------------------
+# -- the schema in the file is damaged or drifted -----------------------------------------
 
 
 def corrupt_schema_text(db: Path) -> None:

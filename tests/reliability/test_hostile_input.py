@@ -1,4 +1,4 @@
-"""F1-F3, F5, D5: hostile slugs, workspaces, argv values, configs and verdicts.
+"""Hostile slugs, workspaces, argv values, configs and verdicts.
 
 Everything goes through real `python -m orchestrator` processes. A hostile
 input is "rejected" when the command refuses it cleanly (the documented exit
@@ -41,7 +41,7 @@ def escapes(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(changed)
 
 
-# -- F1: slugs -------------------------------------------------------------------------
+# -- slugs -----------------------------------------------------------------------------
 
 SLUGS = {
     "dotdot-x": "../x",
@@ -92,7 +92,7 @@ def test_hostile_slug_is_refused(
     assert escaped == []
 
 
-# -- F2: a workspace that is a symlink out of the root ----------------------------------
+# -- a workspace that is a symlink out of the root ----------------------------------
 
 
 @pytest.mark.lane(HOSTILE)
@@ -130,7 +130,7 @@ def test_symlinked_workspace_is_not_used(
 def test_bad_slug_already_in_the_database_is_not_used(
     slug: str, new_project: ProjectFactory, report: ReliabilityReport, tmp_path: Path
 ) -> None:
-    """F2, defence in depth: a row written around `add` (by SQL) never becomes a path."""
+    """Defence in depth: a row written around `add` (by SQL) never becomes a path."""
     project = new_project(
         stage("work", worker=agent("--touch", "ran.txt"), verifier=PASS_VERDICT, max_attempts=1)
     )
@@ -156,7 +156,7 @@ def test_bad_slug_already_in_the_database_is_not_used(
     assert violations(project.db_url) == []
 
 
-# -- F3: values that reach argv, the environment and prompts stay literal ------------------
+# -- values that reach argv, the environment and prompts stay literal ------------------
 
 
 def injection_values(root: Path) -> list[str]:
@@ -274,7 +274,7 @@ def test_verdict_hint_and_task_text_stay_literal(
     assert violations(project.db_url) == []
 
 
-# -- F5: malformed configurations ------------------------------------------------------------
+# -- malformed configurations ------------------------------------------------------------
 
 GOOD_STAGE = stage("research", worker=["true"], verifier=PASS_VERDICT)
 CONFIGS = {
@@ -327,7 +327,7 @@ def test_malformed_config_is_refused(case: str, new_project: ProjectFactory) -> 
     assert not (project.dir / "tasks").exists() and not (project.dir / "state").exists()
 
 
-# -- D5: hostile verdicts never crash the tick -----------------------------------------------
+# -- hostile verdicts never crash the tick -----------------------------------------------
 
 OK_SCORE = {"passed", "failed"}
 VERDICTS: dict[str, tuple[bytes, set[str], float | None]] = {
@@ -401,7 +401,7 @@ def test_hostile_verdict_never_crashes_the_tick(
 
 
 def test_no_shell_in_the_package() -> None:
-    """F3, static: no shell=True, os.system or os.popen anywhere in the package."""
+    """Static: no shell=True, os.system or os.popen anywhere in the package."""
     package = Path(__file__).resolve().parents[2] / "orchestrator"
     offenders = []
     for path in package.rglob("*.py"):

@@ -1,4 +1,4 @@
-"""A10: kill -9 soak. 200 ticks SIGKILLed at a uniformly random moment.
+"""The kill -9 soak: 200 ticks SIGKILLed at a uniformly random moment.
 
 One project with many tasks (two ungated stages) is reused across the
 iterations. Each iteration: the worker sleeps a random 0-0.3 s; a real tick

@@ -1,4 +1,4 @@
-"""A3: the SQLite "fault after the N-th operation" loop, on our SQL statements.
+"""The SQLite "fault after the N-th operation" loop, on our SQL statements.
 
 For each scenario, a clean run of the command counts its statements (N), then
 for n = 1..N+1 a fresh copy of the project runs the command with

@@ -1,7 +1,7 @@
-"""The SQLite engine (RELIABILITY.md points 2 and 7, B6, B7, C1): WAL with
-synchronous=FULL, foreign keys, a busy timeout; every write transaction
-begins IMMEDIATE, so concurrent read-then-write transactions queue instead of
-failing with SQLITE_BUSY_SNAPSHOT; a missing file is refused, never created."""
+"""The SQLite engine: WAL with synchronous=FULL, foreign keys, a busy
+timeout; every write transaction begins IMMEDIATE, so concurrent
+read-then-write transactions queue instead of failing with
+SQLITE_BUSY_SNAPSHOT; a missing file is refused, never created."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_one_write_transaction_per_attempt_with_one_job(
 
 
 def test_four_concurrent_read_then_write_transactions_all_succeed(sqlite_url: str) -> None:
-    """RELIABILITY point 2: with a deferred BEGIN, 3 of 4 fail at once with
+    """With a deferred BEGIN, 3 of 4 would fail at once with
     SQLITE_BUSY_SNAPSHOT; through write_tx they queue and each sees the last."""
     engine = make_engine(sqlite_url, busy_timeout=20)
     barrier = threading.Barrier(4)
