@@ -11,6 +11,12 @@ implementation's bind and result processors, which is where
 of the caller's transaction. `tests/storage/test_prepared.py` checks stored
 bytes, values read back and exceptions against `Connection.execute`.
 
+Some of what it reads (`insert_prefetch`, a bind parameter's `required`
+and `callable`, `is_disconnect`, `DBAPIError.instance`) SQLAlchemy documents
+only in passing, so pyproject pins the SQLAlchemy range the equivalence test
+passed on, and `python -m bench.prepared` measures what this module saves
+(docs/decisions.md has the figures): rerun both before widening the range.
+
 What it refuses, on purpose: expanding (`IN`) parameters and Python-side
 column defaults. Hot statements name every value they write; anything else
 stays on `Connection.execute`. Like it, it begins a transaction on a

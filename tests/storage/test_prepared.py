@@ -3,8 +3,12 @@ stored bytes, the same values back, the same exceptions, on both backends."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, bindparam, insert, select, text
@@ -210,3 +214,19 @@ def test_expanding_parameters_are_refused(conn: Connection) -> None:
     query = select(tables.tasks.c.id).where(tables.tasks.c.id.in_(bindparam("ids", expanding=True)))
     with pytest.raises(ValueError, match="expanding"):
         Prepared(query).execute(conn, {"ids": [1]})
+
+
+def test_the_measurement_that_justifies_prepared_still_runs() -> None:
+    """`Prepared` is kept on the strength of `python -m bench.prepared`
+    (docs/decisions.md); the bench must keep working as the repo API moves."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.prepared", "--rounds", "1", "--attempts", "3", "--pg", ""],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^sqlite +wall .* µs with, .* µs without: [\d.]+x", done.stdout, re.M)
