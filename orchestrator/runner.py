@@ -46,6 +46,7 @@ import errno
 import fnmatch
 import functools
 import hashlib
+import json
 import os
 import re
 import selectors
@@ -172,6 +173,39 @@ class ProcessIdentity:
     start_time: str | None
     host: str
     boot_id: str
+
+    def write_note(self, path: Path) -> None:
+        """Note this identity where a later tick on this host finds it
+        (`read_note`); written atomically, so a reader sees all or nothing.
+        The host is not written: a note is read only on the host that wrote it."""
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "pid": self.pid,
+                    "pgid": self.pgid,
+                    "start_time": self.start_time,
+                    "boot_id": self.boot_id,
+                }
+            )
+        )
+        tmp.replace(path)
+
+    @classmethod
+    def read_note(cls, path: Path) -> ProcessIdentity | None:
+        """The identity `write_note` left at `path`; None when there is none
+        or it cannot be read (this host's name is taken for it)."""
+        try:
+            data = json.loads(path.read_text())
+            return cls(
+                pid=int(data["pid"]),
+                pgid=int(data["pgid"]),
+                start_time=data["start_time"],
+                host=host_name(),
+                boot_id=str(data["boot_id"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 def host_name() -> str:
