@@ -29,6 +29,9 @@ from orchestrator.tick.workspace import Workspaces
 
 
 class Attempts(Workspaces):
+    """One attempt in a pool thread: run it, then record it; a result the
+    record could not take is kept for recovery, never lost."""
+
     def _attempt(self, claim: Claim, chain: Chain | None) -> Ended:
         """Run and record one attempt (and, with `chain`, claim the next)."""
         folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)

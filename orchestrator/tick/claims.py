@@ -24,6 +24,9 @@ from orchestrator.tick.model import ACTOR, Claim, TickOptions
 
 
 class Claims(TickRow):
+    """Gates and claims. A claim opens the attempt and marks the task running
+    in one transaction, committed before any command runs."""
+
     def advance_approved(self) -> None:
         approved = self._retrying(lambda _again: self._approved())
         for task in approved:

@@ -20,6 +20,9 @@ from orchestrator.tick.steps import host_folder
 
 
 class Commands(Recording):
+    """Running an attempt's commands. The environment's filtered base is built
+    once per tick, pipeline and stage; only the ORCHESTRATOR_* values change."""
+
     def _host_fault(self, error: OrchestratorError) -> AttemptRun:
         """A folder of the host's failed under the attempt: the attempt counts
         toward nothing, the tick claims no more (the next claim would fail the

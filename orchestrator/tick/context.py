@@ -19,6 +19,9 @@ _PROMPT_FIELD = re.compile(
 
 @dataclass(frozen=True)
 class AttemptContext:
+    """Everything an attempt is told about itself, frozen once it is known
+    (the prompt file is added when the prompt is written)."""
+
     task: str
     title: str
     body: str

@@ -10,6 +10,9 @@ from orchestrator.tick.scheduler import Scheduler
 
 
 class DryRun(Scheduler):
+    """The dry run reads through the claim's own query, so what it shows is
+    what a tick would claim."""
+
     def _dry_run(self, options: TickOptions) -> None:
         """What a tick would do now, read through the claim's own query (same
         order, affinity and open-attempt rules), writing nothing."""

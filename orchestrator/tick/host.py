@@ -157,7 +157,7 @@ class TickRow:
 
     def _database_down(self, exc: BaseException) -> None:
         """The database stayed out of reach past the bound: stop every
-        attempt (`_FenceGuard`), claim nothing more, exit with its status."""
+        attempt (`FenceGuard`), claim nothing more, exit with its status."""
         error = (
             exc
             if isinstance(exc, OrchestratorError)

@@ -86,7 +86,7 @@ def database_fault(exc: BaseException) -> bool:
 
 
 def kept_run(kept: dict[str, Any]) -> AttemptRun:
-    """The `AttemptRun` a kept result (`Ticker._keep_result`) stands for."""
+    """The `AttemptRun` a kept result (`keep_result`) stands for."""
     verdict = None
     if kept.get("pass") is not None and kept.get("score") is not None:
         verdict = Verdict(

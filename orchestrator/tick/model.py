@@ -72,6 +72,9 @@ class TickReport:
 
 @dataclass(frozen=True)
 class Claim:
+    """A claimed task, its attempt opened and committed: what running the
+    attempt and recording it need, and nothing read again from the database."""
+
     task: repo.TaskSnapshot  # as it stands after the claim (running)
     pipeline: PipelineConfig
     stage: StageConfig

@@ -22,6 +22,10 @@ from orchestrator.tick.model import ACTOR, AttemptRun, Chain, Claim, Ended
 
 
 class Recording(Claims):
+    """Closing an attempt. Every close is a compare-and-set on the lease token
+    (and, for a result to count, the task's version): a stale result is kept
+    aside in `late_result`, never applied."""
+
     def _record(
         self, claim: Claim, run: AttemptRun, chain: Chain | None = None, again: bool = False
     ) -> Ended:

@@ -20,6 +20,9 @@ from orchestrator.tick.model import LEASE_EXPIRED, Claim
 
 
 class Recovery(Attempts):
+    """Recovery. An attempt is an orphan by its lease, or, on its own host, by
+    its tick's pid, start time, boot and pid namespace."""
+
     def _orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
         if attempt.lease_expires_at < now:
             return LEASE_EXPIRED

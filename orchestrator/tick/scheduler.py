@@ -16,6 +16,9 @@ from orchestrator.tick.recovery import Recovery
 
 
 class Scheduler(Recovery):
+    """The claim loop. Claims stop at a bound, a stop, a host fault, an edited
+    config or a moved schema; running attempts still end and are recorded."""
+
     def _claim_and_run(self, options: TickOptions) -> None:
         jobs = max(1, options.jobs)
         started = time.monotonic()

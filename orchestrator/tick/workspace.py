@@ -19,6 +19,8 @@ from orchestrator.tick.steps import failure, setup_state, stopped_run, write_set
 
 
 class Workspaces(Commands):
+    """A task's workspace is made once, by setup, and kept for every stage."""
+
     def _workspace(
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
     ) -> AttemptRun | None:
