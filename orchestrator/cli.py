@@ -861,7 +861,7 @@ def _run_one_tick(
     A signal exits 130/143 after the attempts it
     stopped are recorded; with `stop_is_clean` (`run`), a signal that stopped
     no attempt (it came while the tick was idle) just ends the loop."""
-    from orchestrator.engine import Ticker, TickOptions
+    from orchestrator.tick import Ticker, TickOptions
 
     # Quiet (cron) still logs what happened, one stamped line per attempt
     # result, state change or recovery; a tick that did nothing says nothing.

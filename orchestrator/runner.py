@@ -1,6 +1,6 @@
 """The only module of the orchestrator that starts processes.
 
-It decides nothing about tasks: the engine renders a command, asks for a child
+It decides nothing about tasks: the tick renders a command, asks for a child
 environment, runs it and reads back a `ProcessResult`. Decisions made here, and
 why:
 
@@ -18,7 +18,7 @@ why:
 * **One selector loop** reads stdout and stderr, feeds stdin (non-blocking, in
   the same loop, so a child that never reads cannot deadlock us and a child
   that exits early only ends the feeding) and checks the deadline and
-  `should_stop`. No threads and no signal handlers: the engine runs several
+  `should_stop`. No threads and no signal handlers: the tick runs several
   attempts in threads and owns the process's signal disposition.
 * **Output memory is bounded**: a head (a quarter of the cap) and a rolling tail
   (the rest, never under 64 KiB) per stream, plus byte counts. The verdict is
@@ -46,6 +46,7 @@ import errno
 import fnmatch
 import functools
 import hashlib
+import json
 import os
 import re
 import selectors
@@ -96,7 +97,7 @@ _HELPER_TIMEOUT = 5.0
 def render_argv(template: Sequence[str], values: Mapping[str, str]) -> list[str]:
     """Fill the six placeholders, leaving every other brace alone.
 
-    A missing value renders as the empty string: the engine always passes all
+    A missing value renders as the empty string: the tick always passes all
     six, and an empty argument is easier to diagnose than a crashed tick. The
     literal parts are cleaned too (without a cap), so a NUL in a config string
     cannot make the spawn raise.
@@ -133,7 +134,7 @@ def child_environment(
     ``ORCHESTRATOR_TASK`` from an outer run must not leak through. The stage's
     ``extra`` cannot set ``ORCHESTRATOR_*`` names either (the namespace is ours,
     and the human-command guard relies on it); ``orchestrator_vars`` then sets
-    exactly the names the engine chose.
+    exactly the names the tick chose.
     """
     patterns = tuple(deny)
     env: dict[str, str] = {}
@@ -172,6 +173,39 @@ class ProcessIdentity:
     start_time: str | None
     host: str
     boot_id: str
+
+    def write_note(self, path: Path) -> None:
+        """Note this identity where a later tick on this host finds it
+        (`read_note`); written atomically, so a reader sees all or nothing.
+        The host is not written: a note is read only on the host that wrote it."""
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "pid": self.pid,
+                    "pgid": self.pgid,
+                    "start_time": self.start_time,
+                    "boot_id": self.boot_id,
+                }
+            )
+        )
+        tmp.replace(path)
+
+    @classmethod
+    def read_note(cls, path: Path) -> ProcessIdentity | None:
+        """The identity `write_note` left at `path`; None when there is none
+        or it cannot be read (this host's name is taken for it)."""
+        try:
+            data = json.loads(path.read_text())
+            return cls(
+                pid=int(data["pid"]),
+                pgid=int(data["pgid"]),
+                start_time=data["start_time"],
+                host=host_name(),
+                boot_id=str(data["boot_id"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 def host_name() -> str:
@@ -415,7 +449,7 @@ def _group_has_live_member(identity: ProcessIdentity) -> bool:
 
 @dataclass(frozen=True)
 class ProcessResult:
-    """What a run produced; the engine turns it into an attempt outcome."""
+    """What a run produced; the tick turns it into an attempt outcome."""
 
     argv: tuple[str, ...]
     exit_code: int | None

@@ -483,8 +483,8 @@ class Demo:
             self.output(f"added {task['slug']}: {task['story']}")
 
     def tick(self, title: str) -> None:
-        from orchestrator.engine import Ticker, TickOptions
         from orchestrator.locking import TickLock
+        from orchestrator.tick import Ticker, TickOptions
 
         self.section(title)
         self.command("tick")

@@ -23,8 +23,8 @@ from e2e.e2e_support import (
 from support import Project, check_invariants
 
 from orchestrator.cli import App, _run_one_tick
-from orchestrator.engine import Ticker
 from orchestrator.errors import Interrupted
+from orchestrator.tick import Ticker
 
 BEFORE_COMMIT = [
     "after_claim_commit",

@@ -274,7 +274,7 @@ def test_the_tick_says_nothing_while_it_holds_the_write_lock(tmp_path: Path) -> 
     lost halted) comes after its transaction committed: a writer elsewhere
     can take the lock at that very moment."""
     from orchestrator.config import load_settings
-    from orchestrator.engine import Ticker
+    from orchestrator.tick import Ticker
 
     url = migrated(tmp_path / "orchestrator.db")
     project = make_project(tmp_path / "proj", url, stage("only", worker=["true"], verifier=PASS))

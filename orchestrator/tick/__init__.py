@@ -1,0 +1,7 @@
+"""The tick, room by room; `Ticker` runs it (see `orchestrator.tick.ticker`)."""
+
+from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.model import Claim, TickOptions, TickReport
+from orchestrator.tick.ticker import Ticker
+
+__all__ = ["AttemptContext", "Claim", "TickOptions", "TickReport", "Ticker"]

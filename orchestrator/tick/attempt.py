@@ -1,0 +1,159 @@
+"""One attempt, from its folders to its verdict: the workspace, the prompt,
+the worker, the verifier, and what their ends and output make of it."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+from orchestrator import runner
+from orchestrator.domain.decide import Outcome, verdict_outcome
+from orchestrator.domain.slug import slug_problem
+from orchestrator.domain.text import clean_text
+from orchestrator.domain.verdict import parse_verdict
+from orchestrator.testing import fault_point
+from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.fence import FenceGuard
+from orchestrator.tick.kept import database_fault, forget_kept, keep_result, reserve_kept
+from orchestrator.tick.model import AttemptRun, Chain, Claim, Ended
+from orchestrator.tick.steps import (
+    HostFault,
+    accepted_exit,
+    failure,
+    host_folder,
+    no_verdict,
+    stopped_run,
+)
+from orchestrator.tick.workspace import Workspaces
+
+
+class Attempts(Workspaces):
+    """One attempt in a pool thread: run it, then record it; a result the
+    record could not take is kept for recovery, never lost."""
+
+    def _attempt(self, claim: Claim, chain: Chain | None) -> Ended:
+        """Run and record one attempt (and, with `chain`, claim the next)."""
+        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        reserve_kept(folder, claim)
+        try:
+            result = self._execute(claim)
+        except HostFault as fault:
+            result = self._host_fault(fault.error)
+        except Exception as exc:  # one task's failure never stops the tick
+            result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
+        with self._tick_lock:
+            note = self._capture_notes.pop(folder, None)
+        if note is not None and result.outcome is not Outcome.HOST_ERROR:
+            result.error = note if result.error is None else f"{result.error}; {note}"
+        if result.fence_lost and self._db_down.is_set():
+            # Stopped because the database stayed out of reach, not by the
+            # worker's doing: an outcome that counts toward nothing.
+            result = dataclasses.replace(
+                result,
+                outcome=Outcome.DATABASE_ERROR,
+                error="stopped: the database was out of reach",
+                fence_lost=False,
+            )
+        fault_point("before_record")
+        try:
+            recorded = self._retrying(functools.partial(self._record, claim, result, chain))
+        except Exception as exc:
+            keep_result(folder, claim, result, database=database_fault(exc))
+            raise
+        forget_kept(folder)  # the reserve, no longer needed
+        return recorded
+
+    def _execute(self, claim: Claim) -> AttemptRun:
+        slug, stage = claim.task.slug, claim.stage
+        problem = slug_problem(slug)
+        if problem is not None:
+            return AttemptRun(Outcome.WORKER_ERROR, error=problem)
+        state_dir = self._state_dir(slug, stage.name, claim.number)
+        with host_folder("state_root", self.settings.state_root):
+            state_dir.mkdir(parents=True, exist_ok=True)
+        guard = FenceGuard(self, claim)
+        workspace = self.settings.workspace_root / slug
+        context = AttemptContext.of(claim, workspace)
+        tag = runner.process_tag(claim.token)
+        # Setup writes its capture files and marker in state_root: an error
+        # naming a file there is that folder's, any other the workspace's.
+        with (
+            host_folder("state_root", self.settings.state_root),
+            host_folder("workspace_root", self.settings.workspace_root),
+        ):
+            prepared = self._workspace(claim, context, state_dir, guard, tag)
+        if prepared is not None:
+            return prepared
+        with host_folder("state_root", self.settings.state_root):
+            prompt_file, prompt_text = self._render_prompt(claim, context, state_dir)
+        context = context.with_prompt(prompt_file)
+        env = self._environment(
+            claim.pipeline, stage, {**context.environment(), runner.PROCESS_TAG: tag}
+        )
+        stdin = (
+            clean_text(prompt_text).encode() if stage.stdin == "prompt" and prompt_text else None
+        )
+
+        def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
+            return self._run(name, argv, context, workspace, env, state_dir, guard, stdin)
+
+        verdict_text: str | None = None
+        worker_exit: int | None = None
+        last: runner.ProcessResult | None = None  # whose output holds the verdict
+        if stage.worker is not None:
+            worker = last = run("worker", stage.worker)
+            worker_exit = worker.exit_code
+            stopped = stopped_run(worker, guard, "worker")
+            if stopped is not None:
+                stopped.worker_exit = worker_exit
+                return stopped
+            if not worker.ok and not accepted_exit(worker, stage):
+                return AttemptRun(
+                    Outcome.WORKER_ERROR, error=failure("worker", worker), worker_exit=worker_exit
+                )
+            verdict_text = worker.stdout
+        fault_point("after_worker")
+        verifier_exit: int | None = None
+        if stage.verifier is not None:
+            verifier = last = run("verifier", stage.verifier)
+            verifier_exit = verifier.exit_code
+            stopped = stopped_run(verifier, guard, "verifier")
+            if stopped is not None:
+                stopped.worker_exit, stopped.verifier_exit = worker_exit, verifier_exit
+                return stopped
+            if verifier.start_error is not None:
+                return AttemptRun(
+                    Outcome.VERIFIER_ERROR,
+                    error=f"verifier could not start: {verifier.start_error}",
+                    worker_exit=worker_exit,
+                )
+            verdict_text = verifier.stdout
+        fault_point("after_verifier")
+        verdict = parse_verdict(verdict_text or "")
+        if verdict is None:
+            source = "verifier" if stage.verifier is not None else "worker"
+            return AttemptRun(
+                Outcome.INVALID_VERDICT,
+                error=no_verdict(source, last, state_dir),
+                worker_exit=worker_exit,
+                verifier_exit=verifier_exit,
+            )
+        return AttemptRun(
+            verdict_outcome(verdict, stage.pass_score),
+            verdict=verdict,
+            worker_exit=worker_exit,
+            verifier_exit=verifier_exit,
+        )
+
+    def _render_prompt(
+        self, claim: Claim, context: AttemptContext, state_dir: Path
+    ) -> tuple[Path | None, str]:
+        template_path = claim.stage.prompt
+        if template_path is None:
+            return None, ""
+        template = template_path.read_text(encoding="utf-8", errors="replace")
+        text = context.render_prompt(template)
+        path = state_dir / "prompt.md"
+        path.write_text(text, encoding="utf-8")
+        return path, text

@@ -1,0 +1,96 @@
+"""An attempt's commands: each run under its fence guard, its output captured
+in the state folder and its process identity noted; the child's environment;
+and what a failing host folder does to the attempt and the tick."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from orchestrator import runner
+from orchestrator.config import PipelineConfig, StageConfig
+from orchestrator.domain.decide import Outcome
+from orchestrator.errors import OrchestratorError, host_error
+from orchestrator.testing import fault_point
+from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.fence import FenceGuard
+from orchestrator.tick.model import PROCESS_NOTE_AFTER, AttemptRun
+from orchestrator.tick.recording import Recording
+from orchestrator.tick.steps import host_folder
+
+
+class Commands(Recording):
+    """Running an attempt's commands. The environment's filtered base is built
+    once per tick, pipeline and stage; only the ORCHESTRATOR_* values change."""
+
+    def _host_fault(self, error: OrchestratorError) -> AttemptRun:
+        """A folder of the host's failed under the attempt: the attempt counts
+        toward nothing, the tick claims no more (the next claim would fail the
+        same way) and ends with the fault's exit status, naming the folder."""
+        with self._tick_lock:
+            if self.report.host_fault is None:
+                self.report.host_fault = error
+                self.report.stopped_claiming = str(error)
+        return AttemptRun(Outcome.HOST_ERROR, error=str(error))
+
+    def _run(
+        self,
+        name: str,
+        argv: tuple[str, ...],
+        context: AttemptContext,
+        cwd: Path,
+        env: dict[str, str],
+        state_dir: Path,
+        guard: FenceGuard,
+        stdin: bytes | None = None,
+    ) -> runner.ProcessResult:
+        """One command of an attempt, under its guard (stop, fence, lease),
+        its output captured and its identity noted in the state folder."""
+        with host_folder("state_root", self.settings.state_root):
+            result = runner.run_command(
+                runner.render_argv(argv, context.placeholders()),
+                cwd=cwd,
+                env=env,
+                timeout=guard.claim.stage.timeout_seconds,
+                stdin_data=stdin,
+                stdout_path=state_dir / f"{name}.out",
+                stderr_path=state_dir / f"{name}.err",
+                output_cap=self.settings.output_cap_bytes,
+                grace=self.settings.kill_grace_seconds,
+                on_start=lambda ident: self._note_process(state_dir / f"{name}.proc", ident),
+                # Commands over within 10 ms need no note to find their orphans by.
+                on_start_after=PROCESS_NOTE_AFTER,
+                should_stop=guard,
+            )
+        if result.capture_error is not None:
+            # The output is whole in memory, the verdict in it counts; the
+            # host's fault still stops the tick claiming (74/77).
+            error = host_error(
+                f"cannot write state_root {self.settings.state_root}", result.capture_error
+            )
+            self._host_fault(error)
+            with self._tick_lock:
+                self._capture_notes[state_dir] = f"{name} output not fully captured: {error}"
+        return result
+
+    def _environment(
+        self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]
+    ) -> dict[str, str]:
+        """The child's environment: the stage's filtered base (built once per
+        tick, pipeline and stage) plus this attempt's ORCHESTRATOR_* values."""
+        key = (pipeline.name, stage.name)
+        base = self._environments.get(key)
+        if base is None:
+            base = runner.child_environment(
+                os.environ, deny=self.settings.env_deny, extra=dict(stage.env), orchestrator_vars={}
+            )
+            self._environments[key] = base
+        return {**base, **runner.child_environment({}, deny=(), extra={}, orchestrator_vars=ours)}
+
+    def _note_process(self, path: Path, ident: runner.ProcessIdentity) -> None:
+        """Note the child's identity for recovery (`runner.ProcessIdentity.read_note`),
+        and for the attempt's record (its last process)."""
+        ident.write_note(path)
+        with self._tick_lock:
+            self._processes[path.parent] = ident
+        fault_point("after_spawn_recorded")

@@ -1,0 +1,102 @@
+"""One attempt's values, in one place: the `{placeholders}` of its commands,
+the ORCHESTRATOR_* variables of its environment and the fields of its prompt
+all come from an `AttemptContext`, so they can never disagree."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.domain.text import clean_text
+from orchestrator.tick.model import Claim
+
+_PROMPT_FIELD = re.compile(
+    r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score)\}"
+)
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """Everything an attempt is told about itself, frozen once it is known
+    (the prompt file is added when the prompt is written)."""
+
+    task: str
+    title: str
+    body: str
+    stage: str
+    attempt: int
+    workspace: Path
+    hint: str
+    prev_outcome: str
+    prev_score: str
+    prompt_file: Path | None = None
+
+    @classmethod
+    def of(cls, claim: Claim, workspace: Path) -> AttemptContext:
+        return cls(
+            task=claim.task.slug,
+            title=claim.task.title,
+            body=claim.task.body,
+            stage=claim.stage.name,
+            attempt=claim.number,
+            workspace=workspace,
+            hint=claim.hint,
+            prev_outcome=claim.prev_outcome,
+            prev_score=claim.prev_score,
+        )
+
+    def with_prompt(self, prompt_file: Path | None) -> AttemptContext:
+        return dataclasses.replace(self, prompt_file=prompt_file)
+
+    def for_setup(self) -> AttemptContext:
+        """Setup makes the workspace for every stage to come: it is given no
+        hint and no prompt, which belong to one attempt's work."""
+        return dataclasses.replace(self, hint="", prompt_file=None)
+
+    def placeholders(self) -> dict[str, str]:
+        """The values of a command's `{placeholders}` (`runner.PLACEHOLDERS`)."""
+        return {
+            "task": self.task,
+            "stage": self.stage,
+            "attempt": str(self.attempt),
+            "workspace": str(self.workspace),
+            "prompt_file": "" if self.prompt_file is None else str(self.prompt_file),
+            "hint": self.hint,
+        }
+
+    def environment(self) -> dict[str, str]:
+        """The ORCHESTRATOR_* variables a worker or verifier sees."""
+        return {
+            "ORCHESTRATOR_TASK": self.task,
+            "ORCHESTRATOR_STAGE": self.stage,
+            "ORCHESTRATOR_ATTEMPT": str(self.attempt),
+            "ORCHESTRATOR_WORKSPACE": str(self.workspace),
+            "ORCHESTRATOR_NEXT_HINT": self.hint,
+            "ORCHESTRATOR_PREV_SCORE": self.prev_score,
+            "ORCHESTRATOR_PREV_OUTCOME": self.prev_outcome,
+            "ORCHESTRATOR_PROMPT_FILE": self.placeholders()["prompt_file"],
+        }
+
+    def setup_environment(self) -> dict[str, str]:
+        """The fewer variables setup sees: which task, and where."""
+        return {"ORCHESTRATOR_TASK": self.task, "ORCHESTRATOR_WORKSPACE": str(self.workspace)}
+
+    def prompt_fields(self) -> dict[str, str]:
+        return {
+            "task": self.task,
+            "title": self.title,
+            "body": self.body,
+            "stage": self.stage,
+            "attempt": str(self.attempt),
+            "workspace": str(self.workspace),
+            "hint": self.hint,
+            "prev_outcome": self.prev_outcome,
+            "prev_score": self.prev_score,
+        }
+
+    def render_prompt(self, template: str) -> str:
+        """The template with its `{fields}` filled, each value cleaned."""
+        fields = self.prompt_fields()
+        return _PROMPT_FIELD.sub(lambda m: clean_text(fields[m.group(1)]), template)

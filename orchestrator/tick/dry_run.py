@@ -1,0 +1,58 @@
+"""The dry run: what a tick would do now, writing nothing."""
+
+from __future__ import annotations
+
+from orchestrator.domain.pipeline import Status
+from orchestrator.storage import repo
+from orchestrator.storage.db import db_now, read_tx
+from orchestrator.tick.model import TickOptions
+from orchestrator.tick.scheduler import Scheduler
+
+
+class DryRun(Scheduler):
+    """The dry run reads through the claim's own query, so what it shows is
+    what a tick would claim."""
+
+    def _dry_run(self, options: TickOptions) -> None:
+        """What a tick would do now, read through the claim's own query (same
+        order, affinity and open-attempt rules), writing nothing."""
+        with read_tx(self.engine) as conn:
+            now = db_now(conn)
+            for attempt in repo.unfinished_attempts(conn):
+                why = self._orphaned(attempt, now)
+                if why is not None:
+                    self.say(f"would recover attempt {attempt.id} ({attempt.stage}): {why}")
+            for task in repo.tasks_with_status(conn, Status.APPROVED):
+                self.say(f"{task.slug}: would move {task.state} to its next stage")
+            seen: list[int] = []
+            shown = 0  # attempts, as --max-tasks counts them (a halt is none)
+            while options.max_tasks is None or shown < options.max_tasks:
+                found = repo.find_claimable(
+                    conn,
+                    host=self.host,
+                    any_host=self.settings.affinity == "any",
+                    exclude=seen,
+                    slug=options.task,
+                    lock=False,
+                )
+                if found is None:
+                    break
+                seen.append(found.id)
+                stage = self._stage_of(found)
+                if stage is None:
+                    self.say(f"{found.slug}: would halt (unknown_stage {found.stage!r})")
+                    continue
+                shown += 1
+                prev = repo.last_attempt(conn, found.id, found.stage)
+                commands = [
+                    f"{name} {list(argv)}"
+                    for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
+                    if argv is not None
+                ]
+                setup = self.settings.pipelines[found.pipeline].setup
+                if setup and not (self.settings.workspace_root / found.slug).exists():
+                    commands.insert(0, f"setup {list(setup)} first (no workspace yet)")
+                self.say(
+                    f"{found.slug}: would run {stage.name} attempt "
+                    f"{1 if prev is None else prev.number + 1}: " + "; ".join(commands)
+                )

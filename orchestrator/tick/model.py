@@ -1,0 +1,119 @@
+"""The tick's shared vocabulary: its options and report, a claim, what an
+attempt produced before it is recorded, and the constants its rooms share."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from orchestrator.config import PipelineConfig, StageConfig
+from orchestrator.domain.decide import Outcome
+from orchestrator.domain.verdict import Verdict
+from orchestrator.errors import OrchestratorError
+from orchestrator.storage import repo
+from orchestrator.tick.guards import Cooldown
+
+ACTOR = "tick"
+LEASE_EXPIRED = "lease expired"
+FENCE_CHECK_SECONDS = 5.0
+ADVANCE_CHECK_SECONDS = 1.0
+PROCESS_NOTE_AFTER = 0.01
+# The exit status of a tick that swallowed an error to keep the other tasks
+# going (EX_SOFTWARE), when the error carries no status of its own.
+TICK_ERROR_STATUS = 70
+KEPT_RESULT = "result.json"  # in the attempt's state folder: a result not recorded
+# Bytes reserved for it when the attempt starts (blanks, which read as no
+# result), so a result can still be kept once the disk has filled up.
+KEPT_RESERVE = 16384
+# Backoff between tries of a transaction whose connection was lost.
+RECONNECT_FIRST_DELAY = 0.05
+RECONNECT_MAX_DELAY = 2.0
+
+
+@dataclass(frozen=True)
+class TickOptions:
+    max_tasks: int | None = None
+    max_seconds: float | None = None
+    jobs: int = 1
+    task: str | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class TickError:
+    """An error the tick survived (it went on with the other tasks), and the
+    exit status it calls for: the error's own, or TICK_ERROR_STATUS."""
+
+    message: str
+    status: int
+
+
+@dataclass
+class TickReport:
+    recovered: int = 0
+    advanced: int = 0
+    claimed: int = 0
+    halted: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    errors: list[TickError] = field(default_factory=list)
+    stopped_claiming: str | None = None
+    host_fault: OrchestratorError | None = None  # the tick exits with its status
+
+    @property
+    def did_work(self) -> bool:
+        return bool(self.recovered or self.advanced or self.claimed or self.halted)
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the status of the first error the tick survived."""
+        return self.errors[0].status if self.errors else 0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed task, its attempt opened and committed: what running the
+    attempt and recording it need, and nothing read again from the database."""
+
+    task: repo.TaskSnapshot  # as it stands after the claim (running)
+    pipeline: PipelineConfig
+    stage: StageConfig
+    attempt_id: int
+    number: int
+    token: str
+    hint: str
+    prev_outcome: str
+    prev_score: str
+
+
+@dataclass
+class AttemptRun:
+    """What running worker and verifier produced, before it is recorded."""
+
+    outcome: Outcome
+    verdict: Verdict | None = None
+    error: str | None = None
+    worker_exit: int | None = None
+    verifier_exit: int | None = None
+    fence_lost: bool = False
+
+
+@dataclass(frozen=True)
+class Chain:
+    """`--jobs 1`: what the transaction recording an attempt needs to claim
+    the next task too, saving a transaction (and its fsync) per attempt."""
+
+    options: TickOptions
+    claims: int  # claims made so far, this attempt's included
+    started: float
+    cooldown: Cooldown  # the tasks waiting out `retry_interval`
+    # Made before the record's first try, so a retry finds the claim a lost
+    # commit made (`Recording._recorded_before`).
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+# What an attempt leaves the loop: whether its task may be ready again, and
+# the next claim when the recording transaction made one (`Chain`).
+Ended = tuple[bool, Claim | None]
+
+_T = TypeVar("_T")

@@ -1,0 +1,212 @@
+"""Recovery: close the attempts whose tick died (killing what they started
+first), recording the result such a tick kept, else closing them `crashed`."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from datetime import datetime
+from typing import Any
+
+from orchestrator import runner
+from orchestrator.domain.decide import Outcome, decide
+from orchestrator.domain.pipeline import Status
+from orchestrator.storage import repo
+from orchestrator.storage.db import db_now, read_tx
+from orchestrator.testing import fault_point
+from orchestrator.tick.attempt import Attempts
+from orchestrator.tick.kept import forget_kept, kept_run, read_kept
+from orchestrator.tick.model import LEASE_EXPIRED, Claim
+
+
+class Recovery(Attempts):
+    """Recovery. An attempt is an orphan by its lease, or, on its own host, by
+    its tick's pid, start time, boot and pid namespace."""
+
+    def _orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
+        if attempt.lease_expires_at < now:
+            return LEASE_EXPIRED
+        if attempt.host != self.host:
+            return None
+        boot, _, namespace = attempt.boot_id.partition("/")
+        if boot != self.boot:
+            return "host rebooted"
+        if namespace != self.pid_namespace:
+            return None  # its pids mean nothing here: only its lease can tell
+        if attempt.tick_pid == self.pid and attempt.tick_start == self.start_token:
+            # This process: its own attempt only in the tick that opened it
+            # (`run` ticks many times); one of an earlier tick was left over.
+            if attempt.tick_id is not None and attempt.tick_id == self._tick_id:
+                return None
+            return "left by an earlier tick of this process"
+        if not runner.pid_alive(attempt.tick_pid):
+            return "tick process is gone"
+        started = runner.process_start_time(attempt.tick_pid)
+        if attempt.tick_start is not None and started is not None and started != attempt.tick_start:
+            return "tick process is gone (pid reused)"
+        return None
+
+    def recover(self) -> None:
+        """Close attempts whose tick died, killing their process groups first.
+
+        Killing happens outside any transaction (it may wait a grace period);
+        the close is fenced on the lease token, so a tick that came back to
+        life in between keeps its attempt and this one changes nothing.
+        """
+        for attempt, why, slug in self._retrying(lambda _again: self._orphans()):
+            self._kill_orphans(attempt, slug)
+            fault_point("before_recover_tx")
+            try:
+                self._recover_one(attempt, why, slug)
+            except repo.ConflictError:
+                continue
+
+    def _orphans(self) -> list[tuple[repo.AttemptSnapshot, str, str | None]]:
+        with read_tx(self.engine) as conn:
+            now = db_now(conn)
+            found = []
+            for attempt in repo.unfinished_attempts(conn):
+                why = self._orphaned(attempt, now)
+                if why is not None:
+                    task = repo.get_task_by_id(conn, attempt.task_id)
+                    found.append((attempt, why, task.slug if task else None))
+        return found
+
+    def _recover_one(self, attempt: repo.AttemptSnapshot, why: str, slug: str | None) -> None:
+        """Record the result its tick kept when the database failed it (as if
+        that tick had recorded it), else close the attempt `crashed`."""
+        kept = self._kept_result(attempt, slug)
+        if kept is not None:
+            try:
+                if self._record_kept(attempt, kept):
+                    return
+            except repo.ConflictError:
+                raise
+            except Exception as exc:  # it failed its tick too: closed as a crash
+                self._error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
+        self._retrying(lambda _again: self._close_crashed(attempt, why, kept))
+
+    def _record_kept(self, attempt: repo.AttemptSnapshot, kept: dict[str, Any]) -> bool:
+        """Record a kept result through `_record`, fenced as its own tick's
+        record would have been: the attempt still open with its token, the
+        task still at the version its claim gave it (else `interrupted`,
+        the result in `late_result`). False when it cannot be (the task is
+        gone, the config lost its stage): then it is closed like a crash."""
+        version = kept.get("version")
+        task = self._retrying(lambda _again: self._task(attempt.task_id))
+        pipeline = None if task is None else self.settings.pipeline(task.pipeline)
+        stage = None if pipeline is None else pipeline.stage(attempt.stage)
+        if task is None or pipeline is None or stage is None or not isinstance(version, int):
+            return False
+        claim = Claim(
+            task=dataclasses.replace(task, version=version),
+            pipeline=pipeline,
+            stage=stage,
+            attempt_id=attempt.id,
+            number=attempt.number,
+            token=attempt.lease_token,
+            hint=attempt.hint,
+            prev_outcome="",
+            prev_score="",
+        )
+        self._retrying(lambda _again: self._open_tick())
+        self._retrying(functools.partial(self._record, claim, kept_run(kept), None))
+        with self._tick_lock:
+            self.report.recovered += 1
+        folder = self._state_dir(task.slug, attempt.stage, attempt.number)
+        forget_kept(folder)  # recorded: nothing is kept any more
+        return True
+
+    def _task(self, task_id: int) -> repo.TaskSnapshot | None:
+        with read_tx(self.engine) as conn:
+            return repo.get_task_by_id(conn, task_id)
+
+    def _local_pids(self, attempt: repo.AttemptSnapshot) -> bool:
+        """Whether the attempt's pids are ours to judge: same host, boot, namespace."""
+        return attempt.host == self.host and attempt.boot_id == self.identity
+
+    def _kill_orphans(self, attempt: repo.AttemptSnapshot, slug: str | None) -> None:
+        """Kill what the attempt started: each noted process group, and on
+        Linux every process still carrying the attempt's tag (a command
+        started just before the tick died has no note yet; a group whose
+        leader exited cannot be matched by the leader's start time)."""
+        if not self._local_pids(attempt):
+            return
+        grace = self.settings.kill_grace_seconds
+        for ident in self._identities(attempt, slug):
+            runner.kill_process_group(ident, grace=grace)
+        runner.kill_tagged(runner.process_tag(attempt.lease_token), grace=grace)
+
+    def _identities(
+        self, attempt: repo.AttemptSnapshot, slug: str | None
+    ) -> list[runner.ProcessIdentity]:
+        """The process groups an attempt started, as recorded when they started.
+
+        They are written to host-local files in the attempt's state folder
+        (not the database: two commits per attempt saved, and only this host
+        could kill them anyway). The runner kills a group only when host,
+        boot id and the leader's start time all still match.
+        """
+        if attempt.host != self.host or slug is None:
+            return []
+        folder = self._state_dir(slug, attempt.stage, attempt.number)
+        notes = (folder / f"{name}.proc" for name in ("setup", "worker", "verifier"))
+        return [ident for ident in map(runner.ProcessIdentity.read_note, notes) if ident]
+
+    def _kept_result(
+        self, attempt: repo.AttemptSnapshot, slug: str | None
+    ) -> dict[str, Any] | None:
+        """The result a tick could not record (`kept.keep_result`), if it left one."""
+        if attempt.host != self.host or slug is None:
+            return None
+        return read_kept(self._state_dir(slug, attempt.stage, attempt.number), attempt.lease_token)
+
+    def _close_crashed(
+        self, attempt: repo.AttemptSnapshot, why: str, kept: dict[str, Any] | None = None
+    ) -> None:
+        outcome = Outcome.CRASHED
+        if kept is not None:
+            if kept.get("database") is True:
+                # Its tick kept a result because the database failed it: the
+                # database's fault, which counts toward nothing.
+                outcome = Outcome.DATABASE_ERROR
+            why += "; the result its tick could not record is kept in late_result"
+        with self._write() as conn:
+            now = db_now(conn)
+            closed = repo.close_attempt(
+                conn,
+                attempt.id,
+                attempt.lease_token,
+                # Judged by its lease: only if still expired now. A thawed
+                # owner that renewed meanwhile keeps its attempt.
+                expired_at=now if why == LEASE_EXPIRED else None,
+                outcome=outcome.value,
+                error=f"{outcome.value}: {why}",
+                finished_at=now,
+            )
+            if not closed:
+                return
+            if kept is not None:
+                repo.record_late_result(conn, attempt.id, kept)
+            self._ensure_tick(conn, now)
+            self.report.recovered += 1
+            task = repo.get_task_by_id(conn, attempt.task_id)
+            if task is None or task.status is not Status.RUNNING or task.stage != attempt.stage:
+                return  # halted or cancelled meanwhile: the attempt just ends
+            stage = self._stage_of(task)
+            if stage is None:
+                self._halt_unknown(conn, task, now)
+                return
+            decision = decide(
+                task.stage,
+                self._stage_names(task),
+                self._policy(stage),
+                repo.run_history(conn, task, excluding=attempt.id),
+                outcome,
+            )
+            self._apply(conn, task, decision, attempt.id, now)
+            fault_point("inside_recover_tx")
+        fault_point("after_recover_commit")
+        self.say(
+            f"{task.slug}: attempt {attempt.number} at {attempt.stage} {outcome.value} ({why})"
+        )

@@ -1,0 +1,89 @@
+"""A task's workspace: made on first use by the pipeline's `setup`, which
+counts as done only once it exited 0; what an unfinished setup left behind
+is removed and set up again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from orchestrator import runner
+from orchestrator.domain.decide import Outcome
+from orchestrator.tick.commands import Commands
+from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.fence import FenceGuard
+from orchestrator.tick.model import AttemptRun, Claim
+from orchestrator.tick.steps import failure, setup_state, stopped_run, write_setup_state
+
+
+class Workspaces(Commands):
+    """A task's workspace is made once, by setup, and kept for every stage."""
+
+    def _workspace(
+        self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
+    ) -> AttemptRun | None:
+        """Make the task's workspace on first use (running the pipeline's
+        `setup` there); None when it is ready, else the attempt's result.
+
+        Setup runs like a worker: stopped by a signal, a halt or a lost lease,
+        its identity noted for recovery. It counts as done only once it
+        exited 0 (`setup.json` beside the task's state folders says so); a
+        workspace left by a setup that failed or was stopped is removed and
+        set up again, rather than taken as ready.
+        """
+        workspace = context.workspace
+        try:
+            mode = os.lstat(workspace).st_mode
+        except FileNotFoundError:
+            mode = None
+        # The slug has no separator and no `..`, so only a link can lead
+        # out of the root; links are refused, wherever they point.
+        if mode is not None and stat.S_ISLNK(mode):
+            return AttemptRun(
+                Outcome.WORKER_ERROR,
+                error=f"workspace {workspace} is a link; refusing to follow it",
+            )
+        setup = claim.pipeline.setup
+        marker = state_dir.parent / "setup.json"
+        if mode is not None and (setup is None or setup_state(marker) != "started"):
+            return None  # ready (or made by hand before the task was added)
+        self.settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        if setup is None:
+            workspace.mkdir()
+            return None
+        if mode is not None:  # what an unfinished setup left behind
+            if stat.S_ISDIR(mode):
+                shutil.rmtree(workspace)
+            else:
+                workspace.unlink()
+        write_setup_state(marker, "started", claim.number)
+        env = runner.child_environment(
+            os.environ,
+            deny=self.settings.env_deny,
+            extra={},
+            orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
+        )
+        root = self.settings.workspace_root
+        result = self._run("setup", setup, context.for_setup(), root, env, state_dir, guard)
+        stopped = stopped_run(result, guard, "setup")
+        if stopped is not None:
+            return stopped
+        if not result.ok:
+            return AttemptRun(Outcome.WORKER_ERROR, error=failure("setup", result))
+        # What setup left at the workspace's path is the task's doing, not
+        # the host's: anything but a folder (or nothing) fails the attempt.
+        try:
+            mode = os.lstat(workspace).st_mode
+        except FileNotFoundError:
+            workspace.mkdir()
+        else:
+            if not stat.S_ISDIR(mode):
+                kind = "a link" if stat.S_ISLNK(mode) else "not a folder"
+                return AttemptRun(
+                    Outcome.WORKER_ERROR,
+                    error=f"setup left {workspace} {kind}; refusing to work there",
+                )
+        write_setup_state(marker, "done", claim.number)
+        return None
