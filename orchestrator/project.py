@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -25,7 +25,9 @@ from orchestrator.config import Settings, load_settings
 from orchestrator.locking import TickLock
 from orchestrator.storage.db import make_engine, read_tx
 from orchestrator.storage.schema import require_head
-from orchestrator.ticking import TickOptions, TickResult, run_tick
+
+if TYPE_CHECKING:
+    from orchestrator.ticking import TickResult
 
 
 def open_engine(settings: Settings, *, check: bool = True, jobs: int = 1) -> Engine:
@@ -131,6 +133,9 @@ class Project:
         for it, else `LockBusyError`), as `orchestrator tick` runs it. `say`
         gets each attempt result or state change, `warn` each error the tick
         went on past; the result's `exit_status` is the command's."""
+        # Imported here: `list` or `show` need not load the engine.
+        from orchestrator.ticking import TickOptions, run_tick
+
         options = TickOptions(max_tasks, max_seconds, jobs, task, dry_run)
         # Each running attempt may hold a connection: more jobs, a bigger pool.
         engine = self.engine if jobs == 1 else open_engine(self.settings, jobs=jobs)
@@ -169,4 +174,4 @@ class Project:
         return {s.name for p in self.settings.pipelines.values() for s in p.stages}
 
 
-__all__ = ["ActionResult", "Project", "TaskSpec", "TickResult", "open_engine"]
+__all__ = ["ActionResult", "Project", "TaskSpec", "open_engine"]

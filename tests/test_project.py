@@ -184,3 +184,11 @@ def test_registering_a_command_is_one_entry(
     with pytest.raises(TypeError, match="not a click command"):
         group.commands["broken"]
     assert group.get_command(click.Context(group), "missing") is None
+
+
+def test_reading_commands_do_not_load_the_tick(project: ProjectDir) -> None:
+    """`list` opens the database but has no use for the engine or the runner."""
+    status, modules = loaded_modules(["list"], project.dir, project.process_env())
+    assert status == 0
+    assert "sqlalchemy" in modules and "orchestrator.project" in modules
+    assert not {"orchestrator.engine", "orchestrator.runner", "alembic"} & modules
