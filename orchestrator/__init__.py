@@ -1,3 +1,35 @@
-"""orchestrator: a durable, verifier-gated workflow orchestrator."""
+"""orchestrator: a durable, verifier-gated workflow orchestrator.
+
+`Project` is the library's face (see the README, "Use from Python"). It is
+imported on first use: `import orchestrator.config` and a tick that finds
+the lock busy must not pay for SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from orchestrator.actions import ActionResult, TaskSpec
+    from orchestrator.project import Project
+    from orchestrator.ticking import TickResult
+
+_LAZY = {
+    "Project": "orchestrator.project",
+    "TaskSpec": "orchestrator.actions",
+    "ActionResult": "orchestrator.actions",
+    "TickResult": "orchestrator.ticking",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
+
+
+__all__ = ["ActionResult", "Project", "TaskSpec", "TickResult", "__version__"]

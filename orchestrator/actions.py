@@ -8,8 +8,11 @@ busy timeout instead of failing; on PostgreSQL the task row is locked.
 
 from __future__ import annotations
 
+import getpass
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
@@ -24,11 +27,11 @@ from orchestrator.domain.pipeline import (
     next_state,
     parse_state,
 )
-from orchestrator.domain.slug import validate_slug
+from orchestrator.domain.slug import slug_problem, validate_slug
 from orchestrator.domain.text import clean_text
 from orchestrator.errors import IllegalTransitionError, RefusedError
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, write_tx
+from orchestrator.storage.db import db_now, read_tx, write_tx
 from orchestrator.suggest import unknown_task
 from orchestrator.testing import fault_point
 
@@ -99,6 +102,42 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
         which = f"task {new[0].slug!r}" if len(new) == 1 else "one of these tasks"
         raise RefusedError(f"{which} already exists (added meanwhile)") from exc
     return len(new)
+
+
+def actor_name(by: str | None = None) -> str:
+    """Who acts, as transitions record it: `by`, else the login name."""
+    if by:
+        return by
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid:{os.getuid()}"
+
+
+def refuse_old_state(engine: Engine, settings: Settings, specs: Sequence[TaskSpec]) -> None:
+    """A slug used before (a database made afresh) would write its attempts'
+    output over the old task's files in `state/<slug>/<stage>-001/`."""
+    slugs = [s.slug for s in specs if isinstance(s.slug, str) and slug_problem(s.slug) is None]
+    with read_tx(engine) as conn:
+        taken = repo.existing_slugs(conn, slugs)  # add_tasks says "already exists"
+    for spec in specs:
+        if spec.slug not in slugs or spec.slug in taken:
+            continue
+        old = settings.state_root / spec.slug
+        if os.path.lexists(old):  # a dangling link is a leftover too
+            raise RefusedError(
+                f"{spec.slug}: {_shown(old)} holds the output of an earlier task named "
+                f"{spec.slug!r}, which its attempts would overwrite; move it away or "
+                "pick another slug"
+            )
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the working folder when under it, as the CLI prints paths."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _load(conn: Connection, slug: str) -> repo.TaskSnapshot:

@@ -9,8 +9,8 @@ judge scripts, then creates the database. The files come from
 `demo` builds a throw-away project whose stages run the simulated agent in
 `orchestrator.demo_agent`, and drives it through every kind of outcome in a
 few seconds, printing each step as the commands a person would type. It
-calls the library (actions, Ticker) rather than the CLI, under the same tick
-lock a cron tick takes, so what it shows is what `orchestrator tick` does.
+drives a `Project`, the library face the CLI uses, under the same tick lock
+a cron tick takes, so what it shows is what `orchestrator tick` does.
 """
 
 from __future__ import annotations
@@ -412,14 +412,16 @@ class Demo:
         # it must never add its tasks to a real project's database.
         environ = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, DB_URL_ENV)}
         self.settings = load_settings(config=self.config, environ=environ, cwd=directory)
+        from orchestrator.project import Project
         from orchestrator.storage.db import make_engine
 
         self.engine = make_engine(
             self.settings.database_url, busy_timeout=self.settings.busy_timeout, create=True
         )
+        self.project = Project(self.settings, self.engine)
 
     def close(self) -> None:
-        self.engine.dispose()
+        self.project.close()
 
     # -- narration -----------------------------------------------------------------
 
@@ -465,7 +467,6 @@ class Demo:
         self.report()
 
     def create(self) -> None:
-        from orchestrator.actions import TaskSpec, add_tasks
         from orchestrator.storage import migrate
 
         self.section("Create the database and add four tasks")
@@ -474,33 +475,24 @@ class Demo:
         self.output(f"database at {migrate.current(self.engine)}")
         for task in DEMO_TASKS:
             self.command(f"add {task['slug']} --title {json.dumps(task['title'])} --body ...")
-            add_tasks(
-                self.engine,
-                self.settings,
-                [TaskSpec(task["slug"], task["title"], body=task["body"])],
-                DEMO_ACTOR,
-            )
+            self.project.add(task["slug"], task["title"], body=task["body"], by=DEMO_ACTOR)
             self.output(f"added {task['slug']}: {task['story']}")
 
     def tick(self, title: str) -> None:
-        from orchestrator.locking import TickLock
-        from orchestrator.tick import Ticker, TickOptions
-
         self.section(title)
         self.command("tick")
-        with TickLock(self.settings.lock_file):
-            Ticker(self.settings, self.engine, say=self.output).tick(TickOptions())
+        # The tick's own exit policy: a demo tick that failed ends the demo
+        # with the status `orchestrator tick` would have.
+        self.project.tick(say=self.output).raise_for_status()
 
     def human(self, verb: str, slug: str, note: str | None = None) -> None:
-        from orchestrator import actions
-
         if verb == "reject":
             assert note is not None
             self.command(f"reject {slug} --note {json.dumps(note)}")
-            result = actions.reject(self.engine, slug, DEMO_ACTOR, note)
+            result = self.project.reject(slug, note, by=DEMO_ACTOR)
         else:
             self.command(f"approve {slug}")
-            result = actions.approve(self.engine, slug, DEMO_ACTOR)
+            result = self.project.approve(slug, by=DEMO_ACTOR)
         self.output(result.message)
 
     def show_hint(self, slug: str, stage: str) -> None:
@@ -517,19 +509,15 @@ class Demo:
         return str(Path(self.shown_dir) / path.relative_to(self.directory))
 
     def sql(self, query: str) -> None:
-        from orchestrator.reports import run_sql
-
         self.command(f'sql "{query}"')
-        columns, rows = run_sql(self.engine, query)
+        columns, rows = self.project.sql(query)
         for line in self.table(columns, rows).splitlines():
             self.output(line)
 
     def report(self) -> None:
-        from orchestrator.reports import list_tasks
-
         self.section("Where things stand")
         self.command("list")
-        rows = list_tasks(self.engine)
+        rows = self.project.tasks()
         columns = ["slug", "state", "attempt", "score", "halt_reason"]
         for line in self.table(columns, [[r[c] for c in columns] for r in rows]).splitlines():
             self.output(line)

@@ -22,7 +22,8 @@ from e2e.e2e_support import (
 )
 from support import Project, check_invariants
 
-from orchestrator.cli import App, _run_one_tick
+from orchestrator.cli.app import App
+from orchestrator.cli.ticking import _run_one_tick
 from orchestrator.errors import Interrupted
 from orchestrator.tick import Ticker
 

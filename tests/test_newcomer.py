@@ -592,7 +592,8 @@ def test_re_adding_a_slug_whose_old_state_folder_exists_is_refused(tmp_path: Pat
 
 
 def test_tables_show_no_terminal_escapes_and_cut_long_text_first() -> None:
-    from orchestrator.cli import _table, _width
+    from orchestrator.cli.output import table as _table
+    from orchestrator.cli.output import text_width as _width
 
     at, state = "2026-12-01 04:24:36", "implement:awaiting_approval"
     note = "rejected; note: " + "x" * 200

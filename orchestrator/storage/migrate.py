@@ -7,16 +7,20 @@ installation has. Alembic is imported here only, never on the tick path.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import IntegrityError
 
-from orchestrator.errors import SchemaError
+from orchestrator.errors import LockBusyError, SchemaError
+from orchestrator.locking import TickLock
+from orchestrator.storage import repo
 from orchestrator.storage.db import enable_wal, read_tx, translate_errors
 from orchestrator.storage.schema import HEAD, REVISIONS, current_revision
 
@@ -82,3 +86,23 @@ def _check_known(engine: Engine) -> None:
             f"database schema {revision} is newer than this orchestrator (which knows up to "
             f"{HEAD}); upgrade orchestrator first"
         )
+
+
+@contextmanager
+def quiesced(lock_file: Path, engine: Engine, *, force: bool = False) -> Iterator[None]:
+    """Whether the schema may change now: only while this host's tick lock is
+    ours and no attempt is unfinished (running code would meet a schema it
+    does not know). LockBusyError (75) otherwise; `force` skips both checks."""
+    if force:
+        yield
+        return
+    lock = TickLock(lock_file)
+    lock.acquire()
+    try:
+        if inspect(engine).has_table("attempts"):
+            with read_tx(engine) as conn:
+                if repo.unfinished_attempts(conn):
+                    raise LockBusyError("attempts are still running; wait for them or pass --force")
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,45 @@
+"""`approve` and `reject`, and the factory every human decision is made with.
+
+A human command takes SLUG, `--by` and `--note`, refuses to run inside an
+attempt, calls the `Project` method of its name and prints its message.
+"""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator.cli.app import App, human_only, pass_app
+
+
+def human_command(name: str, doc: str, note_required: bool = False) -> click.Command:
+    """The command `name`, which calls `Project.<name>` (imported when it
+    runs: the library imports SQLAlchemy)."""
+
+    @click.argument("slug")
+    @click.option("--by", metavar="NAME", help="Who is acting (default: the login name).")
+    @click.option("--note", required=note_required, help="Why; stored on the transition.")
+    @pass_app
+    def command(app: App, slug: str, by: str | None, note: str | None) -> None:
+        human_only()
+        result = getattr(app.project(), name)(slug, note=note, by=by)
+        click.echo(result.message)
+
+    command.__doc__ = doc
+    return click.command(name)(command)
+
+
+approve = human_command(
+    "approve",
+    """Open a gate: SLUG moves from STAGE:awaiting_approval to STAGE:approved.
+
+    The next tick moves it to the next stage. Approving again is harmless.
+    """,
+)
+reject = human_command(
+    "reject",
+    """Send a gate back: SLUG runs its stage again with --note as the hint.
+
+    The note reaches the next attempt as ORCHESTRATOR_NEXT_HINT and {hint}.
+    """,
+    note_required=True,
+)

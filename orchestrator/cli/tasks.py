@@ -1,0 +1,229 @@
+"""`add`, `list`, `show`, `halt`, `resume`, `cancel`: one task at a time."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from orchestrator.cli.app import App, pass_app
+from orchestrator.cli.gates import human_command
+from orchestrator.cli.output import (
+    emit_json,
+    emit_rows,
+    format_options,
+    printable,
+    short_time,
+    shown_path,
+    table,
+)
+from orchestrator.errors import RefusedError
+
+if TYPE_CHECKING:
+    from orchestrator.actions import TaskSpec
+
+
+@click.command()
+@click.argument("slug", required=False)
+@click.option("--title", help="One line saying what the task is.")
+@click.option(
+    "--pipeline", default="default", show_default=True, help="Pipeline to run it through."
+)
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first.")
+@click.option("--body", help="The full description handed to agents (prompt {body}).")
+@click.option(
+    "--body-file", type=click.Path(dir_okay=False, exists=True), help="Read the body from a file."
+)
+@click.option(
+    "--from",
+    "from_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Add tasks from JSON lines (slug, title, pipeline, priority, body) in one transaction.",
+)
+@pass_app
+def add(
+    app: App,
+    slug: str | None,
+    title: str | None,
+    pipeline: str,
+    priority: int,
+    body: str | None,
+    body_file: str | None,
+    from_file: str | None,
+) -> None:
+    """Add a task at the first stage of its pipeline.
+
+    SLUG names the task and its workspace folder: 1-63 characters of a-z 0-9 . _ -.
+    """
+    from orchestrator.actions import TaskSpec
+
+    if from_file is not None:
+        if slug or title:
+            raise click.UsageError("--from cannot be combined with SLUG or --title")
+        specs = read_specs(from_file)
+    else:
+        if slug is None or title is None:
+            raise click.UsageError("give SLUG and --title (or --from FILE)")
+        if body is not None and body_file is not None:
+            raise click.UsageError("give --body or --body-file, not both")
+        if body_file is not None:
+            body = Path(body_file).read_text(encoding="utf-8", errors="replace")
+        specs = [TaskSpec(slug, title, pipeline, priority, body or "")]
+    project = app.project()
+    count = project.add_many(specs)
+    names = ", ".join(spec.slug for spec in specs[:20])
+    more = f" and {count - 20} more" if count > 20 else ""
+    click.echo(f"added {specs[0].slug}" if count == 1 else f"added {count} tasks: {names}{more}")
+    root = project.settings.workspace_root
+    for spec in specs:
+        if isinstance(spec.slug, str) and (root / spec.slug).exists():
+            click.echo(
+                f"note: {spec.slug}: workspace {shown_path(root / spec.slug)}"
+                " exists and is reused as it is (a pipeline's setup will not run)",
+                err=True,
+            )
+
+
+def read_specs(source: str) -> list[TaskSpec]:
+    """The tasks of a JSON-lines file (`-`: stdin), refusing the first bad line."""
+    from orchestrator.actions import TaskSpec
+    from orchestrator.domain.slug import slug_problem
+
+    stream = sys.stdin if source == "-" else None
+    try:
+        text = stream.read() if stream else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RefusedError(f"cannot read {source}: {exc.strerror}") from exc
+    specs = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if not isinstance(item, dict):
+                raise TypeError("not an object")
+            unknown = set(item) - {"slug", "title", "pipeline", "priority", "body"}
+            if unknown:
+                raise TypeError(f"unknown field {sorted(unknown)[0]!r}")
+            problem = slug_problem(item["slug"]) if isinstance(item.get("slug"), str) else None
+            if problem is not None:
+                raise ValueError(f"slug {item['slug']!r}: {problem}")
+            specs.append(
+                TaskSpec(
+                    slug=item["slug"],
+                    title=item["title"],
+                    pipeline=item.get("pipeline", "default"),
+                    priority=item.get("priority", 0),
+                    body=item.get("body", ""),
+                )
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RefusedError(f"{source} line {number}: {exc}") from None
+        if not all(isinstance(v, str) for v in (item["slug"], item["title"], item.get("body", ""))):
+            raise RefusedError(f"{source} line {number}: slug, title and body must be strings")
+    if not specs:
+        raise RefusedError(f"{source} holds no tasks")
+    return specs
+
+
+@click.command("list")
+@click.option(
+    "--state",
+    help="Only tasks in this state (`implement`, `research:halted`) or status (`halted`).",
+)
+@format_options(csv_ok=True)
+@pass_app
+def list_(app: App, state: str | None, fmt: str | None) -> None:
+    """List tasks with their state, attempts at this stage and last score."""
+    rows = app.project().tasks(state)
+    if fmt == "json":
+        emit_json(rows)
+        return
+    columns = ["slug", "state", "attempt", "score", "halt_reason", "title"]
+    emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
+
+
+@click.command()
+@click.argument("slug")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the task, its transitions and attempts as JSON."
+)
+@pass_app
+def show(app: App, slug: str, as_json: bool) -> None:
+    """Show one task: its state, transitions and attempts, oldest first."""
+    data = app.project().task(slug)
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"{data['slug']}: {printable(data['title'])}")
+    click.echo(
+        f"  state     {data['state']}"
+        + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
+    )
+    click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
+    if data["next_hint"]:
+        click.echo(f"  next hint {printable(data['next_hint'][:200])}")
+    click.echo("\ntransitions:")
+    click.echo(table(["seq", "at", "from", "to", "actor", "reason / note"], _transitions(data)))
+    if data["attempts"]:
+        click.echo("\nattempts:")
+        click.echo(
+            table(
+                ["stage", "n", "outcome", "pass", "score", "error / next hint"],
+                [
+                    [
+                        a["stage"],
+                        a["number"],
+                        a["outcome"] or "running",
+                        a["pass"],
+                        a["score"],
+                        a["error"] or a["next_hint"],
+                    ]
+                    for a in data["attempts"]
+                ],
+            )
+        )
+        last = data["attempts"][-1]
+        click.echo(
+            f"\noutput of attempt {last['stage']} {last['number']}: "
+            f"{shown_path(Path(last['state_dir']))}/ (worker.out, worker.err, verifier.out, "
+            "verifier.err, prompt.md; the other attempts' folders are beside it)"
+        )
+
+
+def _transitions(data: dict[str, Any]) -> list[list[Any]]:
+    return [
+        [
+            t["seq"],
+            short_time(t["at"]),
+            t["from_state"],
+            t["to_state"],
+            t["actor"],
+            _reason_and_note(t["reason"], t["note"]),
+        ]
+        for t in data["transitions"]
+    ]
+
+
+def _reason_and_note(reason: str | None, note: str | None) -> str:
+    """A person's note is what a reader looks for; the tick's reason alone hid it."""
+    if reason and note:
+        return f"{reason}; note: {note}"
+    return reason or (f"note: {note}" if note else "")
+
+
+halt = human_command(
+    "halt",
+    """Stop SLUG where it is (halt_reason manual); a running attempt stops within seconds.""",
+)
+resume = human_command(
+    "resume",
+    """Make a halted SLUG ready again at its stage, with a fresh plateau window.""",
+)
+cancel = human_command(
+    "cancel",
+    """End SLUG for good (terminal); a running attempt stops within seconds.""",
+)

@@ -1,0 +1,177 @@
+"""`Project`: the orchestrator from Python, as the CLI and the demo use it.
+
+A notebook, a test or another scheduler drives a project through the same
+calls the commands make: `Project.open()` reads the config the way the CLI
+does (`--config`, `ORCHESTRATOR_CONFIG`, `./orchestrator.toml`; `db` as
+`--db`), refuses a database whose schema is not at head, and closes its
+engine on leaving the `with` block. Every method is one short transaction
+or one tick; errors are the `orchestrator.errors` classes, whose
+`exit_code` is the status the CLI would exit with.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine
+
+from orchestrator import actions, reports
+from orchestrator.actions import ActionResult, TaskSpec
+from orchestrator.config import Settings, load_settings
+from orchestrator.locking import TickLock
+from orchestrator.storage.db import make_engine, read_tx
+from orchestrator.storage.schema import require_head
+
+if TYPE_CHECKING:
+    from orchestrator.ticking import TickResult
+
+
+def open_engine(settings: Settings, *, check: bool = True, jobs: int = 1) -> Engine:
+    """The project's database, refusing (78) a missing file or, with `check`,
+    a schema not at head. The caller disposes the engine."""
+    engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, jobs=jobs)
+    if check:
+        try:
+            with read_tx(engine) as conn:  # no write lock just to look
+                require_head(conn)
+        except BaseException:
+            engine.dispose()
+            raise
+    return engine
+
+
+class Project:
+    """One project's tasks, gates, ticks and history.
+
+    Build it with `Project.open()`, or from `Settings` and an `Engine` you
+    own (then `close()` disposes that engine)."""
+
+    def __init__(self, settings: Settings, engine: Engine) -> None:
+        self.settings = settings
+        self.engine = engine
+
+    @classmethod
+    def open(cls, config: str | Path | None = None, *, db: str | None = None) -> Project:
+        """The project of `config` (default: as the CLI finds it); `db` overrides its database."""
+        settings = load_settings(config=config, db_url=db, require_config=db is None)
+        return cls(settings, open_engine(settings))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Project:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- tasks and gates -----------------------------------------------------------
+
+    def add(
+        self,
+        slug: str,
+        title: str,
+        *,
+        body: str = "",
+        pipeline: str = "default",
+        priority: int = 0,
+        by: str | None = None,
+    ) -> None:
+        """Add a task at the first stage of its pipeline."""
+        self.add_many([TaskSpec(slug, title, pipeline, priority, body)], by=by)
+
+    def add_many(self, specs: Sequence[TaskSpec], *, by: str | None = None) -> int:
+        """Add tasks in one transaction: all of them, or none. Returns how many."""
+        actions.refuse_old_state(self.engine, self.settings, specs)
+        return actions.add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
+
+    def approve(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
+        """Open the gate `slug` waits at; approving again changes nothing."""
+        return actions.approve(self.engine, slug, actions.actor_name(by), note)
+
+    def reject(self, slug: str, note: str, *, by: str | None = None) -> ActionResult:
+        """Send a gate back: its stage runs again with `note` as the hint."""
+        return actions.reject(self.engine, slug, actions.actor_name(by), note)
+
+    def halt(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
+        """Stop `slug` where it is; a running attempt stops within seconds."""
+        return actions.halt(self.engine, slug, actions.actor_name(by), note)
+
+    def resume(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
+        """Make a halted task ready again at its stage, with a fresh plateau window."""
+        return actions.resume(self.engine, slug, actions.actor_name(by), note)
+
+    def cancel(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
+        """End `slug` for good; a running attempt stops within seconds."""
+        return actions.cancel(self.engine, slug, actions.actor_name(by), note)
+
+    # -- ticking -------------------------------------------------------------------
+
+    def tick(
+        self,
+        *,
+        max_tasks: int | None = None,
+        max_seconds: float | None = None,
+        jobs: int = 1,
+        task: str | None = None,
+        dry_run: bool = False,
+        wait: float = 0.0,
+        say: Callable[[str], None] = lambda line: None,
+        warn: Callable[[str], None] = lambda line: None,
+        stop: threading.Event | None = None,
+    ) -> TickResult:
+        """One tick under this host's tick lock (waiting up to `wait` seconds
+        for it, else `LockBusyError`), as `orchestrator tick` runs it. `say`
+        gets each attempt result or state change, `warn` each error the tick
+        went on past; the result's `exit_status` is the command's."""
+        # Imported here: `list` or `show` need not load the engine.
+        from orchestrator.ticking import TickOptions, run_tick
+
+        options = TickOptions(max_tasks, max_seconds, jobs, task, dry_run)
+        # Each running attempt may hold a connection: more jobs, a bigger pool.
+        engine = self.engine if jobs == 1 else open_engine(self.settings, jobs=jobs)
+        lock = TickLock(self.settings.lock_file)
+        try:
+            lock.acquire(wait)
+            return run_tick(self.settings, engine, options, stop=stop, say=say, warn=warn)
+        finally:
+            lock.release()  # a no-op when it was never ours
+            if engine is not self.engine:
+                engine.dispose()
+
+    # -- reading -------------------------------------------------------------------
+
+    def tasks(self, state: str | None = None) -> list[dict[str, Any]]:
+        """Tasks in creation order, as `list --json`; `state` as `list --state`."""
+        return reports.list_tasks(self.engine, state, self._stages())
+
+    def task(self, slug: str) -> dict[str, Any]:
+        """One task with its transitions and attempts, as `show --json`."""
+        return reports.show_task(self.engine, slug, self.settings.state_root)
+
+    def history(self, slug: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Transitions, oldest first (every task's, or `slug`'s); `limit` keeps the newest."""
+        return reports.history(self.engine, slug, limit)
+
+    def scores(self, slug: str, stage: str | None = None) -> list[dict[str, Any]]:
+        """`slug`'s score history: one row per attempt with a valid verdict."""
+        return reports.scores(self.engine, slug, stage, self._stages())
+
+    def sql(self, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Column names and rows of one read-only query."""
+        return reports.run_sql(self.engine, query)
+
+    def _stages(self) -> set[str]:
+        return {s.name for p in self.settings.pipelines.values() for s in p.stages}
+
+
+__all__ = ["ActionResult", "Project", "TaskSpec", "open_engine"]

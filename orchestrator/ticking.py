@@ -1,0 +1,97 @@
+"""One tick as its caller sees it: what it did, and the exit status that says so.
+
+The exit policy lives here, once, for `orchestrator tick`, `orchestrator run`,
+the demo and `Project.tick`: a tick that survived errors exits with the first
+one's status; a tick stopped by a signal records its end as 128 + the signal
+and exits so, except that `run` treats a signal that stopped no attempt (it
+came while the tick was idle) as the clean end of its loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+
+from orchestrator.config import Settings
+from orchestrator.tick import Ticker, TickOptions, TickReport
+from orchestrator.errors import Interrupted, TickFailedError
+from orchestrator.storage.db import read_tx
+from orchestrator.suggest import require_task
+
+
+@dataclass(frozen=True)
+class TickResult:
+    """What one tick did; `exit_status` is what `orchestrator tick` exits with."""
+
+    claimed: int = 0
+    advanced: int = 0
+    recovered: int = 0
+    halted: int = 0
+    outcomes: Mapping[str, int] = field(default_factory=dict)
+    stopped_claiming: str | None = None
+    errors: tuple[str, ...] = ()
+    exit_status: int = 0
+    signal: int | None = None  # the signal that stopped the tick's attempts
+
+    @classmethod
+    def of(cls, report: TickReport, signal: int | None = None) -> TickResult:
+        return cls(
+            claimed=report.claimed,
+            advanced=report.advanced,
+            recovered=report.recovered,
+            halted=report.halted,
+            outcomes=dict(report.outcomes),
+            stopped_claiming=report.stopped_claiming,
+            errors=tuple(error.message for error in report.errors),
+            exit_status=128 + signal if signal is not None else report.exit_code,
+            signal=signal,
+        )
+
+    @property
+    def did_work(self) -> bool:
+        return bool(self.recovered or self.advanced or self.claimed or self.halted)
+
+    def raise_for_status(self) -> None:
+        """Raise the error whose exit status this tick calls for, if any.
+
+        The errors themselves were reported as they happened (`warn`), so a
+        failed tick's exception carries no message of its own."""
+        if self.signal is not None:
+            raise Interrupted(self.signal)
+        if self.exit_status:
+            raise TickFailedError("", self.exit_status)
+
+
+def run_tick(
+    settings: Settings,
+    engine: Engine,
+    options: TickOptions | None = None,
+    *,
+    stop: threading.Event | None = None,
+    say: Callable[[str], None] = lambda line: None,
+    warn: Callable[[str], None] = lambda line: None,
+    signals: Sequence[int] = (),
+    stop_is_clean: bool = False,
+) -> TickResult:
+    """One tick; the caller holds this host's tick lock.
+
+    `signals` is the list a signal handler appends to (and sets `stop`);
+    with `stop_is_clean`, a signal that stopped no attempt is no error."""
+    options = options or TickOptions()
+    if options.task is not None:
+        # `tick --task fix-clac` must not be a silent tick that did nothing.
+        with read_tx(engine) as conn:
+            require_task(conn, options.task)
+    ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn)
+    report = ticker.tick(options)
+    interrupted = report.outcomes.get("interrupted", 0) > 0
+    if signals and (interrupted or not stop_is_clean):
+        ticker.finish(128 + signals[0])
+        return TickResult.of(report, signals[0])
+    return TickResult.of(report)
+
+
+__all__ = ["TickOptions", "TickResult", "run_tick"]
