@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from orchestrator.config import Settings
-from orchestrator.tick import Ticker, TickOptions, TickReport
 from orchestrator.errors import Interrupted, TickFailedError
 from orchestrator.storage.db import read_tx
 from orchestrator.suggest import require_task
+from orchestrator.tick import Ticker, TickOptions, TickReport
 
 
 @dataclass(frozen=True)
