@@ -615,7 +615,12 @@ def show(app: App, slug: str, as_json: bool) -> None:
     from orchestrator.reports import show_task
 
     settings = app.settings()
-    data = show_task(app.engine(settings), slug, settings.state_root)
+    engine = app.engine(settings)
+    data = show_task(engine, slug, settings.state_root)
+    if data["status"] == "awaiting_approval":  # what `approve --expect` checks
+        from orchestrator.gate import gate_view
+
+        data["approval_hash"] = gate_view(engine, settings, slug).digest
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -627,6 +632,8 @@ def show(app: App, slug: str, as_json: bool) -> None:
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
     if data["next_hint"]:
         click.echo(f"  next hint {_printable(data['next_hint'][:200])}")
+    if data.get("approval_hash"):
+        click.echo(f"  approval  {data['approval_hash']}   (approve --expect it)")
     click.echo("\ntransitions:")
     click.echo(
         _table(
@@ -693,14 +700,25 @@ def _human_command(name: str, doc: str, note_required: bool = False) -> None:
     @click.option("--by", metavar="NAME", help="Who is acting (default: the login name).")
     @click.option("--note", required=note_required, help="Why; stored on the transition.")
     @pass_app
-    def command(app: App, slug: str, by: str | None, note: str | None) -> None:
+    def command(app: App, /, slug: str, by: str | None, note: str | None, **more: Any) -> None:
         from orchestrator import actions
 
         _human_only()
+        if more.get("expect"):  # approve only: the gate must still show what was seen
+            from orchestrator.gate import check_expected
+
+            settings = app.settings()
+            check_expected(app.engine(settings), settings, slug, more["expect"])
         result = getattr(actions, name)(app.engine(), slug, _actor(by), note)
         click.echo(result.message)
 
     command.__doc__ = doc
+    if name == "approve":
+        command = click.option(
+            "--expect",
+            metavar="HASH",
+            help="Approve only if the gate still has this approval hash (from `show`).",
+        )(command)
     cli.command(name)(command)
 
 
@@ -731,6 +749,12 @@ _human_command(
     "cancel",
     """End SLUG for good (terminal); a running attempt stops within seconds.""",
 )
+
+
+from orchestrator.web.command import report, serve  # noqa: E402 - after the group
+
+cli.add_command(serve)
+cli.add_command(report)
 
 
 @cli.command()
