@@ -37,9 +37,8 @@ FLASHES = {
 MAX_PAGE = 1_000_000
 
 
-def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 50) -> Guard:
+def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 100) -> Guard:
     pages = Pages(engine, settings, page_size)
-    stylesheet = css()
 
     def context(request: Request) -> dict[str, Any]:
         flash = FLASHES.get(request.query_params.get("flash", ""))
@@ -54,7 +53,8 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
         only = request.query_params.get("state") or None
         if only is not None and only not in {s.value for s in SECTION_ORDER}:
             return _text(f"unknown state {only!r}", 404)
-        html = pages.board(LINKS, only, _page(request), **context(request))
+        cursor = request.query_params.get("from")
+        html = pages.board(LINKS, only, cursor, **context(request))
         return HTMLResponse(html)
 
     def task(request: Request) -> Response:
@@ -106,6 +106,22 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
         done = "approved" if action == "approve" else "rejected"
         return RedirectResponse(f"/task/{quote(slug)}?flash={done}", status_code=303)
 
+    routes = [
+        Route("/", board),
+        Route("/task/{slug}", task),
+        Route("/gate/{slug}", gate),
+        Route("/gate/{slug}/approve", approve, methods=["POST"]),
+        Route("/gate/{slug}/reject", reject, methods=["POST"]),
+        Route("/history", history),
+        *_plain_routes(engine),
+    ]
+    return Guard(Starlette(routes=routes), auth)
+
+
+def _plain_routes(engine: Engine) -> list[Route]:
+    """The machine-facing routes and the stylesheet: no template, no CSRF."""
+    stylesheet = css()
+
     def healthz(_request: Request) -> Response:
         try:
             with read_tx(engine) as conn:
@@ -127,18 +143,11 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
     def style(_request: Request) -> Response:
         return Response(stylesheet, media_type="text/css")
 
-    routes = [
-        Route("/", board),
-        Route("/task/{slug}", task),
-        Route("/gate/{slug}", gate),
-        Route("/gate/{slug}/approve", approve, methods=["POST"]),
-        Route("/gate/{slug}/reject", reject, methods=["POST"]),
-        Route("/history", history),
+    return [
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/static/style.css", style),
     ]
-    return Guard(Starlette(routes=routes), auth)
 
 
 def _page(request: Request) -> int:

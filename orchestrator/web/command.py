@@ -64,9 +64,9 @@ def _login() -> str:
 @click.option(
     "--page-size",
     type=click.IntRange(1, 1000),
-    default=50,
+    default=100,
     show_default=True,
-    help="Tasks per board section and page.",
+    help="Tasks per board page.",
 )
 @click.pass_context
 def serve(

@@ -1,9 +1,10 @@
 """The pages' reads: every list is one bounded page, never the whole table.
 
-The board must cost the same for 100 tasks as for 100,000: each section
-reads at most `page_size + 1` rows through the status index, counts are
-capped (`COUNT_CAP`), and the attempt count and last score come from
-correlated subqueries for the shown rows only.
+The board must cost the same for 100 tasks as for 100,000: a page holds
+`page_size` rows in section order (the approval queue first), read a section
+at a time through the status index and continued by a cursor; counts stop
+at `COUNT_CAP`; the attempt count and last score come from correlated
+subqueries for the shown rows only.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ SECTION_ORDER = (
     Status.COMPLETE,
     Status.CANCELLED,
 )
-COUNT_CAP = 10_000
+COUNT_CAP = 1_000
 HISTORY_PAGE = 100
 
 
@@ -37,32 +38,61 @@ HISTORY_PAGE = 100
 class Section:
     status: str
     rows: list[dict[str, Any]]
-    count: int  # capped at COUNT_CAP (then shown as "10,000+")
-    page: int
-    has_more: bool
-
-    @property
-    def capped(self) -> bool:
-        return self.count >= COUNT_CAP
+    count: int  # capped at COUNT_CAP (then shown as "1,000+")
 
 
 @dataclass
 class Board:
+    """One page of the board: `page_size` rows in section order, with every
+    state's (capped) count above them and a cursor to the next page."""
+
+    counts: list[tuple[str, int]] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
-    only: str | None = None  # the status shown alone, when paging one section
+    only: str | None = None  # a single state, when filtered
+    next_cursor: str | None = None  # "status:offset" where the next page starts
+    first: bool = True
 
 
-def board(engine: Engine, page_size: int, only: str | None = None, page: int = 1) -> Board:
+def parse_cursor(cursor: str | None) -> tuple[str | None, int]:
+    """`status:offset` -> (status, offset); anything malformed is the first page."""
+    status, _, offset = (cursor or "").partition(":")
+    if status not in {s.value for s in SECTION_ORDER} or not offset.isdigit():
+        return None, 0
+    return status, int(offset)
+
+
+def board(
+    engine: Engine, page_size: int, only: str | None = None, cursor: str | None = None
+) -> Board:
     statuses = [s for s in SECTION_ORDER if only is None or s.value == only]
-    out = Board(only=only)
+    start, offset = parse_cursor(cursor)
+    names = [s.value for s in statuses]
+    section = names.index(start) if start in names else 0
+    offset = offset if start in names else 0
+    out = Board(only=only, first=section == 0 and offset == 0)
     with read_tx(engine) as conn:
-        for status in statuses:
-            here = page if only is not None else 1
-            rows = _section_rows(conn, status, page_size + 1, (here - 1) * page_size)
-            count = _capped_count(conn, status)
-            out.sections.append(
-                Section(status.value, rows[:page_size], count, here, len(rows) > page_size)
-            )
+        counts = {s: _capped_count(conn, s) for s in statuses}
+        out.counts = [(s.value, counts[s]) for s in statuses]
+        room = page_size
+        for index in range(section, len(statuses)):
+            status = statuses[index]
+            if counts[status] < COUNT_CAP and counts[status] <= offset:
+                offset = 0
+                continue
+            rows = _section_rows(conn, status, room + 1, offset)
+            if rows[:room]:
+                out.sections.append(Section(status.value, rows[:room], counts[status]))
+            if len(rows) > room:
+                out.next_cursor = f"{status.value}:{offset + room}"
+                break
+            room -= len(rows)
+            offset = 0
+            if room == 0:
+                later = statuses[index + 1 :]
+                following = next((s for s in later if counts[s] > 0), None)
+                if following is not None:
+                    out.next_cursor = f"{following.value}:0"
+                break
     return out
 
 
@@ -88,23 +118,38 @@ def _section_rows(
         .limit(1)
         .scalar_subquery()
     )
-    query = select(
-        t.c.slug,
-        t.c.title,
-        t.c.stage,
-        t.c.status,
-        t.c.halt_reason,
-        t.c.priority,
-        t.c.updated_at,
-        count.label("attempt"),
-        last_score.label("score"),
-    ).where(t.c.status == status.value)
-    if status is Status.AWAITING_APPROVAL:
-        query = query.order_by(t.c.updated_at, t.c.id)  # oldest waiting first
-    else:
-        query = query.order_by(t.c.id.desc())  # newest first, straight off the index
+    # The page's ids first (index only), then the columns for those rows:
+    # SQLite would otherwise run the subqueries for every row it sorts.
+    order = (
+        (t.c.updated_at, t.c.id)  # oldest waiting first
+        if status is Status.AWAITING_APPROVAL
+        else (t.c.id.desc(),)  # newest first, straight off the index
+    )
+    page = (
+        select(t.c.id)
+        .where(t.c.status == status.value)
+        .order_by(*order)
+        .limit(limit)
+        .offset(offset)
+        .subquery()
+    )
+    query = (
+        select(
+            t.c.slug,
+            t.c.title,
+            t.c.stage,
+            t.c.status,
+            t.c.halt_reason,
+            t.c.priority,
+            t.c.updated_at,
+            count.label("attempt"),
+            last_score.label("score"),
+        )
+        .join_from(t, page, page.c.id == t.c.id)
+        .order_by(*order)
+    )
     rows = []
-    for row in conn.execute(query.limit(limit).offset(offset)):
+    for row in conn.execute(query):
         data = dict(row._mapping)
         data["state"] = state_string(data["stage"], data["status"])
         rows.append(data)

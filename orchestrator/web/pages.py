@@ -26,7 +26,7 @@ class StageView:
 
 
 class Pages:
-    def __init__(self, engine: Engine, settings: Settings, page_size: int = 50) -> None:
+    def __init__(self, engine: Engine, settings: Settings, page_size: int = 100) -> None:
         self.engine = engine
         self.settings = settings
         self.page_size = page_size
@@ -35,8 +35,10 @@ class Pages:
     def render(self, template: str, links: Links, **context: Any) -> str:
         return self.env.get_template(template).render(links=links, **context)
 
-    def board(self, links: Links, only: str | None = None, page: int = 1, **extra: Any) -> str:
-        board = data.board(self.engine, self.page_size, only, page)
+    def board(
+        self, links: Links, only: str | None = None, cursor: str | None = None, **extra: Any
+    ) -> str:
+        board = data.board(self.engine, self.page_size, only, cursor)
         return self.render("board.html", links, board=board, page_title="Board", **extra)
 
     def task_context(self, slug: str) -> tuple[data.TaskPage, list[StageView]]:

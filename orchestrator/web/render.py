@@ -37,12 +37,11 @@ class Links:
 
     report: bool = False
 
-    def board(self, status: str | None = None, page: int = 1) -> str:
+    def board(self, status: str | None = None, cursor: str | None = None) -> str:
         if self.report:
             return "#board"
-        if status is None:
-            return "/"
-        return "/?" + urlencode({"state": status, "page": page})
+        query = {k: v for k, v in (("state", status), ("from", cursor)) if v}
+        return "/" + ("?" + urlencode(query) if query else "")
 
     def task(self, slug: str) -> str:
         return f"#task-{slug}" if self.report else f"/task/{quote(slug)}"
