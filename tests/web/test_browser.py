@@ -80,7 +80,11 @@ def test_approve_by_clicking_moves_the_task(gated: Project, page: Page) -> None:
         assert gated.run("tick").returncode == 0
         page.goto(base + "/")
         assert gated.state("doc") in ("implement", "complete")
-        assert "doc" not in page.locator("#section-awaiting_approval").inner_text()
+        assert page.locator('#section-awaiting_approval tr[data-slug="doc"]').count() == 0
+        assert page.locator('tr.task-row[data-slug="doc"] td.state').inner_text() in (
+            "implement",
+            "complete",
+        )
 
 
 def test_reject_note_becomes_the_next_attempts_hint(gated: Project, page: Page) -> None:
