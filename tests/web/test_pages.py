@@ -26,7 +26,8 @@ def _engine(project: Project) -> Engine:
 
 
 def _seed(project: Project, count: int) -> None:
-    lines = "\n".join(json.dumps({"slug": f"t-{i:03d}", "title": f"task {i}"}) for i in range(count))
+    specs = ({"slug": f"t-{i:03d}", "title": f"task {i}"} for i in range(count))
+    lines = "\n".join(json.dumps(spec) for spec in specs)
     assert project.cli("add", "--from", "-", input=lines).exit_code == 0
     # Every fifth task waits at a gate; the ones added later have waited longer.
     from sqlalchemy import create_engine, text
@@ -107,7 +108,8 @@ def test_token_sign_in_names_the_actor(tmp_path: Path) -> None:
             assert exc.code == 401
             assert "Basic" in exc.headers["WWW-Authenticate"]
         basic = base64.b64encode(b"frank:a-long-shared-token-0123456789").decode()
-        ask = urllib.request.Request(base + "/gate/doc", headers={"Authorization": f"Basic {basic}"})
+        signed = {"Authorization": f"Basic {basic}"}
+        ask = urllib.request.Request(base + "/gate/doc", headers=signed)
         with urllib.request.urlopen(ask, timeout=10) as answer:
             cookie = answer.headers["Set-Cookie"].split(";")[0]
             page = answer.read().decode()
