@@ -62,6 +62,12 @@ def _login() -> str:
     help=f"A file holding a shared access token (or set {TOKEN_ENV}).",
 )
 @click.option(
+    "--add-user",
+    metavar="NAME",
+    help="Add NAME (or change its password) in the --users file, asking for the password; "
+    "then exit.",
+)
+@click.option(
     "--page-size",
     type=click.IntRange(1, 1000),
     default=100,
@@ -75,6 +81,7 @@ def serve(
     port: int,
     users_file: Path | None,
     token_file: Path | None,
+    add_user: str | None,
     page_size: int,
 ) -> None:
     """Serve the board, gate, task and history pages (needs the web extra).
@@ -84,6 +91,10 @@ def serve(
     """
     _require_extra()
     from orchestrator.web.security import Auth, read_users
+
+    if add_user is not None:
+        _add_user(users_file, add_user)
+        return
 
     token = os.environ.get(TOKEN_ENV, "").strip() or None
     if token_file is not None:
@@ -113,6 +124,18 @@ def serve(
     app = create_app(engine, settings, auth, page_size)
     click.echo(f"serving on http://{host}:{port}/ (Ctrl-C stops)")
     uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+
+
+def _add_user(users_file: Path | None, name: str) -> None:
+    from orchestrator.web.security import hash_password, set_user
+
+    if users_file is None:
+        raise RefusedError("--add-user needs --users FILE (created when missing)")
+    password = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+    if len(password) < 8:
+        raise RefusedError("the password is too short: use at least 8 characters")
+    set_user(users_file, name, hash_password(password))
+    click.echo(f"{users_file}: {name} can sign in")
 
 
 @click.command()

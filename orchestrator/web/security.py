@@ -73,6 +73,18 @@ def read_users(path: Path) -> dict[str, str]:
     return users
 
 
+def set_user(path: Path, name: str, hashed: str) -> None:
+    """Add or replace `name`'s line, keeping the others; written atomically, 0600."""
+    if not name or ":" in name or any(c.isspace() for c in name):
+        raise ConfigError(f"user name {name!r}: no colon or spaces")
+    lines = path.read_text("utf-8").splitlines() if path.exists() else []
+    kept = [line for line in lines if line.partition(":")[0].strip() != name]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join([*kept, f"{name}:{hashed}"]) + "\n", "utf-8")
+    tmp.chmod(0o600)
+    tmp.replace(path)
+
+
 @dataclass
 class Auth:
     users: dict[str, str] = field(default_factory=dict)

@@ -180,10 +180,12 @@ def test_serve_on_a_public_address_without_auth_refuses(gated: Project, page: Pa
 def test_signed_in_user_is_the_approvals_actor(
     gated: Project, browser: Browser, request: pytest.FixtureRequest
 ) -> None:
-    from orchestrator.web.security import hash_password
-
     users = gated.dir / "users"
-    users.write_text(f"# web users\nalice:{hash_password('s3cret-pass')}\n")
+    added = gated.cli(
+        "serve", "--users", str(users), "--add-user", "alice", input="s3cret-pass\n" * 2
+    )
+    assert added.exit_code == 0, added.output
+    assert users.read_text().startswith("alice:$argon2")
     with serving(gated, "--users", str(users)) as base:
         context = browser.new_context(
             http_credentials={"username": "alice", "password": "s3cret-pass"}
