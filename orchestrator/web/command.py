@@ -49,7 +49,9 @@ def _login() -> str:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to bind."
+)
 @click.option(
     "--users",
     "users_file",
