@@ -8,7 +8,6 @@ libraries come with the `web` extra, and a CLI without them must still start
 from __future__ import annotations
 
 import getpass
-import ipaddress
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +31,8 @@ def _require_extra() -> None:
 
 
 def is_loopback(host: str) -> bool:
+    import ipaddress
+
     if host == "localhost":
         return True
     try:

@@ -162,8 +162,23 @@ def csrf_ok(scope: Scope, posted: str | None) -> bool:
     return True
 
 
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+def host_name(scope: Scope) -> str:
+    """The Host header without its port ("[::1]:8765" -> "[::1]")."""
+    host = (_header(scope, b"host") or "").strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
 class Guard:
-    """ASGI middleware: authentication, the CSRF cookie and the headers."""
+    """ASGI middleware: authentication, the CSRF cookie and the headers.
+
+    Without authentication (loopback only) the Host header must be a loopback
+    name too: else a web page whose DNS name rebinds to 127.0.0.1 would be
+    same-origin with us, able to read a gate and post its form."""
 
     def __init__(self, app: ASGIApp, auth: Auth) -> None:
         self.app = app
@@ -172,6 +187,9 @@ class Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if not self.auth.required and host_name(scope) not in LOOPBACK_NAMES:
+            await _plain(send, 421, b"this server answers only to 127.0.0.1 or localhost\n")
             return
         actor = self.auth.actor(_header(scope, b"authorization"))
         if actor is None and scope["path"] not in OPEN_PATHS:
@@ -197,17 +215,18 @@ class Guard:
 
 
 async def _unauthorized(send: Send) -> None:
-    body = b"authentication required\n"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"www-authenticate", b'Basic realm="orchestrator", charset="UTF-8"'),
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-                *HEADERS,
-            ],
-        }
-    )
+    challenge = (b"www-authenticate", b'Basic realm="orchestrator", charset="UTF-8"')
+    await _plain(send, 401, b"authentication required\n", [challenge])
+
+
+async def _plain(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [
+        *(extra or []),
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        *HEADERS,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

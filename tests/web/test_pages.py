@@ -125,3 +125,22 @@ def test_token_sign_in_names_the_actor(tmp_path: Path) -> None:
         with urllib.request.urlopen(post, timeout=10) as answer:
             assert answer.status == 200  # after the 303 to the task page
     assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") == [("frank",)]
+
+
+def test_loopback_without_auth_answers_only_to_loopback_names(tmp_path: Path) -> None:
+    """DNS rebinding: a page at evil.example resolving to 127.0.0.1 gets nothing."""
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    with serving(project) as base:
+        port = base.rsplit(":", 1)[1]
+        for host, status in (("evil.example", 421), (f"evil.example:{port}", 421)):
+            ask = urllib.request.Request(base + "/", headers={"Host": host})
+            try:
+                urllib.request.urlopen(ask, timeout=10)
+                raise AssertionError(f"answered Host {host}")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == status
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+            ask = urllib.request.Request(base + "/", headers={"Host": host})
+            with urllib.request.urlopen(ask, timeout=10) as answer:
+                assert answer.status == 200
