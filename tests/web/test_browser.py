@@ -124,13 +124,17 @@ def test_score_curve_carries_the_recorded_scores(tmp_path: Path, page: Page) -> 
         assert "pass 0.8" in (curve.text_content() or "")
 
 
-def test_approval_after_the_workspace_changed_is_refused(gated: Project, page: Page) -> None:
+def test_approval_after_the_workspace_changed_is_refused(
+    gated: Project, page: Page, request: pytest.FixtureRequest
+) -> None:
     with serving(gated) as base:
         page.goto(base + "/gate/doc")
         seen = page.locator("#approval-hash").inner_text()
         (gated.dir / "tasks" / "doc" / "notes.md").write_text("# Notes\n\nchanged meanwhile\n")
         page.click("#approve")
         assert "changed since you looked" in page.locator("#flash").inner_text()
+        refused = screenshot_path(request)
+        page.screenshot(path=str(refused.with_name(refused.stem + "-refused.png")), full_page=True)
         assert gated.state("doc") == "research:awaiting_approval"
         now = page.locator("#approval-hash").inner_text()
         assert now != seen
