@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import getpass
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +173,8 @@ def report(ctx: click.Context, html_file: Path, task_limit: int, slugs: tuple[st
         tmp.replace(html_file)
     except OSError as exc:
         raise ConfigError(f"{html_file}: cannot write the report ({exc.strerror})") from exc
+    from datetime import UTC, datetime
+
     taken = datetime.now(UTC).isoformat(timespec="seconds")
     click.echo(f"wrote {html_file} ({len(html.encode()):,} bytes, as of {taken})")
 

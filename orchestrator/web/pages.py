@@ -58,14 +58,16 @@ class Pages:
             if a.score is not None
         ]
         # Only the current run's plateau window matters, and only at the task's stage.
-        current = page.task.run if curve.stage == page.task.stage else None
+        here = curve.stage == page.task.stage
+        current = page.task.run if here else None
+        reason = page.task.halt_reason if here and page.task.halt_reason else curve.halt_reason
         svg = score_curve(
             points,
             pass_score=config.pass_score if config else None,
             patience=config.plateau.patience if config else None,
             current_run=current,
             halted_at=curve.halted_at,
-            halt_reason=curve.halt_reason,
+            halt_reason=reason,
             title=f"{page.task.slug} {curve.stage} scores",
         )
         return StageView(curve.stage, curve.attempts, Markup(svg))  # noqa: S704 - built escaped
