@@ -5,8 +5,10 @@ does per request) of a database with 100,000 tasks and 1,000,000 attempts
 against one with 100 tasks and 1,000 attempts, measured interleaved in the
 same run, and prints the median ratio. Both databases hold the same mix:
 1% waiting at a gate, 1% halted, 1% ready, the rest complete. Target: <= 1.3,
-which only paging meets (every section reads one page through the status
-index, counts stop at 10,000).
+which only paging meets (a page reads 100 rows through the status index,
+counts stop at 1,000). Times are the render's CPU time (median of 11 in
+each child): on a machine shared with other jobs, wall-clock time measures
+the neighbours.
 """
 
 from __future__ import annotations
@@ -79,11 +81,11 @@ def render_seconds(folder: Path) -> float:
         "pages = Pages(make_engine(s.database_url), s)\n"
         "pages.board(Links())  # warm: imports, template compile, connection\n"
         "best = []\n"
-        "for _ in range(5):\n"
-        "    t = time.perf_counter(); html = pages.board(Links())\n"
-        "    best.append(time.perf_counter() - t)\n"
+        "for _ in range(11):\n"
+        "    t = time.process_time(); html = pages.board(Links())\n"
+        "    best.append(time.process_time() - t)\n"
         "assert 'awaiting_approval' in html\n"
-        "print(sorted(best)[2])\n"
+        "print(sorted(best)[5])  # the median of 11\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(folder / "orchestrator.toml")],
@@ -96,7 +98,7 @@ def render_seconds(folder: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.web_board", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="orch-bench-web-") as tmp:
         work = Path(tmp)

@@ -152,6 +152,10 @@ def _section_rows(
     for row in conn.execute(query):
         data = dict(row._mapping)
         data["state"] = state_string(data["stage"], data["status"])
+        # Formatted here: Jinja's `format` filter costs ~20 us a call, a
+        # tenth of a page of 100 rows.
+        data["score_text"] = "" if data["score"] is None else f"{data['score']:g}"
+        data["updated_text"] = when(data["updated_at"])
         rows.append(data)
     return rows
 
