@@ -94,8 +94,22 @@ class Project:
         actions.refuse_old_state(self.engine, self.settings, specs)
         return actions.add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
 
-    def approve(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
-        """Open the gate `slug` waits at; approving again changes nothing."""
+    def approve(
+        self,
+        slug: str,
+        *,
+        note: str | None = None,
+        by: str | None = None,
+        expect: str | None = None,
+    ) -> ActionResult:
+        """Open the gate `slug` waits at; approving again changes nothing.
+
+        With `expect` (an approval hash from `task()` or the gate page), refuse
+        if what the gate shows changed since it was hashed."""
+        if expect:
+            from orchestrator.gate import check_expected
+
+            check_expected(self.engine, self.settings, slug, expect)
         return actions.approve(self.engine, slug, actions.actor_name(by), note)
 
     def reject(self, slug: str, note: str, *, by: str | None = None) -> ActionResult:
@@ -155,8 +169,14 @@ class Project:
         return reports.list_tasks(self.engine, state, self._stages())
 
     def task(self, slug: str) -> dict[str, Any]:
-        """One task with its transitions and attempts, as `show --json`."""
-        return reports.show_task(self.engine, slug, self.settings.state_root)
+        """One task with its transitions and attempts, as `show --json`; a task
+        at a gate also carries the `approval_hash` that `approve(expect=)` checks."""
+        data = reports.show_task(self.engine, slug, self.settings.state_root)
+        if data["status"] == "awaiting_approval":
+            from orchestrator.gate import gate_view
+
+            data["approval_hash"] = gate_view(self.engine, self.settings, slug).digest
+        return data
 
     def history(self, slug: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Transitions, oldest first (every task's, or `slug`'s); `limit` keeps the newest."""

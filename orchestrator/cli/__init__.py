@@ -40,6 +40,8 @@ COMMANDS: dict[str, str] = {
     "sql": "orchestrator.cli.history:sql",
     "verdict": "orchestrator.cli.verdict:verdict",
     "db": "orchestrator.cli.db:db",
+    "serve": "orchestrator.web.command:serve",
+    "report": "orchestrator.web.command:report",
 }
 
 

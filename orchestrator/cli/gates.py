@@ -6,6 +6,8 @@ attempt, calls the `Project` method of its name and prints its message.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from orchestrator.cli.app import App, human_only, pass_app
@@ -19,12 +21,20 @@ def human_command(name: str, doc: str, note_required: bool = False) -> click.Com
     @click.option("--by", metavar="NAME", help="Who is acting (default: the login name).")
     @click.option("--note", required=note_required, help="Why; stored on the transition.")
     @pass_app
-    def command(app: App, slug: str, by: str | None, note: str | None) -> None:
+    def command(app: App, /, slug: str, by: str | None, note: str | None, **more: Any) -> None:
         human_only()
-        result = getattr(app.project(), name)(slug, note=note, by=by)
+        # approve only: `--expect` binds the approval to what the reviewer saw
+        extra = {"expect": more["expect"]} if more.get("expect") else {}
+        result = getattr(app.project(), name)(slug, note=note, by=by, **extra)
         click.echo(result.message)
 
     command.__doc__ = doc
+    if name == "approve":
+        command = click.option(
+            "--expect",
+            metavar="HASH",
+            help="Approve only if the gate still has this approval hash (from `show`).",
+        )(command)
     return click.command(name)(command)
 
 

@@ -166,6 +166,8 @@ def show(app: App, slug: str, as_json: bool) -> None:
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
     if data["next_hint"]:
         click.echo(f"  next hint {printable(data['next_hint'][:200])}")
+    if data.get("approval_hash"):
+        click.echo(f"  approval  {data['approval_hash']}   (approve --expect it)")
     click.echo("\ntransitions:")
     click.echo(table(["seq", "at", "from", "to", "actor", "reason / note"], _transitions(data)))
     if data["attempts"]:

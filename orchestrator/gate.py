@@ -1,0 +1,111 @@
+"""What a gate's reviewer sees, and the hash that binds an approval to it.
+
+The hash covers the task's state and version, the passing verdict, the
+captured output tails shown and the workspace's changes (full content, by
+digest). `show`, the web gate page and `approve --expect` all compute it
+here, so a hash copied from one is checked by the others; any change in
+between refuses the approval with "changed since you looked".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import Engine, func, select
+
+from orchestrator.config import Settings
+from orchestrator.errors import RefusedError
+from orchestrator.reports import attempt_dir
+from orchestrator.storage import repo
+from orchestrator.storage.db import read_tx
+from orchestrator.suggest import unknown_task
+from orchestrator.workspace_changes import WorkspaceChanges, collect
+
+TAIL_BYTES = 4096
+CAPTURES = ("worker.out", "worker.err", "verifier.out", "verifier.err")
+HASH_LENGTH = 16  # hex digits: enough to tell apart, short enough to type
+
+
+@dataclass
+class GateView:
+    task: repo.TaskSnapshot
+    attempt: repo.AttemptSnapshot | None  # the newest attempt at the stage
+    tails: dict[str, str]  # capture name -> its last TAIL_BYTES, as text
+    stage_started: datetime | None
+    changes: WorkspaceChanges
+    digest: str
+
+    @property
+    def waiting(self) -> bool:
+        return self.task.status.value == "awaiting_approval"
+
+
+def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
+    """Read the gate's artifacts; works at any state (the hash then binds that state)."""
+    a = repo.attempts
+    with read_tx(engine) as conn:
+        task = repo.get_task(conn, slug)
+        if task is None:
+            raise unknown_task(conn, slug)
+        attempts = repo.attempts_of(conn, task.id, task.stage)
+        started = conn.execute(
+            select(func.min(a.c.started_at)).where(
+                a.c.task_id == task.id, a.c.stage == task.stage, a.c.run == task.run
+            )
+        ).scalar_one_or_none()
+    attempt = attempts[-1] if attempts else None
+    tails = _tails(attempt_dir(settings.state_root, slug, attempt)) if attempt else {}
+    changes = collect(settings.workspace_root / slug, started)
+    digest = _digest(task, attempt, tails, changes)
+    return GateView(task, attempt, tails, started, changes, digest)
+
+
+def _tails(folder: Path) -> dict[str, str]:
+    tails: dict[str, str] = {}
+    for name in CAPTURES:
+        path = folder / name
+        try:
+            with path.open("rb") as handle:
+                size = handle.seek(0, 2)
+                handle.seek(max(0, size - TAIL_BYTES))
+                data = handle.read()
+        except OSError:
+            continue
+        tails[name] = data.decode("utf-8", "replace")
+    return tails
+
+
+def _digest(
+    task: repo.TaskSnapshot,
+    attempt: repo.AttemptSnapshot | None,
+    tails: dict[str, str],
+    changes: WorkspaceChanges,
+) -> str:
+    shown = {
+        "task": [task.slug, str(task.state), task.version],
+        "attempt": None
+        if attempt is None
+        else [attempt.id, attempt.outcome, attempt.score, list(attempt.reasons)],
+        "tails": tails,
+        "changes": [changes.kind, *changes.digest_parts],
+    }
+    blob = json.dumps(shown, sort_keys=True, ensure_ascii=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:HASH_LENGTH]
+
+
+def check_expected(engine: Engine, settings: Settings, slug: str, expected: str) -> None:
+    """Refuse unless the gate still shows what the reviewer hashed. A task no
+    longer waiting is left to `approve` itself ("already approved", or why not)."""
+    view = gate_view(engine, settings, slug)
+    if not view.waiting:
+        return
+    current = view.digest
+    if expected.strip().lower() != current:
+        raise RefusedError(
+            f"{slug}: changed since you looked (approval hash {expected.strip()} is now "
+            f"{current}); review it again"
+        )

@@ -1,0 +1,188 @@
+"""`orchestrator serve` and `orchestrator report --html`, registered by cli.py.
+
+This module imports only click and the core at import time: the web
+libraries come with the `web` extra, and a CLI without them must still start
+(and say what to install when one of these commands is used).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator.errors import ConfigError, RefusedError
+
+TOKEN_ENV = "ORCHESTRATOR_WEB_TOKEN"  # noqa: S105 - the variable's name, not a secret
+NEEDS_EXTRA = "this command needs the web extra: pip install 'orchestrator[web]'"
+
+
+def _require_extra() -> None:
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"{NEEDS_EXTRA} ({exc.name} is missing)") from exc
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name may resolve anywhere: treat it as exposed
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid:{os.getuid()}"
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to bind."
+)
+@click.option(
+    "--users",
+    "users_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A file of `name:argon2-hash` lines; people sign in with HTTP Basic.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"A file holding a shared access token (or set {TOKEN_ENV}).",
+)
+@click.option(
+    "--add-user",
+    metavar="NAME",
+    help="Add NAME (or change its password) in the --users file, asking for the password; "
+    "then exit.",
+)
+@click.option(
+    "--page-size",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="Tasks per board page.",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    users_file: Path | None,
+    token_file: Path | None,
+    add_user: str | None,
+    page_size: int,
+) -> None:
+    """Serve the board, gate, task and history pages (needs the web extra).
+
+    Binds 127.0.0.1 unless --host says otherwise; any other address needs
+    --users or a token, and the signed-in name is the approval's actor.
+    """
+    _require_extra()
+    from orchestrator.web.security import Auth, read_users
+
+    if add_user is not None:
+        _add_user(users_file, add_user)
+        return
+
+    token = os.environ.get(TOKEN_ENV, "").strip() or None
+    if token_file is not None:
+        try:
+            token = token_file.read_text("utf-8").strip() or None
+        except OSError as exc:
+            raise ConfigError(f"{token_file}: cannot read the token ({exc.strerror})") from exc
+        if token is None:
+            raise ConfigError(f"{token_file}: the token file is empty")
+    auth = Auth(
+        users=read_users(users_file) if users_file else {}, token=token, local_actor=_login()
+    )
+    if not is_loopback(host) and not auth.required:
+        raise RefusedError(
+            f"refusing to serve on {host} without authentication: give --users FILE or "
+            f"--token-file FILE (or {TOKEN_ENV}), or bind 127.0.0.1"
+        )
+    if token is not None and len(token) < 16:
+        raise RefusedError("the token is too short: use at least 16 characters")
+    import uvicorn
+
+    from orchestrator.web.app import create_app
+
+    app_obj = _app(ctx)
+    settings = app_obj.settings()
+    engine = app_obj.engine(settings)
+    app = create_app(engine, settings, auth, page_size)
+    click.echo(f"serving on http://{host}:{port}/ (Ctrl-C stops)")
+    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+
+
+def _add_user(users_file: Path | None, name: str) -> None:
+    from orchestrator.web.security import hash_password, set_user
+
+    if users_file is None:
+        raise RefusedError("--add-user needs --users FILE (created when missing)")
+    password = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+    if len(password) < 8:
+        raise RefusedError("the password is too short: use at least 8 characters")
+    set_user(users_file, name, hash_password(password))
+    click.echo(f"{users_file}: {name} can sign in")
+
+
+@click.command()
+@click.option(
+    "--html",
+    "html_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the pages into this one self-contained HTML file.",
+)
+@click.option(
+    "--tasks",
+    "task_limit",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="At most this many task pages: the board's, most recently changed first.",
+)
+@click.option("--task", "slugs", multiple=True, help="Only this task (repeatable).")
+@click.pass_context
+def report(ctx: click.Context, html_file: Path, task_limit: int, slugs: tuple[str, ...]) -> None:
+    """Write the board, task and gate pages and the history to one HTML file:
+    inline CSS and SVG, no script, no network (for sharing)."""
+    _require_extra()
+    from orchestrator.web.report import render_report
+
+    app_obj = _app(ctx)
+    settings = app_obj.settings()
+    html = render_report(app_obj.engine(settings), settings, task_limit, list(slugs))
+    tmp = html_file.with_name(f".{html_file.name}.tmp")
+    try:
+        tmp.write_text(html, "utf-8")
+        tmp.replace(html_file)
+    except OSError as exc:
+        raise ConfigError(f"{html_file}: cannot write the report ({exc.strerror})") from exc
+    from datetime import UTC, datetime
+
+    taken = datetime.now(UTC).isoformat(timespec="seconds")
+    click.echo(f"wrote {html_file} ({len(html.encode()):,} bytes, as of {taken})")
+
+
+def _app(ctx: click.Context) -> Any:
+    """The CLI's `App` (global --config/--db), imported late: the CLI registers us lazily."""
+    from orchestrator.cli.app import App
+
+    app = ctx.find_object(App)
+    assert app is not None
+    return app

@@ -1,0 +1,232 @@
+"""Who may use the pages, and the headers every answer carries.
+
+- Authentication: HTTP Basic against a users file of argon2 hashes
+  (`name:$argon2id$...` a line), or a shared token (Basic password or
+  `Authorization: Bearer`). The authenticated name is the approval's actor.
+  Without either, `serve` binds loopback only (see `command.py`).
+- CSRF: a random token in a SameSite=Strict cookie that every form posts
+  back (double submit); a POST without it, or from another Origin, is refused.
+- Headers: a Content-Security-Policy that allows no script at all, plus
+  nosniff, no framing and no referrer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from orchestrator.errors import ConfigError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+CSRF_COOKIE = "orch_csrf"
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+OPEN_PATHS = ("/healthz",)
+
+
+def hash_password(password: str) -> str:
+    return PasswordHasher().hash(password)
+
+
+def read_users(path: Path) -> dict[str, str]:
+    """`name:hash` lines; blank lines and `#` comments are skipped."""
+    users: dict[str, str] = {}
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the users file ({exc.strerror})") from exc
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, hashed = line.partition(":")
+        if not sep or not name or not hashed.startswith("$argon2"):
+            raise ConfigError(f"{path}:{number}: expected `name:$argon2...` (a hashed password)")
+        users[name] = hashed
+    if not users:
+        raise ConfigError(f"{path}: no users in the users file")
+    return users
+
+
+def set_user(path: Path, name: str, hashed: str) -> None:
+    """Add or replace `name`'s line, keeping the others; written atomically, 0600."""
+    if not name or ":" in name or any(c.isspace() for c in name):
+        raise ConfigError(f"user name {name!r}: no colon or spaces")
+    lines = path.read_text("utf-8").splitlines() if path.exists() else []
+    kept = [line for line in lines if line.partition(":")[0].strip() != name]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join([*kept, f"{name}:{hashed}"]) + "\n", "utf-8")
+    tmp.chmod(0o600)
+    tmp.replace(path)
+
+
+@dataclass
+class Auth:
+    users: dict[str, str] = field(default_factory=dict)
+    token: str | None = None
+    local_actor: str = "web"  # the actor when no authentication is configured
+    _verified: set[tuple[str, str]] = field(default_factory=set)  # (name, sha256 of password)
+
+    @property
+    def required(self) -> bool:
+        return bool(self.users) or bool(self.token)
+
+    def actor(self, authorization: str | None) -> str | None:
+        """The authenticated name, or None to answer 401."""
+        if not self.required:
+            return self.local_actor
+        if not authorization:
+            return None
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() == "bearer":
+            ok = self.token is not None and hmac.compare_digest(value.strip(), self.token)
+            return "token" if ok else None
+        if scheme.lower() != "basic":
+            return None
+        try:
+            name, _, password = base64.b64decode(value.strip()).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        if self.token is not None and hmac.compare_digest(password, self.token):
+            return name or "token"
+        return name if self._password_ok(name, password) else None
+
+    def _password_ok(self, name: str, password: str) -> bool:
+        hashed = self.users.get(name)
+        if hashed is None:
+            return False
+        key = (name, hashlib.sha256(password.encode()).hexdigest())
+        if key in self._verified:  # argon2 costs ~50 ms: once per password, not per page
+            return True
+        try:
+            PasswordHasher().verify(hashed, password)
+        except (VerificationError, InvalidHashError):
+            return False
+        self._verified.add(key)
+        return True
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def csrf_cookie(scope: Scope) -> str | None:
+    raw = _header(scope, b"cookie")
+    if not raw:
+        return None
+    cookie: SimpleCookie = SimpleCookie()
+    try:
+        cookie.load(raw)
+    except Exception:  # a malformed Cookie header is just no cookie
+        return None
+    morsel = cookie.get(CSRF_COOKIE)
+    return morsel.value if morsel is not None and len(morsel.value) >= 32 else None
+
+
+def csrf_ok(scope: Scope, posted: str | None) -> bool:
+    """The form's token must equal the cookie's, and a browser's Origin our Host."""
+    expected = csrf_cookie(scope)
+    if not expected or not posted or not hmac.compare_digest(expected, posted):
+        return False
+    origin, host = _header(scope, b"origin"), _header(scope, b"host")
+    if origin and origin != "null" and host:
+        return origin.split("://", 1)[-1] == host
+    return True
+
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+def host_name(scope: Scope) -> str:
+    """The Host header without its port ("[::1]:8765" -> "[::1]")."""
+    host = (_header(scope, b"host") or "").strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+class Guard:
+    """ASGI middleware: authentication, the CSRF cookie and the headers.
+
+    Without authentication (loopback only) the Host header must be a loopback
+    name too: else a web page whose DNS name rebinds to 127.0.0.1 would be
+    same-origin with us, able to read a gate and post its form."""
+
+    def __init__(self, app: ASGIApp, auth: Auth) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not self.auth.required and host_name(scope) not in LOOPBACK_NAMES:
+            await _plain(send, 421, b"this server answers only to 127.0.0.1 or localhost\n")
+            return
+        actor = self.auth.actor(_header(scope, b"authorization"))
+        if actor is None and scope["path"] not in OPEN_PATHS:
+            await _unauthorized(send)
+            return
+        scope.setdefault("state", {})["actor"] = actor
+        token = csrf_cookie(scope)
+        fresh = token is None
+        token = token or secrets.token_urlsafe(32)
+        scope["state"]["csrf"] = token
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.extend(HEADERS)
+                if fresh:
+                    cookie = f"{CSRF_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+                    headers.append((b"set-cookie", cookie.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+async def _unauthorized(send: Send) -> None:
+    challenge = (b"www-authenticate", b'Basic realm="orchestrator", charset="UTF-8"')
+    await _plain(send, 401, b"authentication required\n", [challenge])
+
+
+async def _plain(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [
+        *(extra or []),
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        *HEADERS,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,207 @@
+"""The web pages in headless Chromium, against a real `serve` process.
+
+Each test clicks what a person clicks, checks the database afterwards, and
+saves a screenshot under test-output/web/.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+from support import Project
+from web_support import (
+    chromium_path,
+    gated_project,
+    screenshot_path,
+    serving,
+    tick_until_gate,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = chromium_path()
+    with sync_playwright() as driver:
+        launched = driver.chromium.launch(
+            executable_path=executable, headless=True, args=["--no-sandbox"]
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context()
+    opened = context.new_page()
+    dialogs: list[str] = []
+    opened.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    yield opened
+    opened.screenshot(path=str(screenshot_path(request)), full_page=True)
+    context.close()
+    assert dialogs == [], f"a page opened a dialog (script ran): {dialogs}"
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Project:
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "doc", "--title", "Write the notes").exit_code == 0
+    tick_until_gate(project, "doc")
+    return project
+
+
+def _hint_of(project: Project, slug: str, number: int) -> str:
+    rows = project.query(
+        "SELECT a.hint FROM attempts a JOIN tasks t ON t.id = a.task_id "
+        "WHERE t.slug = :s AND a.number = :n",
+        s=slug,
+        n=number,
+    )
+    return str(rows[0][0])
+
+
+def test_approve_by_clicking_moves_the_task(gated: Project, page: Page) -> None:
+    with serving(gated) as base:
+        page.goto(base + "/")
+        queue = page.locator("#section-awaiting_approval")
+        assert "doc" in queue.inner_text()
+        queue.get_by_role("link", name="review").click()
+        assert page.locator("#approval-hash").inner_text() in gated.run("show", "doc").stdout
+        page.click("#approve")
+        assert "Approved" in page.locator("#flash").inner_text()
+        assert "research:approved" in page.inner_text("main")
+        assert gated.state("doc") == "research:approved"
+        assert gated.run("tick").returncode == 0
+        page.goto(base + "/")
+        assert gated.state("doc") in ("implement", "complete")
+        assert page.locator('#section-awaiting_approval tr[data-slug="doc"]').count() == 0
+        assert page.locator('tr.task-row[data-slug="doc"] td.state').inner_text() in (
+            "implement",
+            "complete",
+        )
+
+
+def test_reject_note_becomes_the_next_attempts_hint(gated: Project, page: Page) -> None:
+    note = "Cite the <b>RFC</b> & keep it short"
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        page.fill("#note", note)
+        page.click("#reject")
+        assert "Rejected" in page.locator("#flash").inner_text()
+        assert gated.state("doc") == "research"
+        tick_until_gate(gated, "doc")
+        assert _hint_of(gated, "doc", 2) == note
+        page.goto(base + "/task/doc")
+        row = page.locator('tr.attempt[data-number="2"] td.hint')
+        assert row.inner_text() == note  # shown as text, not markup
+        page.goto(base + "/gate/doc")
+        assert f"hint: {note}" in page.locator(".markdown").inner_text()
+
+
+def test_score_curve_carries_the_recorded_scores(tmp_path: Path, page: Page) -> None:
+    project = gated_project(
+        tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", scores="0.2,0.5,0.8"
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "curve", "--title", "Climb").exit_code == 0
+    tick_until_gate(project, "curve")
+    recorded = [row[0] for row in project.query("SELECT score FROM attempts ORDER BY number")]
+    assert recorded == [0.2, 0.5, 0.8]
+    with serving(project) as base:
+        page.goto(base + "/task/curve")
+        curve = page.locator("#stage-curve-research svg.curve")
+        points = curve.locator("circle.score")
+        shown = [float(points.nth(i).get_attribute("data-score") or "nan") for i in range(3)]
+        assert points.count() == 3
+        assert shown == recorded
+        assert curve.locator("line.pass-threshold").count() == 1
+        assert "pass 0.8" in (curve.text_content() or "")
+
+
+def test_approval_after_the_workspace_changed_is_refused(
+    gated: Project, page: Page, request: pytest.FixtureRequest
+) -> None:
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        seen = page.locator("#approval-hash").inner_text()
+        (gated.dir / "tasks" / "doc" / "notes.md").write_text("# Notes\n\nchanged meanwhile\n")
+        page.click("#approve")
+        assert "changed since you looked" in page.locator("#flash").inner_text()
+        refused = screenshot_path(request)
+        page.screenshot(path=str(refused.with_name(refused.stem + "-refused.png")), full_page=True)
+        assert gated.state("doc") == "research:awaiting_approval"
+        now = page.locator("#approval-hash").inner_text()
+        assert now != seen
+        assert "changed meanwhile" in page.inner_text("main")  # the page shows what it binds
+        page.click("#approve")  # the re-shown page carries the new hash
+        assert gated.state("doc") == "research:approved"
+
+
+def test_a_script_title_is_shown_as_text(gated: Project, page: Page) -> None:
+    title = "<script>alert(1)</script>"
+    body = "<img src=x onerror=alert(2)> **bold**"
+    assert gated.cli("add", "evil", "--title", title, "--body", body).exit_code == 0
+    with serving(gated) as base:
+        page.goto(base + "/")
+        row = page.locator('tr.task-row[data-slug="evil"]')
+        assert title in row.inner_text()
+        page.goto(base + "/task/evil")
+        assert title in page.locator("h1").inner_text()
+        assert page.locator("main script").count() == 0
+        assert page.locator("main img").count() == 0
+        assert page.locator(".markdown strong").inner_text() == "bold"
+        answer = page.request.get(base + "/task/evil")
+        assert "default-src 'none'" in answer.headers["content-security-policy"]
+        assert html.escape(title, quote=False) in answer.text()
+
+
+def test_a_post_without_the_csrf_token_is_refused(gated: Project, page: Page) -> None:
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        answer = page.request.post(base + "/gate/doc/approve", form={"expect": "x"})
+        assert answer.status == 403
+        assert "CSRF" in answer.text()
+        # The real form with its token field taken out: refused too.
+        page.evaluate("document.querySelectorAll('input[name=csrf]').forEach(e => e.remove())")
+        page.click("#approve")
+        assert "CSRF" in page.inner_text("body")
+        assert gated.state("doc") == "research:awaiting_approval"
+
+
+def test_serve_on_a_public_address_without_auth_refuses(gated: Project, page: Page) -> None:
+    done = gated.run("serve", "--host", "0.0.0.0", "--port", "0", timeout=60)
+    assert done.returncode == 1
+    assert "refusing to serve on 0.0.0.0 without authentication" in done.stderr
+    page.set_content(f"<pre>$ orchestrator serve --host 0.0.0.0\n{html.escape(done.stderr)}</pre>")
+
+
+def test_signed_in_user_is_the_approvals_actor(
+    gated: Project, browser: Browser, request: pytest.FixtureRequest
+) -> None:
+    users = gated.dir / "users"
+    added = gated.cli(
+        "serve", "--users", str(users), "--add-user", "alice", input="s3cret-pass\n" * 2
+    )
+    assert added.exit_code == 0, added.output
+    assert users.read_text().startswith("alice:$argon2")
+    with serving(gated, "--users", str(users)) as base:
+        context = browser.new_context(
+            http_credentials={"username": "alice", "password": "s3cret-pass"}
+        )
+        page = context.new_page()
+        stranger = browser.new_context()
+        assert stranger.request.get(base + "/").status == 401
+        assert stranger.request.get(base + "/healthz").status == 200
+        stranger.close()
+        page.goto(base + "/gate/doc")
+        page.click("#approve")
+        page.screenshot(path=str(screenshot_path(request)), full_page=True)
+        context.close()
+    rows = gated.query("SELECT actor FROM transitions WHERE event = 'approve'")
+    assert rows == [("alice",)]

@@ -1,0 +1,93 @@
+"""The approval hash on the command line, and `report --html`, on both backends."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from support import Project
+
+
+def _hash(project: Project, slug: str) -> str:
+    shown = project.cli("show", slug)
+    assert shown.exit_code == 0, shown.output
+    found = re.search(r"approval\s+([0-9a-f]{16})", shown.stdout)
+    assert found, shown.stdout
+    return found.group(1)
+
+
+def _at_gate(project: Project, slug: str = "g") -> None:
+    assert project.cli("add", slug, "--title", "Gate me").exit_code == 0
+    assert project.run("tick").returncode == 0
+    assert project.state(slug) == "research:awaiting_approval"
+
+
+def test_show_hash_is_stable_and_approve_expect_checks_it(project: Project) -> None:
+    _at_gate(project)
+    seen = _hash(project, "g")
+    assert _hash(project, "g") == seen  # nothing changed: the same hash
+    shown = project.cli("show", "g", "--json")
+    assert f'"approval_hash": "{seen}"' in shown.stdout
+
+    workspace = project.dir / "tasks" / "g"
+    (workspace / "result.txt").write_text("written after the review\n")
+    refused = project.cli("approve", "g", "--expect", seen)
+    assert refused.exit_code == 1
+    assert "changed since you looked" in refused.stderr
+    assert project.state("g") == "research:awaiting_approval"
+
+    fresh = _hash(project, "g")
+    assert fresh != seen
+    done = project.cli("approve", "g", "--expect", fresh, "--by", "carol")
+    assert done.exit_code == 0, done.stderr
+    assert project.state("g") == "research:approved"
+    again = project.cli("approve", "g", "--expect", fresh)  # harmless, as without --expect
+    assert again.exit_code == 0
+    assert "already approved" in again.stdout
+
+
+def test_hash_follows_a_git_workspace_diff(project: Project) -> None:
+    _at_gate(project)
+    workspace = project.dir / "tasks" / "g"
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(workspace), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (workspace / "README.md").write_text("# Title\n")
+    git("add", "README.md")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "one")
+    clean = _hash(project, "g")
+    (workspace / "README.md").write_text("# Title\n\nA new line.\n")
+    edited = _hash(project, "g")
+    assert edited != clean
+    from orchestrator.config import load_settings
+    from orchestrator.gate import gate_view
+    from orchestrator.storage.db import make_engine
+
+    settings = load_settings(config=str(project.config), db_url=project.db_url)
+    engine = make_engine(project.db_url)
+    try:
+        view = gate_view(engine, settings, "g")
+    finally:
+        engine.dispose()
+    assert view.changes.kind == "git"
+    assert "+A new line." in view.changes.diff
+    assert view.digest == edited
+
+
+def test_report_html_is_one_self_contained_file(project: Project) -> None:
+    _at_gate(project)
+    title = "<script>alert(1)</script>"
+    assert project.cli("add", "x", "--title", title).exit_code == 0
+    out = project.dir / "report.html"
+    done = project.cli("report", "--html", str(out))
+    assert done.exit_code == 0, done.stderr
+    text = out.read_text("utf-8")
+    assert "<script" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # nothing fetched
+    assert '<link rel="stylesheet"' not in text and "<style>" in text
+    assert 'id="gate-g"' in text and 'id="task-x"' in text
+    assert "<svg" in text  # the gate's score curve, inline
+    assert _hash(project, "g") in text

@@ -1,0 +1,146 @@
+"""The board's paging and the history filters, on both backends; token sign-in
+against a real `serve` process."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from sqlalchemy import Engine
+from support import Project
+from web_support import gated_project, serving, tick_until_gate
+
+from orchestrator.config import load_settings
+from orchestrator.storage.db import make_engine
+from orchestrator.web import data
+from orchestrator.web.pages import Pages
+from orchestrator.web.render import Links
+
+
+def _engine(project: Project) -> Engine:
+    return make_engine(project.db_url)
+
+
+def _seed(project: Project, count: int) -> None:
+    specs = ({"slug": f"t-{i:03d}", "title": f"task {i}"} for i in range(count))
+    lines = "\n".join(json.dumps(spec) for spec in specs)
+    assert project.cli("add", "--from", "-", input=lines).exit_code == 0
+    # Every fifth task waits at a gate; the ones added later have waited longer.
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(project.db_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE tasks SET status = 'awaiting_approval' WHERE id % 5 = 0"))
+        rows = conn.execute(text("SELECT id FROM tasks WHERE id % 5 = 0 ORDER BY id")).all()
+        for n, (task_id,) in enumerate(rows):
+            conn.execute(
+                text("UPDATE tasks SET updated_at = :at WHERE id = :id"),
+                {"at": f"2026-01-01 00:{59 - n:02d}:00", "id": task_id},
+            )
+    engine.dispose()
+
+
+def test_board_pages_cover_every_task_once_approvals_first(project: Project) -> None:
+    _seed(project, 130)
+    engine = _engine(project)
+    try:
+        seen: list[tuple[str, str]] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            board = data.board(engine, 40, None, cursor)
+            pages += 1
+            assert sum(len(s.rows) for s in board.sections) <= 40
+            seen += [(s.status, r["slug"]) for s in board.sections for r in s.rows]
+            if board.next_cursor is None:
+                break
+            cursor = board.next_cursor
+        counts = dict(data.board(engine, 40).counts)
+    finally:
+        engine.dispose()
+    assert pages == 4
+    slugs = [slug for _, slug in seen]
+    assert sorted(slugs) == sorted(f"t-{i:03d}" for i in range(130))  # each exactly once
+    statuses = [status for status, _ in seen]
+    assert statuses[:26] == ["awaiting_approval"] * 26  # the queue first
+    assert counts["awaiting_approval"] == 26 and counts["ready"] == 104
+    waiting = [slug for status, slug in seen if status == "awaiting_approval"]
+    # Oldest waiting first: the task updated longest ago (id 130, slug t-129) leads.
+    assert waiting == [f"t-{task_id - 1:03d}" for task_id in range(130, 0, -5)]
+
+
+def test_history_filters_by_task_event_and_actor(project: Project) -> None:
+    assert project.cli("add", "a", "--title", "A").exit_code == 0
+    assert project.cli("add", "b", "--title", "B").exit_code == 0
+    assert project.cli("halt", "a", "--by", "dana").exit_code == 0
+    assert project.cli("halt", "b", "--by", "erin").exit_code == 0
+    settings = load_settings(config=str(project.config), db_url=project.db_url)
+    engine = _engine(project)
+    try:
+        rows = data.history_page(engine, actor="dana").rows
+        assert [(r["task"], r["event"]) for r in rows] == [("a", "halt")]
+        rows = data.history_page(engine, event="add").rows
+        assert [r["task"] for r in rows] == ["b", "a"]  # newest first
+        rows = data.history_page(engine, task="b", event="halt").rows
+        assert [r["actor"] for r in rows] == ["erin"]
+        html = Pages(engine, settings).history(Links(), {"actor": "erin"})
+    finally:
+        engine.dispose()
+    assert "erin" in html and "dana" not in html
+
+
+def test_token_sign_in_names_the_actor(tmp_path: Path) -> None:
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+    tick_until_gate(project, "doc")
+    token_file = tmp_path / "token"
+    token_file.write_text("a-long-shared-token-0123456789\n")
+    with serving(project, "--host", "127.0.0.1", "--token-file", str(token_file)) as base:
+        try:
+            urllib.request.urlopen(base + "/gate/doc", timeout=10)
+            raise AssertionError("the gate page answered without a token")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 401
+            assert "Basic" in exc.headers["WWW-Authenticate"]
+        basic = base64.b64encode(b"frank:a-long-shared-token-0123456789").decode()
+        signed = {"Authorization": f"Basic {basic}"}
+        ask = urllib.request.Request(base + "/gate/doc", headers=signed)
+        with urllib.request.urlopen(ask, timeout=10) as answer:
+            cookie = answer.headers["Set-Cookie"].split(";")[0]
+            page = answer.read().decode()
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        digest = re.search(r'name="expect" value="([^"]+)"', page)
+        assert token and digest and cookie.endswith(token.group(1))
+        form = f"csrf={token.group(1)}&expect={digest.group(1)}".encode()
+        post = urllib.request.Request(
+            base + "/gate/doc/approve",
+            data=form,
+            headers={"Authorization": f"Basic {basic}", "Cookie": cookie},
+        )
+        with urllib.request.urlopen(post, timeout=10) as answer:
+            assert answer.status == 200  # after the 303 to the task page
+    assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") == [("frank",)]
+
+
+def test_loopback_without_auth_answers_only_to_loopback_names(tmp_path: Path) -> None:
+    """DNS rebinding: a page at evil.example resolving to 127.0.0.1 gets nothing."""
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    with serving(project) as base:
+        port = base.rsplit(":", 1)[1]
+        for host, status in (("evil.example", 421), (f"evil.example:{port}", 421)):
+            ask = urllib.request.Request(base + "/", headers={"Host": host})
+            try:
+                urllib.request.urlopen(ask, timeout=10)
+                raise AssertionError(f"answered Host {host}")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == status
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+            ask = urllib.request.Request(base + "/", headers={"Host": host})
+            with urllib.request.urlopen(ask, timeout=10) as answer:
+                assert answer.status == 200
