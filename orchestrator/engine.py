@@ -53,6 +53,8 @@ from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import Verdict, parse_verdict
 from orchestrator.errors import ConnectionLostError, OrchestratorError, host_error
+from orchestrator.events import outbox
+from orchestrator.events.courier import Courier
 from orchestrator.storage import repo
 from orchestrator.storage.db import (
     checkpoint,
@@ -208,6 +210,8 @@ class Ticker:
         # Set once the database stayed out of reach past `reconnect_seconds`:
         # every attempt stops, the tick claims nothing more and exits 69.
         self._db_down = threading.Event()
+        # Hands events to hooks after their transaction commits (`_write`).
+        self._courier = Courier(settings, engine, warn=warn)
 
     # -- the tick ------------------------------------------------------------
 
@@ -218,6 +222,7 @@ class Ticker:
         status = TICK_ERROR_STATUS
         fault: OrchestratorError | None = None
         try:
+            self._courier.start()
             self.recover()
             self.advance_approved()
             self._claim_and_run(options)
@@ -235,6 +240,8 @@ class Ticker:
             except Exception:
                 if status == 0:
                     raise
+            finally:
+                self._courier.close()  # waits for no hook past its timeout
         if self._tick_id is not None:
             checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
         if fault is not None:
@@ -537,6 +544,7 @@ class Ticker:
             self._ensure_tick(conn, now)
             self.report.recovered += 1
             task = repo.get_task_by_id(conn, attempt.task_id)
+            outbox.on_crash(conn, task, attempt, now=now, why=why, outcome=outcome.value)
             if task is None or task.status is not Status.RUNNING or task.stage != attempt.stage:
                 return  # halted or cancelled meanwhile: the attempt just ends
             stage = self._stage_of(task)
@@ -759,9 +767,12 @@ class Ticker:
         outer = getattr(self._local, "lines", None)
         lines: list[str] = []
         self._local.lines = lines
+        wrote = False
         try:
             with write_tx(self.engine) as conn:
+                outbox.take_written(conn)
                 yield conn
+                wrote = outbox.take_written(conn)
         except BaseException:
             if not had_tick:
                 with self._tick_lock:
@@ -769,6 +780,9 @@ class Ticker:
             raise
         finally:
             self._local.lines = outer
+        if wrote:  # committed: the courier hands the event to the hooks
+            fault_point("after_event_commit")
+            self._courier.kick()
         for line in lines:
             try:
                 self.say(line)
