@@ -1175,6 +1175,15 @@ def _shown_url(settings: Settings) -> str:
     return make_url(settings.database_url).render_as_string(hide_password=True)
 
 
+def _add_issue16_commands() -> None:
+    from orchestrator.events.command import events_command
+
+    cli.add_command(events_command)
+
+
+_add_issue16_commands()
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
     try:

@@ -40,7 +40,9 @@ def deliveries(project: Project) -> list[tuple[object, ...]]:
 
 def test_a_recording_hook_gets_each_event_once(project: Project, tmp_path: Path) -> None:
     out = tmp_path / "hook.jsonl"
-    project.write_config(DEFAULT_STAGES + hook("rec", ["awaiting_approval", "complete"], recorder(out)))
+    project.write_config(
+        DEFAULT_STAGES + hook("rec", ["awaiting_approval", "complete"], recorder(out))
+    )
     assert project.cli("add", "t1", "--title", "first").exit_code == 0
     assert project.cli("tick").exit_code == 0
     first = received(out)
