@@ -1177,8 +1177,11 @@ def _shown_url(settings: Settings) -> str:
 
 def _add_issue16_commands() -> None:
     from orchestrator.events.command import events_command
+    from orchestrator.ops_commands import metrics_command, prune_command
 
     cli.add_command(events_command)
+    cli.add_command(metrics_command)
+    cli.add_command(prune_command)
 
 
 _add_issue16_commands()
