@@ -878,8 +878,13 @@ def _run_one_tick(
     try:
         if options.get("task") is not None:
             _require_task(engine, options["task"])
-        ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn)
-        report = ticker.tick(TickOptions(**options))
+        from orchestrator.progress import live_progress
+
+        with live_progress(enabled=not quiet and not options.get("dry_run")) as progress:
+            ticker = Ticker(
+                settings, engine, stop=stop, say=progress.say(say), warn=warn, progress=progress
+            )
+            report = ticker.tick(TickOptions(**options))
         interrupted = report.outcomes.get("interrupted", 0) > 0
         if received and (interrupted or not stop_is_clean):
             ticker.finish(128 + received[0])

@@ -55,6 +55,7 @@ from orchestrator.domain.verdict import Verdict, parse_verdict
 from orchestrator.errors import ConnectionLostError, OrchestratorError, host_error
 from orchestrator.events import outbox
 from orchestrator.events.courier import Courier
+from orchestrator.progress import NoProgress, Progress
 from orchestrator.storage import repo
 from orchestrator.storage.db import (
     checkpoint,
@@ -178,8 +179,10 @@ class Ticker:
         stop: threading.Event | None = None,
         say: Callable[[str], None] = lambda line: None,
         warn: Callable[[str], None] = lambda line: None,
+        progress: Progress | None = None,
     ) -> None:
         self.settings = settings
+        self.progress = progress or NoProgress()  # live lines on a terminal
         self.engine = engine
         self.stop = stop or threading.Event()
         self.say = say
@@ -892,13 +895,14 @@ class Ticker:
     def _attempt(self, claim: Claim, chain: _Chain | None) -> _Outcome:
         """Run and record one attempt (and, with `chain`, claim the next)."""
         self._reserve_kept(claim)
+        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
         try:
-            result = self._execute(claim)
+            with self.progress.running(claim.task.slug, claim.stage.name, claim.number, folder):
+                result = self._execute(claim)
         except _HostFault as fault:
             result = self._host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
-        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
         with self._tick_lock:
             note = self._capture_notes.pop(folder, None)
         if note is not None and result.outcome is not Outcome.HOST_ERROR:
@@ -1110,6 +1114,7 @@ class Ticker:
                 # Commands over within 10 ms need no note to find their orphans by.
                 on_start_after=PROCESS_NOTE_AFTER,
                 should_stop=guard,
+                on_output=self.progress.output(state_dir),
             )
         if result.capture_error is not None:
             # The output is whole in memory, the verdict in it counts; the
