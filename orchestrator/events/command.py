@@ -22,7 +22,7 @@ def events_command(app: Any, pending: bool, as_json: bool, limit: int) -> None:
 
     settings = app.settings()
     with read_tx(app.engine(settings)) as conn:
-        rows = list_events(conn, pending=pending, limit=limit)
+        rows = list_events(conn, pending=pending, limit=limit, hooks=bool(settings.hooks))
     if as_json:
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return

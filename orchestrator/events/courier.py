@@ -43,10 +43,11 @@ class Courier:
     def start(self) -> None:
         """At the tick's start: retries now due, and events a dead tick (or a
         human command) committed without handing out."""
-        if self.hooks:
-            self.kick()
+        self.kick()
 
     def kick(self) -> None:
+        if not self.hooks:
+            return  # nobody listens: events wait, untouched, for a hook to exist
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="courier", daemon=True)

@@ -15,9 +15,11 @@ deliveries = tables.deliveries
 tasks = tables.tasks
 
 
-def list_events(conn: Connection, *, pending: bool, limit: int | None) -> list[dict[str, Any]]:
-    """Events with their deliveries. Pending: not yet handed out, or with a
-    delivery not yet made."""
+def list_events(
+    conn: Connection, *, pending: bool, limit: int | None, hooks: bool = True
+) -> list[dict[str, Any]]:
+    """Events with their deliveries. Pending: with a delivery not yet made,
+    or not yet handed out while some hook is configured (`hooks`)."""
     query = (
         select(
             events.c.id,
@@ -34,7 +36,8 @@ def list_events(conn: Connection, *, pending: bool, limit: int | None) -> list[d
         undelivered = exists().where(
             and_(deliveries.c.event_id == events.c.id, deliveries.c.delivered_at.is_(None))
         )
-        query = query.where(or_(events.c.dispatched_at.is_(None), undelivered))
+        waiting = events.c.dispatched_at.is_(None)
+        query = query.where(or_(waiting, undelivered) if hooks else undelivered)
     if limit is not None:
         query = query.limit(limit)
     rows = list(reversed(conn.execute(query).all()))
@@ -84,7 +87,7 @@ def list_events(conn: Connection, *, pending: bool, limit: int | None) -> list[d
 def delivery_summary(event: dict[str, Any]) -> str:
     """One cell: each hook's standing, or why there is none."""
     if not event["dispatched"]:
-        return "not handed out yet"
+        return "not handed out yet (no tick with a hook since)"
     if not event["deliveries"]:
         return "no hook wants it"
     parts = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
@@ -20,6 +20,7 @@ BATCH = 200
 # A claimed try is not due again until its hook's timeout plus this has
 # passed: a tick that died mid-try leaves it to the next one after that.
 CLAIM_GRACE = 30.0
+STALE_AFTER = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -32,14 +33,18 @@ class Try:
 
 def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> int:
     """Make the delivery rows of events no tick has handed out yet (one per
-    hook configured now that wants the kind); returns how many events."""
+    hook configured now that wants the kind); returns how many events.
+
+    Events older than STALE_AFTER are handed out to nobody: they were
+    written while no hook was configured, and a hook added today must not
+    replay last month."""
     rows = conn.execute(
-        select(events.c.id, events.c.kind)
+        select(events.c.id, events.c.kind, events.c.at)
         .where(events.c.dispatched_at.is_(None))
         .order_by(events.c.id)
         .limit(BATCH)
     ).all()
-    for event_id, kind in rows:
+    for event_id, kind, at in rows:
         taken = conn.execute(
             update(events)
             .where(events.c.id == event_id, events.c.dispatched_at.is_(None))
@@ -47,7 +52,8 @@ def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> 
         )
         if taken.rowcount != 1:
             continue  # another tick handed it out meanwhile
-        wanted = [hook.name for hook in hooks if hook.wants(kind)]
+        stale = _aware(at) < now - STALE_AFTER
+        wanted = [] if stale else [hook.name for hook in hooks if hook.wants(kind)]
         if wanted:
             conn.execute(
                 insert(deliveries),
@@ -132,10 +138,11 @@ def next_due(conn: Connection, hooks: tuple[HookConfig, ...]) -> datetime | None
             deliveries.c.hook.in_([hook.name for hook in hooks]),
         )
     ).scalar()
-    if isinstance(value, str):  # SQLite's min() loses the column type
-        value = datetime.fromisoformat(value)
-    if value is not None and value.tzinfo is None:
-        from datetime import UTC
+    return None if value is None else _aware(value)
 
-        value = value.replace(tzinfo=UTC)
-    return value
+
+def _aware(value: datetime | str) -> datetime:
+    """SQLite's min() loses the column's type: text, or naive UTC."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

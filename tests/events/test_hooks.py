@@ -157,3 +157,33 @@ def test_a_hook_hanging_past_its_timeout_delays_nothing_else(
     assert all(r[4] is None and "timed out after 2 s" in str(r[3]) for r in slow)
     # The pipeline went on meanwhile: all three ran while the first event's slow hook hung.
     assert [project.state(s) for s in ("t1", "t2", "t3")] == ["research:awaiting_approval"] * 3
+
+
+def test_without_hooks_the_tick_leaves_events_to_the_first_hook(
+    project: Project, tmp_path: Path
+) -> None:
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    assert project.cli("add", "t2", "--title", "second").exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    assert project.query("SELECT count(*) FROM events WHERE dispatched_at IS NULL") == [(2,)]
+    assert json.loads(project.cli("events", "--pending", "--json").output) == []
+    # One of them is old news by the time a hook appears.
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import create_engine, update
+
+    from orchestrator.storage import tables
+
+    engine = create_engine(project.db_url)
+    with engine.begin() as conn:
+        conn.execute(
+            update(tables.events)
+            .where(tables.events.c.id == 1)
+            .values(at=datetime.now(UTC) - timedelta(days=2))
+        )
+    engine.dispose()
+    out = tmp_path / "hook.jsonl"
+    project.write_config(DEFAULT_STAGES + hook("rec", ["awaiting_approval"], recorder(out)))
+    assert project.cli("tick").exit_code == 0
+    assert [e["task"] for e in received(out)] == ["t2"]
+    assert project.query("SELECT count(*) FROM events WHERE dispatched_at IS NULL") == [(0,)]
