@@ -76,7 +76,9 @@ def test_tick_on_a_terminal_shows_a_live_line_per_running_attempt(
     project: Project, tmp_path: Path
 ) -> None:
     go = tmp_path / "go"
-    project.write_config(GATED_WAITING.format(go=go))
+    # A failing hook: its error line (stderr) must get through the live display too.
+    failing = '\n[[hooks]]\nname = "down"\non = ["awaiting_approval"]\ncommand = ["false"]\n'
+    project.write_config(GATED_WAITING.format(go=go) + failing)
     assert project.cli("add", "t1", "--title", "live").exit_code == 0
     proc, master = spawn_on_pty(project, "tick")
     seen = bytearray()
@@ -95,6 +97,7 @@ def test_tick_on_a_terminal_shows_a_live_line_per_running_attempt(
     text = seen.decode(errors="replace")
     assert "research:awaiting_approval" in text  # the plain lines still come
     assert "tick: 1 attempts" in text
+    assert "Error: hook 'down' (awaiting_approval t1), try 1: exit 1" in text
     assert project.state("t1") == "research:awaiting_approval"
 
 
