@@ -187,3 +187,17 @@ def test_without_hooks_the_tick_leaves_events_to_the_first_hook(
     assert project.cli("tick").exit_code == 0
     assert [e["task"] for e in received(out)] == ["t2"]
     assert project.query("SELECT count(*) FROM events WHERE dispatched_at IS NULL") == [(0,)]
+
+
+def test_an_attempt_recovered_as_crashed_is_an_event(project: Project, tmp_path: Path) -> None:
+    out = tmp_path / "hook.jsonl"
+    project.write_config(DEFAULT_STAGES + hook("rec", ["crashed"], recorder(out)))
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    died = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "after_claim_commit:exit"})
+    assert died.returncode == 137, died.stderr
+    # Same host, dead tick: the next tick recovers the attempt and says so.
+    again = project.run("tick")
+    assert again.returncode == 0, again.stderr
+    (event,) = received(out)
+    assert event["kind"] == "crashed" and event["task"] == "t1" and event["attempt"] == 1
+    assert event["outcome"] == "crashed" and event["stage"] == "research"
