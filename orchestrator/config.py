@@ -25,6 +25,7 @@ from typing import Any, Literal, NoReturn, cast
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
 from orchestrator.errors import ConfigError
+from orchestrator.events.hooks import HookConfig, parse_hooks
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -36,7 +37,7 @@ DB_URL_ENV = "ORCHESTRATOR_DB_URL"
 StdinMode = Literal["none", "prompt"]
 Affinity = Literal["host", "any"]
 
-_TOP_KEYS = ("orchestrator", "defaults", "pipelines")
+_TOP_KEYS = ("orchestrator", "defaults", "pipelines", "hooks")
 _ORCHESTRATOR_KEYS = (
     "database",
     "workspace_root",
@@ -147,6 +148,7 @@ class Settings:
         default_factory=lambda: types.MappingProxyType({}), hash=False
     )
     fingerprint: str = ""
+    hooks: tuple[HookConfig, ...] = ()  # [[hooks]]: commands told about events
 
     def pipeline(self, name: str) -> PipelineConfig | None:
         return self.pipelines.get(name)
@@ -495,6 +497,7 @@ class _Loader:
             env_deny=env_deny,
             pipelines=types.MappingProxyType(pipelines),
             fingerprint=fingerprint,
+            hooks=parse_hooks(self, top.get("hooks")),
         )
 
     def database(

@@ -619,6 +619,7 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
     on_start_after: float = 0.0,
     should_stop: Callable[[], bool] | None = None,
     poll_interval: float = 0.1,
+    on_output: Callable[[bytes], None] | None = None,
 ) -> ProcessResult:
     """Run one command to completion, timeout or interruption; never leave its group behind.
 
@@ -805,6 +806,8 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
                     data = b""
                 if data:
                     captures[fd].add(data)
+                    if on_output is not None:  # live progress: the last line printed
+                        on_output(data)
                 else:
                     selector.unregister(fd)
         stop_feeding()

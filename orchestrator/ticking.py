@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 
 from orchestrator.config import Settings
 from orchestrator.errors import Interrupted, TickFailedError
+from orchestrator.progress import Progress
 from orchestrator.storage.db import read_tx
 from orchestrator.suggest import require_task
 from orchestrator.tick import Ticker, TickOptions, TickReport
@@ -75,6 +76,7 @@ def run_tick(
     warn: Callable[[str], None] = lambda line: None,
     signals: Sequence[int] = (),
     stop_is_clean: bool = False,
+    progress: Progress | None = None,
 ) -> TickResult:
     """One tick; the caller holds this host's tick lock.
 
@@ -85,7 +87,7 @@ def run_tick(
         # `tick --task fix-clac` must not be a silent tick that did nothing.
         with read_tx(engine) as conn:
             require_task(conn, options.task)
-    ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn)
+    ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn, progress=progress)
     report = ticker.tick(options)
     interrupted = report.outcomes.get("interrupted", 0) > 0
     if signals and (interrupted or not stop_is_clean):

@@ -42,6 +42,9 @@ COMMANDS: dict[str, str] = {
     "db": "orchestrator.cli.db:db",
     "serve": "orchestrator.web.command:serve",
     "report": "orchestrator.web.command:report",
+    "events": "orchestrator.cli.events:events_command",
+    "metrics": "orchestrator.cli.ops:metrics_command",
+    "prune": "orchestrator.cli.ops:prune_command",
 }
 
 

@@ -164,6 +164,10 @@ def show(app: App, slug: str, as_json: bool) -> None:
         + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
     )
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
+    from orchestrator.sparkline import score_lines
+
+    for index, line in enumerate(score_lines(data["attempts"])):
+        click.echo(f"{'  scores   ' if index == 0 else ' ' * 11} {line}")
     if data["next_hint"]:
         click.echo(f"  next hint {printable(data['next_hint'][:200])}")
     if data.get("approval_hash"):

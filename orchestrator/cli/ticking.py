@@ -109,16 +109,21 @@ def _run_one_tick(
     # pool per tick left open would hold PostgreSQL connections until it dies.
     engine = app.engine(settings, owned=True, jobs=options.get("jobs", 1))
     try:
-        result = run_tick(
-            settings,
-            engine,
-            TickOptions(**options),
-            stop=stop,
-            say=say,
-            warn=warn,
-            signals=received,
-            stop_is_clean=stop_is_clean,
-        )
+        from orchestrator.progress import live_progress
+
+        # One live line per running attempt on a terminal; cron's output stays plain.
+        with live_progress(enabled=not quiet and not options.get("dry_run")) as progress:
+            result = run_tick(
+                settings,
+                engine,
+                TickOptions(**options),
+                stop=stop,
+                say=progress.say(say),
+                warn=warn,
+                signals=received,
+                stop_is_clean=stop_is_clean,
+                progress=progress,
+            )
     finally:
         engine.dispose()
     if result.signal is None and result.did_work and not quiet:

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, and_, bindparam, exists, func, insert, or_, s
 from orchestrator.domain.decide import Outcome, RunHistory
 from orchestrator.domain.pipeline import ADD, Event, State, Status, check_transition, state_string
 from orchestrator.errors import OrchestratorError
+from orchestrator.events import outbox
 from orchestrator.storage import tables
 from orchestrator.storage.prepared import Prepared
 
@@ -267,6 +268,19 @@ def apply_transition(
             "attempt_id": attempt_id,
             "at": now,
         },
+    )
+    # The outbox: an event of interest commits or rolls back with its transition.
+    outbox.on_transition(
+        conn,
+        task,
+        event,
+        to,
+        now=now,
+        actor=actor,
+        reason=reason,
+        note=note,
+        attempt_id=attempt_id,
+        halt_reason=after.halt_reason,
     )
     return after
 

@@ -190,3 +190,36 @@ transitions = Table(
     UniqueConstraint("task_id", "seq"),
     CheckConstraint(one_of("event", RECORDED_EVENTS), name="event"),
 )
+
+# Outbox: a transition of interest (orchestrator.events.kinds) writes its
+# event here in the transition's own transaction; the tick hands it to hooks
+# after commit. `dispatched_at` is set once a delivery row exists for every
+# hook configured then (a hook added later does not get old news).
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("task_id", ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("attempt_id", ForeignKey("attempts.id", ondelete="SET NULL")),
+    Column("payload", Text, nullable=False),  # JSON: what a hook gets on stdin
+    Column("at", UTCDateTime, nullable=False),
+    Column("dispatched_at", UTCDateTime, index=True),
+)
+
+# One event handed to one hook: at least once, retried with capped
+# exponential backoff. `next_try_at` doubles as the claim of a try in flight
+# (pushed past the hook's timeout), so two ticks do not run the same try.
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("event_id", ForeignKey("events.id", ondelete="CASCADE"), nullable=False),
+    Column("hook", String(255), nullable=False),
+    Column("tries", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+    Column("next_try_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime),
+    UniqueConstraint("event_id", "hook"),
+    Index("ix_deliveries_delivered_at_next_try_at", "delivered_at", "next_try_at"),
+)

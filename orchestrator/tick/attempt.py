@@ -37,7 +37,8 @@ class Attempts(Workspaces):
         folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
         reserve_kept(folder, claim)
         try:
-            result = self._execute(claim)
+            with self.progress.running(claim.task.slug, claim.stage.name, claim.number, folder):
+                result = self._execute(claim)
         except HostFault as fault:
             result = self._host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick

@@ -61,6 +61,7 @@ class Commands(Recording):
                 # Commands over within 10 ms need no note to find their orphans by.
                 on_start_after=PROCESS_NOTE_AFTER,
                 should_stop=guard,
+                on_output=self.progress.output(state_dir),
             )
         if result.capture_error is not None:
             # The output is whole in memory, the verdict in it counts; the

@@ -20,6 +20,9 @@ from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import ConnectionLostError, OrchestratorError
+from orchestrator.events import outbox
+from orchestrator.events.courier import Courier
+from orchestrator.progress import NoProgress, Progress
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
 from orchestrator.testing import fault_point
@@ -76,8 +79,10 @@ class TickRow:
         stop: threading.Event | None = None,
         say: Callable[[str], None] = lambda line: None,
         warn: Callable[[str], None] = lambda line: None,
+        progress: Progress | None = None,
     ) -> None:
         self.settings = settings
+        self.progress = progress or NoProgress()  # live lines on a terminal
         self.engine = engine
         self.stop = stop or threading.Event()
         self.say = say
@@ -106,6 +111,8 @@ class TickRow:
         # Set once the database stayed out of reach past `reconnect_seconds`:
         # every attempt stops, the tick claims nothing more and exits 69.
         self._db_down = threading.Event()
+        # Hands events to hooks after their transaction commits (`_write`).
+        self._courier = Courier(settings, engine, warn=warn)
 
     def _error(self, where: str, exc: BaseException) -> None:
         """Note an error the tick survives: on stderr now, in the exit status later."""
@@ -212,9 +219,12 @@ class TickRow:
         outer = getattr(self._local, "lines", None)
         lines: list[str] = []
         self._local.lines = lines
+        wrote = False
         try:
             with write_tx(self.engine) as conn:
+                outbox.take_written(conn)
                 yield conn
+                wrote = outbox.take_written(conn)
         except BaseException:
             if not had_tick:
                 with self._tick_lock:
@@ -222,6 +232,9 @@ class TickRow:
             raise
         finally:
             self._local.lines = outer
+        if wrote:  # committed: the courier hands the event to the hooks
+            fault_point("after_event_commit")
+            self._courier.kick()
         for line in lines:
             try:
                 self.say(line)

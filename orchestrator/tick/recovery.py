@@ -11,6 +11,7 @@ from typing import Any
 from orchestrator import runner
 from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
+from orchestrator.events import outbox
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.testing import fault_point
@@ -191,6 +192,7 @@ class Recovery(Attempts):
             self._ensure_tick(conn, now)
             self.report.recovered += 1
             task = repo.get_task_by_id(conn, attempt.task_id)
+            outbox.on_crash(conn, task, attempt, now=now, why=why, outcome=outcome.value)
             if task is None or task.status is not Status.RUNNING or task.stage != attempt.stage:
                 return  # halted or cancelled meanwhile: the attempt just ends
             stage = self._stage_of(task)

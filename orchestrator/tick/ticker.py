@@ -34,6 +34,7 @@ class Ticker(DryRun):
         status = TICK_ERROR_STATUS
         fault: OrchestratorError | None = None
         try:
+            self._courier.start()
             self.recover()
             self.advance_approved()
             self._claim_and_run(options)
@@ -51,6 +52,8 @@ class Ticker(DryRun):
             except Exception:
                 if status == 0:
                     raise
+            finally:
+                self._courier.close()  # waits for no hook past its timeout
         if self._tick_id is not None:
             checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
         if fault is not None:

@@ -1,0 +1,57 @@
+"""`metrics` and `prune`: commands for whoever runs the orchestrator
+(registered by the CLI with one line each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+@click.command("metrics")
+@click.option(
+    "--textfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here atomically (node_exporter's textfile collector) instead of stdout.",
+)
+@click.pass_obj
+def metrics_command(app: Any, textfile: Path | None) -> None:
+    """Print Prometheus metrics: tasks, attempts, ticks, approvals, hook deliveries."""
+    from orchestrator.metrics import render_metrics, write_textfile
+
+    settings = app.settings()
+    engine = app.engine(settings)
+    if textfile is None:
+        click.echo(render_metrics(engine).decode(), nl=False)
+        return
+    write_textfile(engine, textfile)
+
+
+@click.command("prune")
+@click.option(
+    "--older-than",
+    "days",
+    type=click.FloatRange(min=0),
+    required=True,
+    metavar="DAYS",
+    help="Tasks complete or cancelled at least this many days ago.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.pass_obj
+def prune_command(app: Any, days: float, dry_run: bool) -> None:
+    """Remove the state_root folders (captured output) of tasks finished long ago.
+
+    Database rows are never touched: history, scores and transitions stay."""
+    from orchestrator.prune import prune, size_text
+
+    settings = app.settings(require_config=True)
+    result = prune(app.engine(settings), settings.state_root, days=days, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for folder in result.folders:
+        click.echo(f"{verb} {folder.path} ({size_text(folder.size)})")
+    total = sum(folder.size for folder in result.folders)
+    click.echo(
+        f"{'would free' if dry_run else 'freed'} {size_text(total)} "
+        f"in {len(result.folders)} folder{'' if len(result.folders) == 1 else 's'}"
+    )

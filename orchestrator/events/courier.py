@@ -1,0 +1,170 @@
+"""Delivering events to hooks, beside the tick and never in its way.
+
+One thread per tick does the database side (hand events out, claim due
+tries, record results); each hook try runs in a thread of its own, bounded
+by the hook's timeout, so a failing or hanging hook delays neither the
+pipeline nor another hook. The tick wakes the courier after a transaction
+that wrote an event commits (`kick`), and at its end waits for the tries in
+flight (`close`): never past a hook's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine
+
+from orchestrator.config import Settings
+from orchestrator.events import store
+from orchestrator.events.run_hook import run_hook
+from orchestrator.storage.db import db_now, read_tx, write_tx
+
+MAX_IN_FLIGHT = 8  # hook processes at once, per tick
+
+
+class Courier:
+    def __init__(self, settings: Settings, engine: Engine, *, warn: Callable[[str], None]) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.hooks = settings.hooks
+        self.warn = warn
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._in_flight: dict[int, threading.Thread] = {}
+        self._results: list[tuple[store.Try, str | None]] = []
+
+    def start(self) -> None:
+        """At the tick's start: retries now due, and events a dead tick (or a
+        human command) committed without handing out."""
+        self.kick()
+
+    def kick(self) -> None:
+        if not self.hooks:
+            return  # nobody listens: events wait, untouched, for a hook to exist
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="courier", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def close(self) -> None:
+        """One last pass, then wait for the tries in flight (each bounded by
+        its hook's timeout) and record them."""
+        with self._lock:
+            thread = self._thread
+        if thread is None:
+            return
+        self._closing.set()
+        self._wake.set()
+        thread.join()
+
+    # -- the courier's thread ---------------------------------------------------
+
+    def _loop(self) -> None:
+        timeout: float | None = None
+        while True:
+            self._wake.wait(timeout)
+            self._wake.clear()
+            try:
+                self._record_results()
+                timeout = self._pass()
+            except Exception as exc:  # the pipeline goes on; the next tick retries
+                self._say_error(f"delivering events: {exc}")
+                timeout = None
+                if self._closing.is_set() and not self._in_flight:
+                    return
+            with self._lock:
+                idle = not self._in_flight and not self._results
+            if self._closing.is_set() and idle and not self._wake.is_set():
+                return
+            if self._closing.is_set():
+                timeout = None  # only the tries in flight are waited for now
+
+    def _pass(self) -> float | None:
+        with write_tx(self.engine) as conn:
+            now = db_now(conn)
+            while store.dispatch(conn, self.hooks, now) == store.BATCH:
+                pass
+            with self._lock:
+                busy = set(self._in_flight)
+            due = store.claim_due(conn, self.hooks, now, busy, MAX_IN_FLIGHT - len(busy))
+        for attempt in due:
+            self._launch(attempt)
+        if not self.hooks or len(busy) + len(due) >= MAX_IN_FLIGHT:
+            return None  # a try ending wakes the courier
+        with read_tx(self.engine) as conn:
+            upcoming = store.next_due(conn, self.hooks)
+            now = db_now(conn)
+        return None if upcoming is None else max(0.0, (upcoming - now).total_seconds())
+
+    def _launch(self, attempt: store.Try) -> None:
+        payload = {**attempt.payload, "links": self._links(attempt.payload)}
+        data = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode() + b"\n"
+        env = {
+            **os.environ,
+            "ORCHESTRATOR_EVENT_KIND": str(payload.get("kind", "")),
+            "ORCHESTRATOR_EVENT_TASK": str(payload.get("task", "")),
+        }
+
+        def run() -> None:
+            try:
+                error = run_hook(attempt.hook, data, self.settings.base_dir, env)
+            except Exception as exc:
+                error = f"internal error: {exc}"
+            with self._lock:
+                self._results.append((attempt, error))
+                self._in_flight.pop(attempt.delivery_id, None)
+            self._wake.set()
+
+        thread = threading.Thread(target=run, name=f"hook {attempt.hook.name}", daemon=True)
+        with self._lock:
+            self._in_flight[attempt.delivery_id] = thread
+        thread.start()
+
+    def _record_results(self) -> None:
+        with self._lock:
+            results, self._results = self._results, []
+        if not results:
+            return
+        try:
+            with write_tx(self.engine) as conn:
+                now: datetime = db_now(conn)
+                for attempt, error in results:
+                    store.record_try(conn, attempt, error, now)
+        except Exception:
+            with self._lock:  # kept for the next pass (at worst, tried again later)
+                self._results = results + self._results
+            raise
+        for attempt, error in results:
+            if error is not None:
+                wait = attempt.hook.backoff(attempt.tries)
+                self._say_error(
+                    f"hook {attempt.hook.name!r} ({attempt.payload.get('kind')} "
+                    f"{attempt.payload.get('task')}), try {attempt.tries}: {error}; "
+                    f"next try in {wait:g} s"
+                )
+
+    def _links(self, payload: dict[str, Any]) -> dict[str, str]:
+        """Where a reader goes next: the commands, and the task's output folder."""
+        slug = str(payload.get("task", ""))
+        links = {
+            "show": f"orchestrator show {slug}",
+            "state_dir": str(self.settings.state_root / slug),
+        }
+        if payload.get("kind") == "awaiting_approval":
+            links["approve"] = f"orchestrator approve {slug}"
+            links["reject"] = f'orchestrator reject {slug} --note "..."'
+        return links
+
+    def _say_error(self, line: str) -> None:
+        try:
+            self.warn(line)
+        except Exception:  # stderr closed: the database has the error
+            return

@@ -1,0 +1,16 @@
+"""Which transitions are news. Adding a kind is one line here."""
+
+from __future__ import annotations
+
+from orchestrator.domain.pipeline import Status
+
+# A transition into one of these statuses writes an event of that kind.
+BY_STATUS: dict[Status, str] = {
+    Status.AWAITING_APPROVAL: "awaiting_approval",
+    Status.HALTED: "halted",
+    Status.COMPLETE: "complete",
+}
+# An attempt that recovery closes as crashed (its tick died under it).
+CRASHED = "crashed"
+
+KINDS: tuple[str, ...] = (*BY_STATUS.values(), CRASHED)

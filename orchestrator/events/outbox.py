@@ -1,0 +1,138 @@
+"""Writing events: always on the caller's transaction, so an event exists
+exactly when its transition committed (an outbox). Delivery is the
+courier's job, after commit.
+
+The connection's `info` carries a flag that an event was written, which the
+tick reads once its transaction commits to wake the courier; transactions
+that wrote no event cost nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, insert, select
+
+from orchestrator.domain.pipeline import Event, State
+from orchestrator.events.kinds import BY_STATUS, CRASHED
+from orchestrator.storage import tables
+
+WROTE = "orchestrator_wrote_event"
+
+_SCORES = (
+    select(tables.attempts.c.number, tables.attempts.c.score)
+    .where(
+        tables.attempts.c.task_id == bindparam("task_id"),
+        tables.attempts.c.stage == bindparam("stage"),
+        tables.attempts.c.run == bindparam("run"),
+    )
+    .order_by(tables.attempts.c.number)
+)
+
+
+def on_transition(
+    conn: Connection,
+    task: Any,
+    event: Event,
+    to: State,
+    *,
+    now: datetime,
+    actor: str,
+    reason: str | None,
+    note: str | None,
+    attempt_id: int | None,
+    halt_reason: str | None,
+) -> None:
+    """Record the event a transition of `task` (as it was before) to `to` makes, if any."""
+    kind = BY_STATUS.get(to.status)
+    if kind is None:
+        return
+    record(
+        conn,
+        kind,
+        task,
+        now=now,
+        attempt_id=attempt_id,
+        facts={
+            "state": str(to),
+            "from_state": str(task.state),
+            "transition": str(event),
+            "actor": actor,
+            "reason": reason,
+            "note": note,
+            "halt_reason": halt_reason,
+        },
+    )
+
+
+def on_crash(
+    conn: Connection, task: Any, attempt: Any, *, now: datetime, why: str, outcome: str
+) -> None:
+    """Record that recovery closed `attempt` of `task` as crashed (its tick
+    died); a database_error close or a vanished task is no such news."""
+    if task is None or outcome != CRASHED:
+        return
+    record(
+        conn,
+        CRASHED,
+        task,
+        now=now,
+        attempt_id=attempt.id,
+        stage=attempt.stage,
+        run=attempt.run,
+        facts={
+            "state": str(task.state),
+            "reason": why,
+            "outcome": outcome,
+            "attempt": attempt.number,
+        },
+    )
+
+
+def record(
+    conn: Connection,
+    kind: str,
+    task: Any,
+    *,
+    now: datetime,
+    attempt_id: int | None,
+    facts: dict[str, Any],
+    stage: str | None = None,
+    run: int | None = None,
+) -> None:
+    """Insert one event with what a hook needs to act without a query:
+    the task, its stage, the new state, the reason and the stage's scores."""
+    stage = task.stage if stage is None else stage
+    run = task.run if run is None else run
+    scores = [
+        {"attempt": int(number), "score": score}
+        for number, score in conn.execute(_SCORES, {"task_id": task.id, "stage": stage, "run": run})
+    ]
+    payload = {
+        "kind": kind,
+        "task": task.slug,
+        "title": task.title,
+        "pipeline": task.pipeline,
+        "stage": stage,
+        **facts,
+        "attempt_id": attempt_id,
+        "scores": scores,
+        "at": now.isoformat(),
+    }
+    conn.execute(
+        insert(tables.events).values(
+            kind=kind,
+            task_id=task.id,
+            attempt_id=attempt_id,
+            payload=json.dumps(payload, sort_keys=True, ensure_ascii=False),
+            at=now,
+        )
+    )
+    conn.info[WROTE] = True
+
+
+def take_written(conn: Connection) -> bool:
+    """Whether an event was written on `conn` since the last call (and forget it)."""
+    return bool(conn.info.pop(WROTE, False))

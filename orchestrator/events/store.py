@@ -1,0 +1,148 @@
+"""The outbox's queries for the courier: hand events to hooks, claim a try,
+record how it went. Each claim is a compare-and-set on `tries`, so two
+ticks (two hosts) never run the same try of the same delivery."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from orchestrator.events.hooks import HookConfig
+from orchestrator.storage import tables
+
+events = tables.events
+deliveries = tables.deliveries
+BATCH = 200
+# A claimed try is not due again until its hook's timeout plus this has
+# passed: a tick that died mid-try leaves it to the next one after that.
+CLAIM_GRACE = 30.0
+STALE_AFTER = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Try:
+    delivery_id: int
+    hook: HookConfig
+    tries: int  # counting this one
+    payload: dict[str, Any]
+
+
+def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> int:
+    """Make the delivery rows of events no tick has handed out yet (one per
+    hook configured now that wants the kind); returns how many events.
+
+    Events older than STALE_AFTER are handed out to nobody: they were
+    written while no hook was configured, and a hook added today must not
+    replay last month."""
+    rows = conn.execute(
+        select(events.c.id, events.c.kind, events.c.at)
+        .where(events.c.dispatched_at.is_(None))
+        .order_by(events.c.id)
+        .limit(BATCH)
+    ).all()
+    for event_id, kind, at in rows:
+        taken = conn.execute(
+            update(events)
+            .where(events.c.id == event_id, events.c.dispatched_at.is_(None))
+            .values(dispatched_at=now)
+        )
+        if taken.rowcount != 1:
+            continue  # another tick handed it out meanwhile
+        stale = _aware(at) < now - STALE_AFTER
+        wanted = [] if stale else [hook.name for hook in hooks if hook.wants(kind)]
+        if wanted:
+            conn.execute(
+                insert(deliveries),
+                [
+                    {"event_id": event_id, "hook": name, "tries": 0, "next_try_at": now}
+                    for name in wanted
+                ],
+            )
+    return len(rows)
+
+
+def claim_due(
+    conn: Connection,
+    hooks: tuple[HookConfig, ...],
+    now: datetime,
+    skip: set[int],
+    limit: int,
+) -> list[Try]:
+    """Claim deliveries whose next try is due (a hook no longer configured
+    keeps its rows, pending, until it is configured again)."""
+    by_name = {hook.name: hook for hook in hooks}
+    if not by_name or limit <= 0:
+        return []
+    rows = conn.execute(
+        select(deliveries.c.id, deliveries.c.hook, deliveries.c.tries, events.c.payload)
+        .join(events, events.c.id == deliveries.c.event_id)
+        .where(
+            deliveries.c.delivered_at.is_(None),
+            deliveries.c.next_try_at <= now,
+            deliveries.c.hook.in_(list(by_name)),
+        )
+        .order_by(deliveries.c.next_try_at, deliveries.c.id)
+        .limit(limit + len(skip))
+    ).all()
+    claimed: list[Try] = []
+    for delivery_id, name, tries, payload in rows:
+        if delivery_id in skip or len(claimed) >= limit:
+            continue
+        hook = by_name[name]
+        hold = now + timedelta(seconds=hook.timeout_seconds + CLAIM_GRACE)
+        taken = conn.execute(
+            update(deliveries)
+            .where(
+                deliveries.c.id == delivery_id,
+                deliveries.c.tries == tries,
+                deliveries.c.delivered_at.is_(None),
+            )
+            .values(tries=tries + 1, next_try_at=hold)
+        )
+        if taken.rowcount == 1:
+            claimed.append(Try(int(delivery_id), hook, int(tries) + 1, json.loads(payload)))
+    return claimed
+
+
+def record_try(conn: Connection, done: Try, error: str | None, now: datetime) -> None:
+    """The try's result; fenced by `tries`, so a try that outlived its claim
+    (another tick took the delivery over) does not overwrite the newer one."""
+    values: dict[str, Any]
+    if error is None:
+        values = {"delivered_at": now, "last_error": None}
+    else:
+        wait = timedelta(seconds=done.hook.backoff(done.tries))
+        values = {"last_error": error, "next_try_at": now + wait}
+    conn.execute(
+        update(deliveries)
+        .where(
+            deliveries.c.id == done.delivery_id,
+            deliveries.c.tries == done.tries,
+            deliveries.c.delivered_at.is_(None),
+        )
+        .values(**values)
+    )
+
+
+def next_due(conn: Connection, hooks: tuple[HookConfig, ...]) -> datetime | None:
+    """When the earliest undelivered delivery of a configured hook is due."""
+    if not hooks:
+        return None
+    value = conn.execute(
+        select(func.min(deliveries.c.next_try_at)).where(
+            deliveries.c.delivered_at.is_(None),
+            deliveries.c.hook.in_([hook.name for hook in hooks]),
+        )
+    ).scalar()
+    return None if value is None else _aware(value)
+
+
+def _aware(value: datetime | str) -> datetime:
+    """SQLite's min() loses the column's type: text, or naive UTC."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

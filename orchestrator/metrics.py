@@ -1,0 +1,159 @@
+"""Prometheus metrics from the database alone, so any host (or the web UI's
+`/metrics`) reports the same numbers whichever host ran the ticks.
+
+`render_metrics(engine)` is the text exposition; `write_textfile` writes it
+atomically (a temporary file renamed over the old) for node_exporter's
+textfile collector, which must never read half a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest, write_to_textfile
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import Connection, Engine, func, select
+
+from orchestrator.domain.pipeline import Status
+from orchestrator.storage import tables
+from orchestrator.storage.db import db_now, read_tx
+
+PREFIX = "orchestrator"
+
+
+def render_metrics(engine: Engine) -> bytes:
+    """The metrics in Prometheus text format, read in one transaction."""
+    return generate_latest(_registry(engine))
+
+
+def write_textfile(engine: Engine, path: Path) -> None:
+    write_to_textfile(str(path), _registry(engine))
+
+
+def _registry(engine: Engine) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_DatabaseCollector(engine))
+    return registry
+
+
+class _DatabaseCollector(Collector):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        with read_tx(self.engine) as conn:
+            yield from _tasks(conn)
+            yield from _attempts(conn)
+            yield from _ticks(conn)
+            yield from _approvals(conn)
+            yield from _deliveries(conn)
+
+
+def _tasks(conn: Connection) -> Iterator[GaugeMetricFamily]:
+    t = tables.tasks
+    family = GaugeMetricFamily(
+        f"{PREFIX}_tasks", "Tasks by stage and status.", labels=["stage", "status"]
+    )
+    rows = conn.execute(select(t.c.stage, t.c.status, func.count()).group_by(t.c.stage, t.c.status))
+    counts = {(stage, status): n for stage, status, n in rows}
+    for status in Status:  # every status present, at 0 when empty, for alerting
+        if not any(s == status.value for _, s in counts):
+            counts[("", status.value)] = 0
+    for (stage, status), n in sorted(counts.items()):
+        family.add_metric([stage, status], n)
+    yield family
+
+
+def _attempts(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    a = tables.attempts
+    finished = CounterMetricFamily(
+        f"{PREFIX}_attempts", "Finished attempts by outcome.", labels=["outcome"]
+    )
+    running = 0
+    for outcome, n in conn.execute(select(a.c.outcome, func.count()).group_by(a.c.outcome)):
+        if outcome is None:
+            running = n
+        else:
+            finished.add_metric([outcome], n)
+    yield finished
+    yield GaugeMetricFamily(f"{PREFIX}_attempts_running", "Attempts open now.", value=running)
+
+
+def _ticks(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Only ticks that did work are recorded (an idle tick writes nothing)."""
+    k = tables.ticks
+    last = conn.execute(
+        select(k.c.started_at, k.c.finished_at)
+        .where(k.c.finished_at.is_not(None))
+        .order_by(k.c.id.desc())
+        .limit(1)
+    ).first()
+    if last is not None:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_tick_duration_seconds",
+            "Duration of the last finished tick that did work.",
+            value=(last[1] - last[0]).total_seconds(),
+        )
+    success = conn.execute(select(func.max(k.c.finished_at)).where(k.c.exit_code == 0)).scalar()
+    if success is not None:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_tick_last_success_timestamp_seconds",
+            "When the last tick that did work finished with exit 0 (Unix time).",
+            value=_aware(success).timestamp(),
+        )
+    recovered = conn.execute(select(func.coalesce(func.sum(k.c.recovered), 0))).scalar()
+    yield CounterMetricFamily(
+        f"{PREFIX}_recoveries",
+        "Attempts closed by recovery (their tick died or lost its lease).",
+        value=float(recovered or 0),
+    )
+
+
+def _approvals(conn: Connection) -> Iterator[GaugeMetricFamily]:
+    t = tables.tasks
+    count, oldest = conn.execute(
+        select(func.count(), func.min(t.c.updated_at)).where(
+            t.c.status == Status.AWAITING_APPROVAL.value
+        )
+    ).one()
+    yield GaugeMetricFamily(f"{PREFIX}_approvals_pending", "Tasks waiting at a gate.", value=count)
+    age = 0.0
+    if oldest is not None:
+        age = max(0.0, (db_now(conn) - _aware(oldest)).total_seconds())
+    yield GaugeMetricFamily(
+        f"{PREFIX}_approval_oldest_age_seconds",
+        "How long the oldest waiting gate has waited (0 when none waits).",
+        value=age,
+    )
+
+
+def _deliveries(conn: Connection) -> Iterator[GaugeMetricFamily]:
+    d = tables.deliveries
+    pending = GaugeMetricFamily(
+        f"{PREFIX}_hook_deliveries_pending", "Undelivered events per hook.", labels=["hook"]
+    )
+    failing = GaugeMetricFamily(
+        f"{PREFIX}_hook_deliveries_failing",
+        "Undelivered events per hook whose last try failed.",
+        labels=["hook"],
+    )
+    rows = conn.execute(
+        select(d.c.hook, func.count(), func.count(d.c.last_error))
+        .where(d.c.delivered_at.is_(None))
+        .group_by(d.c.hook)
+    )
+    for hook, waiting, failed in rows:
+        pending.add_metric([hook], waiting)
+        failing.add_metric([hook], failed)
+    yield pending
+    yield failing
+
+
+def _aware(value: datetime | str) -> datetime:
+    """Aggregates lose the column's type on SQLite: text or naive UTC."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -1,0 +1,203 @@
+"""Events and hooks (issue 16): the outbox, at-least-once delivery with
+backoff, a tick killed before delivering, a hook that hangs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from support import DEFAULT_STAGES, Project, check_invariants
+
+
+def hook(name: str, on: list[str], command: list[str], **extra: float) -> str:
+    lines = [
+        "[[hooks]]",
+        f"name = {json.dumps(name)}",
+        f"on = {json.dumps(on)}",
+        f"command = {json.dumps(command)}",
+        *(f"{key} = {value}" for key, value in extra.items()),
+    ]
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def recorder(path: Path) -> list[str]:
+    return ["sh", "-c", f"cat >> '{path}'"]
+
+
+def received(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def deliveries(project: Project) -> list[tuple[object, ...]]:
+    return project.query(
+        "SELECT e.kind, d.hook, d.tries, d.last_error, d.delivered_at "
+        "FROM deliveries d JOIN events e ON e.id = d.event_id ORDER BY d.id"
+    )
+
+
+def test_a_recording_hook_gets_each_event_once(project: Project, tmp_path: Path) -> None:
+    out = tmp_path / "hook.jsonl"
+    project.write_config(
+        DEFAULT_STAGES + hook("rec", ["awaiting_approval", "complete"], recorder(out))
+    )
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    first = received(out)
+    assert [e["kind"] for e in first] == ["awaiting_approval"]
+    event = first[0]
+    assert event["task"] == "t1" and event["stage"] == "research"
+    assert event["state"] == "research:awaiting_approval"
+    assert event["scores"] == [{"attempt": 1, "score": 0.9}]
+    assert event["links"]["approve"] == "orchestrator approve t1"  # type: ignore[index]
+
+    assert project.cli("approve", "t1").exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    assert project.state("t1") == "complete"
+    assert project.cli("tick").exit_code == 0  # nothing new: nothing sent again
+    kinds = [e["kind"] for e in received(out)]
+    assert kinds == ["awaiting_approval", "complete"]
+    rows = deliveries(project)
+    assert [(r[0], r[2], r[3]) for r in rows] == [
+        ("awaiting_approval", 1, None),
+        ("complete", 1, None),
+    ]
+    assert all(r[4] is not None for r in rows)
+
+    listed = project.cli("events", "--json")
+    assert listed.exit_code == 0, listed.output
+    data = json.loads(listed.output)
+    assert [e["kind"] for e in data] == ["awaiting_approval", "complete"]
+    assert data[0]["deliveries"][0]["hook"] == "rec"
+    pending = project.cli("events", "--pending", "--json")
+    assert json.loads(pending.output) == []
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_failing_hook_is_retried_with_backoff_and_its_tries_recorded(
+    project: Project, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls"
+    # Fails its first two calls, then succeeds; notes the time of each call.
+    script = (
+        f"date +%s.%N >> '{calls}'; "
+        f"n=$(wc -l < '{calls}'); cat > /dev/null; "
+        'if [ "$n" -lt 3 ]; then echo "down for maintenance" >&2; exit 7; fi'
+    )
+    project.write_config(
+        DEFAULT_STAGES
+        + hook("flaky", ["awaiting_approval"], ["sh", "-c", script], retry_seconds=0.5)
+    )
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    first = project.cli("tick")
+    assert first.exit_code == 0
+    assert "down for maintenance" in first.stderr and "next try in 0.5 s" in first.stderr
+    row = deliveries(project)[0]
+    assert row[2] == 1 and "exit 7: down for maintenance" in str(row[3]) and row[4] is None
+    pending = json.loads(project.cli("events", "--pending", "--json").output)
+    assert len(pending) == 1 and pending[0]["deliveries"][0]["tries"] == 1
+
+    deadline = time.monotonic() + 60
+    while deliveries(project)[0][4] is None:  # later ticks retry once it is due
+        assert time.monotonic() < deadline, deliveries(project)
+        assert project.cli("tick").exit_code == 0
+    kind, _, tries, error, delivered = deliveries(project)[0]
+    assert (kind, tries, error) == ("awaiting_approval", 3, None) and delivered is not None
+    stamps = [float(line) for line in calls.read_text().split()]
+    assert len(stamps) == 3
+    # Doubling waits: at least 0.5 s, then at least 1 s.
+    assert stamps[1] - stamps[0] >= 0.5
+    assert stamps[2] - stamps[1] >= 1.0
+
+
+def test_a_tick_killed_after_the_commit_delivers_at_the_next_tick(
+    project: Project, tmp_path: Path
+) -> None:
+    out = tmp_path / "hook.jsonl"
+    project.write_config(DEFAULT_STAGES + hook("rec", ["awaiting_approval"], recorder(out)))
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    died = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "after_event_commit:exit"})
+    assert died.returncode == 137, died.stderr
+    assert project.state("t1") == "research:awaiting_approval"  # the transition committed
+    assert received(out) == []
+    assert project.query("SELECT count(*) FROM events") == [(1,)]
+    pending = json.loads(project.cli("events", "--pending", "--json").output)
+    assert [e["kind"] for e in pending] == ["awaiting_approval"]
+
+    again = project.run("tick")
+    assert again.returncode == 0, again.stderr
+    assert [e["kind"] for e in received(out)] == ["awaiting_approval"]
+    assert project.run("tick").returncode == 0
+    assert len(received(out)) == 1
+
+
+def test_a_hook_hanging_past_its_timeout_delays_nothing_else(
+    project: Project, tmp_path: Path
+) -> None:
+    out = tmp_path / "fast.jsonl"
+    project.write_config(
+        DEFAULT_STAGES
+        + hook("slow", ["awaiting_approval"], ["sleep", "60"], timeout_seconds=2)
+        + hook("fast", ["awaiting_approval"], recorder(out))
+    )
+    for slug in ("t1", "t2", "t3"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    started = time.monotonic()
+    result = project.run("tick")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert elapsed < 30, elapsed  # waited for the timeout (2 s), never the sleep (60 s)
+    assert sorted(e["task"] for e in received(out)) == ["t1", "t2", "t3"]
+    rows = deliveries(project)
+    fast = [r for r in rows if r[1] == "fast"]
+    slow = [r for r in rows if r[1] == "slow"]
+    assert all(r[2] == 1 and r[4] is not None for r in fast)
+    assert all(r[4] is None and "timed out after 2 s" in str(r[3]) for r in slow)
+    # The pipeline went on meanwhile: all three ran while the first event's slow hook hung.
+    assert [project.state(s) for s in ("t1", "t2", "t3")] == ["research:awaiting_approval"] * 3
+
+
+def test_without_hooks_the_tick_leaves_events_to_the_first_hook(
+    project: Project, tmp_path: Path
+) -> None:
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    assert project.cli("add", "t2", "--title", "second").exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    assert project.query("SELECT count(*) FROM events WHERE dispatched_at IS NULL") == [(2,)]
+    assert json.loads(project.cli("events", "--pending", "--json").output) == []
+    # One of them is old news by the time a hook appears.
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import create_engine, update
+
+    from orchestrator.storage import tables
+
+    engine = create_engine(project.db_url)
+    with engine.begin() as conn:
+        conn.execute(
+            update(tables.events)
+            .where(tables.events.c.id == 1)
+            .values(at=datetime.now(UTC) - timedelta(days=2))
+        )
+    engine.dispose()
+    out = tmp_path / "hook.jsonl"
+    project.write_config(DEFAULT_STAGES + hook("rec", ["awaiting_approval"], recorder(out)))
+    assert project.cli("tick").exit_code == 0
+    assert [e["task"] for e in received(out)] == ["t2"]
+    assert project.query("SELECT count(*) FROM events WHERE dispatched_at IS NULL") == [(0,)]
+
+
+def test_an_attempt_recovered_as_crashed_is_an_event(project: Project, tmp_path: Path) -> None:
+    out = tmp_path / "hook.jsonl"
+    project.write_config(DEFAULT_STAGES + hook("rec", ["crashed"], recorder(out)))
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    died = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "after_claim_commit:exit"})
+    assert died.returncode == 137, died.stderr
+    # Same host, dead tick: the next tick recovers the attempt and says so.
+    again = project.run("tick")
+    assert again.returncode == 0, again.stderr
+    (event,) = received(out)
+    assert event["kind"] == "crashed" and event["task"] == "t1" and event["attempt"] == 1
+    assert event["outcome"] == "crashed" and event["stage"] == "research"

@@ -1,0 +1,108 @@
+"""`metrics` parsed by prometheus_client's own parser; `prune` frees only
+old finished tasks' folders and never a row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+from support import DEFAULT_STAGES, Project
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def test_metrics_parse_and_count_what_the_database_holds(project: Project, tmp_path: Path) -> None:
+    failing = '\n[[hooks]]\nname = "down"\non = ["awaiting_approval"]\ncommand = ["false"]\n'
+    project.write_config(DEFAULT_STAGES + failing)
+    for slug in ("t1", "t2"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    assert project.cli("add", "t3", "--title", "later").exit_code == 0
+    assert project.cli("tick", "--max-tasks", "2").exit_code == 0
+
+    result = project.cli("metrics")
+    assert result.exit_code == 0, result.output
+    got = samples(result.output)
+    assert (
+        got[("orchestrator_tasks", (("stage", "research"), ("status", "awaiting_approval")))] == 2
+    )
+    assert got[("orchestrator_tasks", (("stage", "research"), ("status", "ready")))] == 1
+    assert got[("orchestrator_attempts_total", (("outcome", "passed"),))] == 2
+    assert got[("orchestrator_attempts_running", ())] == 0
+    assert got[("orchestrator_approvals_pending", ())] == 2
+    assert got[("orchestrator_approval_oldest_age_seconds", ())] >= 0
+    assert got[("orchestrator_recoveries_total", ())] == 0
+    assert got[("orchestrator_tick_duration_seconds", ())] >= 0
+    assert got[("orchestrator_tick_last_success_timestamp_seconds", ())] > 1.7e9
+    assert got[("orchestrator_hook_deliveries_failing", (("hook", "down"),))] == 2
+
+    target = tmp_path / "metrics" / "orchestrator.prom"
+    target.parent.mkdir()
+    written = project.cli("metrics", "--textfile", str(target))
+    assert written.exit_code == 0 and written.output == ""
+    assert samples(target.read_text())[("orchestrator_approvals_pending", ())] == 2
+    assert [p.name for p in target.parent.iterdir()] == ["orchestrator.prom"]  # no temp left
+
+
+def test_prune_removes_only_old_finished_folders_and_no_row(project: Project) -> None:
+    only = DEFAULT_STAGES.replace("gate = true", "gate = false")
+    project.write_config(only)
+    for slug in ("old", "recent"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    # Halted (it may be resumed): its output stays, however old.
+    assert project.cli("add", "stuck", "--title", "stuck").exit_code == 0
+    assert project.cli("halt", "stuck", "--note", "n").exit_code == 0
+    state = project.dir / "state"
+    (state / "stuck" / "research-001").mkdir(parents=True)
+    assert {p.name for p in state.iterdir()} == {"old", "recent", "stuck"}
+    _age(project, "old", days=40)
+    _age(project, "stuck", days=40)
+    rows_before = _rows(project)
+
+    dry = project.cli("prune", "--older-than", "30", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "would remove" in dry.output and "old" in dry.output and "would free" in dry.output
+    assert (state / "old").is_dir()
+
+    done = project.cli("prune", "--older-than", "30")
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    assert lines[0].startswith("removed ") and lines[0].split()[1].endswith("old")
+    assert lines[-1].startswith("freed ") and "in 1 folder" in lines[-1]
+    assert {p.name for p in state.iterdir()} == {"recent", "stuck"}
+    assert _rows(project) == rows_before
+    again = project.cli("prune", "--older-than", "30")
+    assert again.output.strip() == "freed 0 B in 0 folders"
+    shown = json.loads(project.cli("show", "old", "--json").output)
+    assert shown["state"] == "complete"
+
+
+def _age(project: Project, slug: str, *, days: int) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import create_engine, update
+
+    from orchestrator.storage import tables
+
+    engine = create_engine(project.db_url)
+    with engine.begin() as conn:
+        conn.execute(
+            update(tables.tasks)
+            .where(tables.tasks.c.slug == slug)
+            .values(updated_at=datetime.now(UTC) - timedelta(days=days))
+        )
+    engine.dispose()
+
+
+def _rows(project: Project) -> list[tuple[object, ...]]:
+    return [
+        project.query(f"SELECT count(*) FROM {table}")[0]
+        for table in ("tasks", "attempts", "transitions", "events")
+    ]
