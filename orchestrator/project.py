@@ -23,7 +23,8 @@ from orchestrator import actions, reports
 from orchestrator.actions import ActionResult, TaskSpec
 from orchestrator.config import Settings, load_settings
 from orchestrator.locking import TickLock
-from orchestrator.storage.db import make_engine, read_tx
+from orchestrator.storage import db as storage_db
+from orchestrator.storage.db import read_tx
 from orchestrator.storage.schema import require_head
 
 if TYPE_CHECKING:
@@ -33,7 +34,10 @@ if TYPE_CHECKING:
 def open_engine(settings: Settings, *, check: bool = True, jobs: int = 1) -> Engine:
     """The project's database, refusing (78) a missing file or, with `check`,
     a schema not at head. The caller disposes the engine."""
-    engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, jobs=jobs)
+    # Looked up on the module at each call, so a test can stand in for it.
+    engine = storage_db.make_engine(
+        settings.database_url, busy_timeout=settings.busy_timeout, jobs=jobs
+    )
     if check:
         try:
             with read_tx(engine) as conn:  # no write lock just to look
