@@ -1,6 +1,8 @@
 """Helpers for the reliability suite: real processes, invariants, snapshots.
 
-Everything that crashes is a real `python -m orchestrator` process; the
+Everything that crashes is a real, separate `orchestrator` process: a fork
+of the pre-imported fork server (`forkserver.py`), or with
+`ORCHESTRATOR_TEST_FRESH_PROCESSES=1` a fresh `python -m orchestrator`; the
 checks afterwards read the database directly (River/Jepsen style: external
 faults, then SQL invariants).
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import forkserver
 from e2e.e2e_support import AGENT, agent
 from sqlalchemy import create_engine, text
 from support import DEFAULT_STAGES, Project, check_invariants
@@ -59,7 +62,15 @@ def run(
     timeout: float = 90,
     preexec_fn: Callable[[], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m orchestrator ARGS` as a real process, with a hard deadline."""
+    """`orchestrator ARGS` as a real process, with a hard deadline: forked from
+    the fork server unless it needs a `preexec_fn` (set in a fresh child)."""
+    if preexec_fn is None and forked():
+        try:
+            return forkserver.run(
+                args, cwd=project.dir, env=project.process_env(env), timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"orchestrator {' '.join(args)} hung for {timeout}s") from None
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=project.dir,
@@ -79,6 +90,11 @@ def run(
         proc.communicate()
         raise AssertionError(f"orchestrator {' '.join(args)} hung for {timeout}s") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def forked() -> bool:
+    """Whether runs are forks of the fork server (the default) or fresh interpreters."""
+    return os.environ.get("ORCHESTRATOR_TEST_FRESH_PROCESSES", "") not in ("1", "true")
 
 
 def crash_env(point: str) -> dict[str, str]:
@@ -346,6 +362,7 @@ __all__ = [
     "events",
     "fault_points",
     "file_digest",
+    "forked",
     "one_error_line",
     "outcomes",
     "percentile",
