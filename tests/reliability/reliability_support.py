@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ from typing import Any
 
 import forkserver
 from e2e.e2e_support import AGENT, agent
+from reliability_report import percentile
 from sqlalchemy import create_engine, text
 from support import DEFAULT_STAGES, Project, check_invariants
 
@@ -337,15 +337,6 @@ def snapshot(root: Path, ignore: Iterable[str] = ()) -> dict[str, str]:
 
 def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
-    return ordered[rank - 1]
 
 
 __all__ = [
