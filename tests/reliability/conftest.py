@@ -60,7 +60,10 @@ def pytest_runtest_makereport(
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """An xdist worker sends its figures to the controller, which prints them."""
+    """Wait for the databases still being dropped; an xdist worker then sends
+    its figures to the controller, which prints them."""
+    dropped_badly = PG_DATABASES.wait()
+    assert not dropped_badly, f"test databases not dropped: {dropped_badly}"
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         reports = session.config.stash[REPORTS]

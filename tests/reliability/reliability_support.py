@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -61,10 +63,12 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float = 90,
     preexec_fn: Callable[[], None] | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """`orchestrator ARGS` as a real process, with a hard deadline: forked from
-    the fork server unless it needs a `preexec_fn` (set in a fresh child)."""
-    if preexec_fn is None and forked():
+    the fork server unless it needs a `preexec_fn` (set in a fresh child) or
+    asks to be `fresh`."""
+    if preexec_fn is None and not fresh and forked():
         try:
             return forkserver.run(
                 args, cwd=project.dir, env=project.process_env(env), timeout=timeout
@@ -138,6 +142,9 @@ class PgDatabases:
     def __init__(self) -> None:
         self.server: str | None = None
         self.made: list[str] = []
+        self.drop_errors: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._dropper: threading.Thread | None = None
 
     def _admin(self) -> Any:
         assert self.server is not None
@@ -166,16 +173,37 @@ class PgDatabases:
         return source.set(database=name).render_as_string(hide_password=False)
 
     def drop_all(self) -> None:
+        """Drop this test's databases in the background: each DROP DATABASE
+        forces a server checkpoint (seconds on a busy server), and the next
+        test need not wait for them. `wait` before the session ends."""
         if not self.made:
             return
-        admin = self._admin()
-        try:
-            with admin.connect() as conn:
-                for name in self.made:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        finally:
-            admin.dispose()
+        if self._dropper is None:
+            self._dropper = threading.Thread(target=self._drop_queued, daemon=True)
+            self._dropper.start()
+        for name in self.made:
+            self._queue.put(name)
         self.made.clear()
+
+    def _drop_queued(self) -> None:
+        while True:
+            name = self._queue.get()
+            try:
+                admin = self._admin()
+                try:
+                    with admin.connect() as conn:
+                        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                finally:
+                    admin.dispose()
+            except Exception as exc:
+                self.drop_errors.append(f"{name}: {exc}")
+            finally:
+                self._queue.task_done()
+
+    def wait(self) -> list[str]:
+        """Block until every queued database is dropped; the drops that failed."""
+        self._queue.join()
+        return self.drop_errors
 
 
 PG_DATABASES = PgDatabases()
