@@ -3,7 +3,7 @@
 PostgreSQL: `ORCHESTRATOR_TEST_PG_URL` names a server database where we may
 CREATE DATABASE; every test that asks for `db_url` on the `pg` backend gets a
 database of its own, dropped afterwards. Without the variable those tests
-skip with the reason; with CI=true they fail instead (DESIGN §12).
+skip with the reason; with CI=true they fail instead (CI must run them all).
 """
 
 from __future__ import annotations
