@@ -3,19 +3,26 @@
 PostgreSQL: `ORCHESTRATOR_TEST_PG_URL` names a server database where we may
 CREATE DATABASE; every test that asks for `db_url` on the `pg` backend gets a
 database of its own, dropped afterwards. Without the variable those tests
-skip with the reason; with CI=true they fail instead.
+skip with the reason; with CI=true they fail instead (CI must run them all).
 """
 
 from __future__ import annotations
 
 import compileall
+import json
 import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from reliability_report import BACKENDS, REPORTS, new_reports
 from support import Project, make_project, pg_server_url
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[REPORTS] = new_reports()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -25,6 +32,39 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     import orchestrator
 
     compileall.compile_dir(Path(orchestrator.__file__).parent, quiet=1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow lanes (soaks, sweeps) first: xdist hands tests out in this
+    order, and a long test started last would leave the other workers idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist controller: add a finished worker's reliability figures."""
+    sent = getattr(node, "workeroutput", {}).get("reliability", {})
+    for backend, data in sent.items():
+        node.config.stash[REPORTS][backend].merge(data)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The reliability report, one block per backend the run exercised. With
+    `ORCHESTRATOR_RELIABILITY_JSON=FILE` the figures are also appended to FILE
+    as one JSON line per backend (for a dashboard)."""
+    if hasattr(config, "workerinput"):
+        return
+    for backend, data in config.stash[REPORTS].items():
+        if not data.used:
+            continue
+        title = f"reliability report on {BACKENDS[backend]}"
+        terminalreporter.write_sep("=", title)
+        for line in [title, *data.lines()[1:]]:
+            terminalreporter.write_line(line)
+        target = os.environ.get("ORCHESTRATOR_RELIABILITY_JSON")
+        if target:
+            with Path(target).open("a") as out:
+                out.write(json.dumps({"backend": backend, **data.as_json()}) + "\n")
 
 
 @pytest.fixture

@@ -26,7 +26,8 @@ from e2e_support import (
 )
 from support import Project, check_invariants
 
-pytestmark = pytest.mark.e2e
+# Signal timing and parallel starts: on one xdist worker with the other timing tests.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 
 # Waits on a barrier file, then runs `python -m orchestrator ARGS` unchanged:
 # nothing is imported before the release, so each process pays its full start.

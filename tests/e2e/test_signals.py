@@ -32,7 +32,8 @@ from support import Project, check_invariants
 from orchestrator.locking import TickLock
 from orchestrator.runner import pid_alive
 
-pytestmark = pytest.mark.e2e
+# Signal timing and parallel starts: on one xdist worker with the other timing tests.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 
 
 def sleeping_stage(pidfile: Path, sleep: str = "30,0", *extra: str) -> str:

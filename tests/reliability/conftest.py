@@ -1,18 +1,16 @@
-"""Fixtures of the reliability suite, and the `reliability report` plugin.
+"""Fixtures of the reliability suite, and the counting half of the
+`reliability report` (the root conftest prints it).
 
-Tests record what they survived in the session-scoped `report`; at the end of
-the session `pytest_terminal_summary` prints one block with the figures
-(cases run and survived per lane, the sweep's and the soak's counts).
-Parametrised fault cases count themselves: mark a test
-`@pytest.mark.lane("database faults")` and each of its items adds one case,
-passed or not. The statement sweep and the kill soak record finer counts
-themselves. With `ORCHESTRATOR_RELIABILITY_JSON=FILE` the figures are also
-appended to FILE as one JSON line (for a dashboard).
+Tests record what they survived in the `report` of their backend; at the end
+of the session the root conftest prints one block per backend. Parametrised
+fault cases count themselves: mark a test `@pytest.mark.lane("database
+faults")` and each of its items adds one case, passed or not. The statement
+sweep and the kill soak record finer counts themselves. Under pytest-xdist a
+worker hands its figures to the controller when it finishes.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -21,19 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_report import ReliabilityReport
+from reliability_report import REPORTS, ReliabilityReport, new_reports
 from reliability_support import GATED, PG_DATABASES
 from support import Project, make_project, pg_server_url
-
-_REPORTS = pytest.StashKey[dict[str, ReliabilityReport]]()
-BACKENDS = {"sqlite": "SQLite", "pg": "PostgreSQL"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lane(name): count each item of this test as one case of a report lane"
     )
-    config.stash[_REPORTS] = {name: ReliabilityReport() for name in BACKENDS}
+    if REPORTS not in config.stash:
+        config.stash[REPORTS] = new_reports()
 
 
 def _backend(item: Any) -> str:
@@ -46,7 +42,7 @@ def _backend(item: Any) -> str:
 @pytest.fixture
 def report(request: pytest.FixtureRequest) -> ReliabilityReport:
     """The report of the backend this test runs on."""
-    return request.config.stash[_REPORTS][_backend(request.node)]
+    return request.config.stash[REPORTS][_backend(request.node)]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -59,22 +55,19 @@ def pytest_runtest_makereport(
         return result
     counted = result.when == "call" or (result.when == "setup" and result.failed)
     if counted:
-        item.config.stash[_REPORTS][_backend(item)].count(str(marker.args[0]), result.passed)
+        item.config.stash[REPORTS][_backend(item)].count(str(marker.args[0]), result.passed)
     return result
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    for backend, data in config.stash.get(_REPORTS, {}).items():
-        if not data.used:
-            continue
-        title = f"reliability report on {BACKENDS[backend]}"
-        terminalreporter.write_sep("=", title)
-        for line in [title, *data.lines()[1:]]:
-            terminalreporter.write_line(line)
-        target = os.environ.get("ORCHESTRATOR_RELIABILITY_JSON")
-        if target:
-            with Path(target).open("a") as out:
-                out.write(json.dumps({"backend": backend, **data.as_json()}) + "\n")
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Wait for the databases still being dropped; an xdist worker then sends
+    its figures to the controller, which prints them."""
+    dropped_badly = PG_DATABASES.wait()
+    assert not dropped_badly, f"test databases not dropped: {dropped_badly}"
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        reports = session.config.stash[REPORTS]
+        output["reliability"] = {name: data.transport() for name, data in reports.items()}
 
 
 # -- projects -------------------------------------------------------------------------

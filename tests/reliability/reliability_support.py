@@ -1,6 +1,8 @@
 """Helpers for the reliability suite: real processes, invariants, snapshots.
 
-Everything that crashes is a real `python -m orchestrator` process; the
+Everything that crashes is a real, separate `orchestrator` process: a fork
+of the pre-imported fork server (`forkserver.py`), or with
+`ORCHESTRATOR_TEST_FRESH_PROCESSES=1` a fresh `python -m orchestrator`; the
 checks afterwards read the database directly (River/Jepsen style: external
 faults, then SQL invariants).
 """
@@ -9,20 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import forkserver
 from e2e.e2e_support import AGENT, agent
+from reliability_report import percentile
 from sqlalchemy import create_engine, text
 from support import DEFAULT_STAGES, Project, check_invariants
 
@@ -58,8 +63,18 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float = 90,
     preexec_fn: Callable[[], None] | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m orchestrator ARGS` as a real process, with a hard deadline."""
+    """`orchestrator ARGS` as a real process, with a hard deadline: forked from
+    the fork server unless it needs a `preexec_fn` (set in a fresh child) or
+    asks to be `fresh`."""
+    if preexec_fn is None and not fresh and forked():
+        try:
+            return forkserver.run(
+                args, cwd=project.dir, env=project.process_env(env), timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"orchestrator {' '.join(args)} hung for {timeout}s") from None
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=project.dir,
@@ -79,6 +94,11 @@ def run(
         proc.communicate()
         raise AssertionError(f"orchestrator {' '.join(args)} hung for {timeout}s") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def forked() -> bool:
+    """Whether runs are forks of the fork server (the default) or fresh interpreters."""
+    return os.environ.get("ORCHESTRATOR_TEST_FRESH_PROCESSES", "") not in ("1", "true")
 
 
 def crash_env(point: str) -> dict[str, str]:
@@ -122,6 +142,9 @@ class PgDatabases:
     def __init__(self) -> None:
         self.server: str | None = None
         self.made: list[str] = []
+        self.drop_errors: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._dropper: threading.Thread | None = None
 
     def _admin(self) -> Any:
         assert self.server is not None
@@ -150,16 +173,37 @@ class PgDatabases:
         return source.set(database=name).render_as_string(hide_password=False)
 
     def drop_all(self) -> None:
+        """Drop this test's databases in the background: each DROP DATABASE
+        forces a server checkpoint (seconds on a busy server), and the next
+        test need not wait for them. `wait` before the session ends."""
         if not self.made:
             return
-        admin = self._admin()
-        try:
-            with admin.connect() as conn:
-                for name in self.made:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        finally:
-            admin.dispose()
+        if self._dropper is None:
+            self._dropper = threading.Thread(target=self._drop_queued, daemon=True)
+            self._dropper.start()
+        for name in self.made:
+            self._queue.put(name)
         self.made.clear()
+
+    def _drop_queued(self) -> None:
+        while True:
+            name = self._queue.get()
+            try:
+                admin = self._admin()
+                try:
+                    with admin.connect() as conn:
+                        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                finally:
+                    admin.dispose()
+            except Exception as exc:
+                self.drop_errors.append(f"{name}: {exc}")
+            finally:
+                self._queue.task_done()
+
+    def wait(self) -> list[str]:
+        """Block until every queued database is dropped; the drops that failed."""
+        self._queue.join()
+        return self.drop_errors
 
 
 PG_DATABASES = PgDatabases()
@@ -323,15 +367,6 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
-    return ordered[rank - 1]
-
-
 __all__ = [
     "AGENT",
     "COUNTER",
@@ -346,6 +381,7 @@ __all__ = [
     "events",
     "fault_points",
     "file_digest",
+    "forked",
     "one_error_line",
     "outcomes",
     "percentile",

@@ -20,13 +20,21 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from reliability_report import ProjectFactory
-from reliability_support import one_error_line, run, sqlite_file
+from reliability_support import one_error_line, sqlite_file
+from reliability_support import run as run_any
 from support import Project
 
 pytestmark = [pytest.mark.reliability]
+
+
+def run(project: Project, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter: a full disk or a missing folder must meet the
+    program's real start-up, not a fork that has everything loaded already."""
+    return run_any(project, *args, fresh=True, **kwargs)
 
 
 def cannot(reason: str) -> None:

@@ -1,14 +1,22 @@
 """The `reliability report`: counters the reliability tests record, and the
-block `conftest.py` prints at the end of the session."""
+block the root `conftest.py` prints per backend at the end of the session.
+
+It lives beside the root conftest because under pytest-xdist only that one
+runs in the controlling process: each worker sends its figures
+(`transport`) when it finishes, and the controller adds them up (`merge`)
+before printing.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reliability_support import percentile
+import pytest
 from support import Project
 
 CRASH = "crash points survived"
@@ -17,6 +25,18 @@ SOAK = "kill soak"
 DB_FAULTS = "database faults"
 HOSTILE = "hostile inputs rejected"
 LANES = (CRASH, SWEEP, SOAK, DB_FAULTS, HOSTILE)
+
+
+BACKENDS = {"sqlite": "SQLite", "pg": "PostgreSQL"}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
+    return ordered[rank - 1]
 
 
 @dataclass
@@ -95,6 +115,35 @@ class ReliabilityReport:
             out.insert(4, f"  {'':<27}{soak_detail}")
         return out
 
+    def transport(self) -> dict[str, Any]:
+        """Every field, as JSON-ready data (what a worker sends the controller)."""
+        return dataclasses.asdict(self)
+
+    def merge(self, data: dict[str, Any]) -> None:
+        """Add a worker's `transport()` figures to these."""
+        for name, lane in data["lanes"].items():
+            self.lanes[name].total += lane["total"]
+            self.lanes[name].passed += lane["passed"]
+        self.escapes += data["escapes"]
+        for kind, (ok, n) in data["sweep_scenarios"].items():
+            was_ok, was_n = self.sweep_scenarios.get(kind, (0, 0))
+            self.sweep_scenarios[kind] = (was_ok + ok, was_n + n)
+        for name in (
+            "soak_iterations",
+            "soak_recovered",
+            "soak_lost",
+            "soak_duplicated",
+            "soak_left_running",
+            "soak_survivors",
+            "soak_crashed_attempts",
+        ):
+            setattr(self, name, getattr(self, name) + data[name])
+        self.soak_window = max(self.soak_window, data["soak_window"])
+        self.soak_recovery_seconds += data["soak_recovery_seconds"]
+        self.soak_seed = data["soak_seed"] if data["soak_seed"] is not None else self.soak_seed
+        for mode, n in data["soak_modes"].items():
+            self.soak_modes[mode] = self.soak_modes.get(mode, 0) + n
+
     def as_json(self) -> dict[str, Any]:
         return {
             "at": time.time(),
@@ -120,3 +169,11 @@ class ReliabilityReport:
 
 # `new_project(stages=GATED, name=None, **orchestrator_settings) -> Project` (conftest)
 ProjectFactory = Callable[..., Project]
+
+
+# Each process's reports, one per backend (`new_reports`), in `config.stash`.
+REPORTS = pytest.StashKey[dict[str, ReliabilityReport]]()
+
+
+def new_reports() -> dict[str, ReliabilityReport]:
+    return {name: ReliabilityReport() for name in BACKENDS}
