@@ -37,6 +37,7 @@ class Task(Base):
     host: Mapped[str | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    max_cost_usd: Mapped[float | None]
 
 
 class Tick(Base):
@@ -84,6 +85,12 @@ class Attempt(Base):
     proc_start: Mapped[str | None]
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+    cost_usd: Mapped[float | None]
+    input_tokens: Mapped[int | None]
+    output_tokens: Mapped[int | None]
+    turns: Mapped[int | None]
+    duration_ms: Mapped[int | None]
+    session_id: Mapped[str | None]
 
 
 class Transition(Base):
