@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -475,6 +475,12 @@ def _quiesced(settings: Settings, engine: Engine, force: bool) -> Iterator[None]
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Add tasks from JSON lines (slug, title, pipeline, priority, body) in one transaction.",
 )
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="The task's own budget: it halts as `budget` once its recorded cost reaches this.",
+)
 @pass_app
 def add(
     app: App,
@@ -485,6 +491,7 @@ def add(
     body: str | None,
     body_file: str | None,
     from_file: str | None,
+    budget: float | None,
 ) -> None:
     """Add a task at the first stage of its pipeline.
 
@@ -496,6 +503,8 @@ def add(
         if slug or title:
             raise click.UsageError("--from cannot be combined with SLUG or --title")
         specs = _read_specs(from_file)
+        if budget is not None:
+            specs = [replace(spec, max_cost_usd=budget) for spec in specs]
     else:
         if slug is None or title is None:
             raise click.UsageError("give SLUG and --title (or --from FILE)")
@@ -503,7 +512,7 @@ def add(
             raise click.UsageError("give --body or --body-file, not both")
         if body_file is not None:
             body = Path(body_file).read_text(encoding="utf-8", errors="replace")
-        specs = [TaskSpec(slug, title, pipeline, priority, body or "")]
+        specs = [TaskSpec(slug, title, pipeline, priority, body or "", budget)]
     settings = app.settings()
     engine = app.engine(settings)
     _refuse_old_state(engine, settings, specs)
@@ -600,7 +609,7 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
-    columns = ["slug", "state", "attempt", "score", "halt_reason", "title"]
+    columns = ["slug", "state", "attempt", "score", "cost_usd", "halt_reason", "title"]
     _emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
 
 
@@ -612,6 +621,7 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
 @pass_app
 def show(app: App, slug: str, as_json: bool) -> None:
     """Show one task: its state, transitions and attempts, oldest first."""
+    from orchestrator.agents.report import cost_line
     from orchestrator.reports import show_task
 
     settings = app.settings()
@@ -625,6 +635,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
         + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
     )
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
+    click.echo(f"  cost      {cost_line(data['cost_usd'], data['budget'])}")
     if data["next_hint"]:
         click.echo(f"  next hint {_printable(data['next_hint'][:200])}")
     click.echo("\ntransitions:")
@@ -648,7 +659,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
         click.echo("\nattempts:")
         click.echo(
             _table(
-                ["stage", "n", "outcome", "pass", "score", "error / next hint"],
+                ["stage", "n", "outcome", "pass", "score", "cost_usd", "error / next hint"],
                 [
                     [
                         a["stage"],
@@ -656,6 +667,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
                         a["outcome"] or "running",
                         a["pass"],
                         a["score"],
+                        a["cost_usd"],
                         a["error"] or a["next_hint"],
                     ]
                     for a in data["attempts"]
@@ -724,10 +736,6 @@ _human_command(
     """Stop SLUG where it is (halt_reason manual); a running attempt stops within seconds.""",
 )
 _human_command(
-    "resume",
-    """Make a halted SLUG ready again at its stage, with a fresh plateau window.""",
-)
-_human_command(
     "cancel",
     """End SLUG for good (terminal); a running attempt stops within seconds.""",
 )
@@ -763,7 +771,7 @@ def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
     settings = app.settings()
     stages = {s.name for p in settings.pipelines.values() for s in p.stages}
     rows = fetch(app.engine(settings), slug, stage, stages)
-    columns = ["stage", "attempt", "score", "pass", "at"]
+    columns = ["stage", "attempt", "score", "pass", "cost_usd", "at"]
     table = [[r[c] for c in columns] for r in rows]
     if not fmt:  # the one time format of tables; JSON and CSV keep the full ISO time
         table = [[*row[:-1], _time(row[-1])] for row in table]
@@ -1184,5 +1192,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         sys.exit(130)
     sys.exit(0)
 
+
+from orchestrator.agents import commands as _agents  # noqa: E402  (it imports this module)
+
+_agents.register(cli)
 
 __all__ = ["cli", "main"]

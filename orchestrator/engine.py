@@ -39,6 +39,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from orchestrator import runner
+from orchestrator.agents import budget as agent_budget
+from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, Settings, StageConfig, config_fingerprint
 from orchestrator.domain.decide import (
     Decision,
@@ -748,6 +750,12 @@ class Ticker:
                 self._halt_unknown(conn, task, now)
                 fault_point("after_halt_unknown")
                 continue
+            over = agent_budget.halt_if_over(conn, task, stage, now=now, actor=ACTOR)
+            if over is not None:
+                with self._tick_lock:
+                    self.report.halted += 1
+                self._say_after_commit(f"{task.slug}: halted (budget: {over.describe()})")
+                continue
             return self._open_attempt(conn, task, pipeline, stage, now, token)
 
     @contextmanager
@@ -997,6 +1005,7 @@ class Ticker:
             "workspace": str(workspace),
             "prompt_file": str(prompt_file) if prompt_file else "",
             "hint": claim.hint,
+            "config_dir": str(self.settings.base_dir),
         }
         env = self._environment(
             claim.pipeline,
@@ -1018,7 +1027,8 @@ class Ticker:
         )
 
         def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
-            return self._run(name, argv, values, workspace, env, state_dir, guard, stdin)
+            named_env = agent_runtime.command_env(env, state_dir, name)  # its usage file
+            return self._run(name, argv, values, workspace, named_env, state_dir, guard, stdin)
 
         verdict_text: str | None = None
         worker_exit: int | None = None
@@ -1034,7 +1044,10 @@ class Ticker:
                 return AttemptRun(
                     Outcome.WORKER_ERROR, error=_failure("worker", worker), worker_exit=worker_exit
                 )
-            verdict_text = worker.stdout
+            said = agent_runtime.read_output(stage.output, worker.stdout)
+            if said.error is not None:  # the agent's envelope says it failed
+                return AttemptRun(Outcome.WORKER_ERROR, error=said.error, worker_exit=worker_exit)
+            verdict_text = said.message
         fault_point("after_worker")
         verifier_exit: int | None = None
         if stage.verifier is not None:
@@ -1050,7 +1063,15 @@ class Ticker:
                     error=f"verifier could not start: {verifier.start_error}",
                     worker_exit=worker_exit,
                 )
-            verdict_text = verifier.stdout
+            said = agent_runtime.read_output(stage.verifier_output, verifier.stdout)
+            if said.error is not None:
+                return AttemptRun(
+                    Outcome.VERIFIER_ERROR,
+                    error=said.error,
+                    worker_exit=worker_exit,
+                    verifier_exit=verifier_exit,
+                )
+            verdict_text = said.message
         fault_point("after_verifier")
         verdict = parse_verdict(verdict_text or "")
         if verdict is None:
@@ -1117,7 +1138,10 @@ class Ticker:
         base = self._environments.get(key)
         if base is None:
             base = runner.child_environment(
-                os.environ, deny=self.settings.env_deny, extra=dict(stage.env), orchestrator_vars={}
+                os.environ,
+                deny=self.settings.env_deny,
+                extra=agent_runtime.stage_extra_env(stage, os.environ),
+                orchestrator_vars={},
             )
             self._environments[key] = base
         return {**base, **runner.child_environment({}, deny=(), extra={}, orchestrator_vars=ours)}
@@ -1262,6 +1286,8 @@ class Ticker:
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
         }
+        usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
+        fields.update(usage)
         with self._tick_lock:
             ident = self._processes.pop(
                 self._state_dir(claim.task.slug, claim.stage.name, claim.number), None
@@ -1291,6 +1317,7 @@ class Ticker:
                     verifier_exit=run.verifier_exit,
                     finished_at=now,
                     error="the task changed while the attempt ran; result not applied",
+                    **usage,  # spent all the same: it counts toward the budget
                 )
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 if closed:  # else another tick closed it: its result is only kept
@@ -1334,6 +1361,12 @@ class Ticker:
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
             self._error(f"{claim.task.slug}: reporting failed", exc)
         return ready, following
+
+    def _usage_dir(self, claim: Claim) -> Path | None:
+        """The folder whose files say what the attempt spent (never one of a bad slug)."""
+        if slug_problem(claim.task.slug) is not None:
+            return None
+        return self._state_dir(claim.task.slug, claim.stage.name, claim.number)
 
     def _recorded_before(
         self, conn: Connection, claim: Claim, run: AttemptRun, chain: _Chain | None

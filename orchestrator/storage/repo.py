@@ -60,6 +60,7 @@ class TaskSnapshot:
     host: str | None
     created_at: datetime
     updated_at: datetime
+    max_cost_usd: float | None = None  # the task's own budget
 
     @property
     def state(self) -> State:
@@ -74,6 +75,7 @@ class NewTask:
     first_stage: str
     priority: int = 0
     body: str = ""
+    max_cost_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ def insert_tasks(conn: Connection, new: Sequence[NewTask], now: datetime, actor:
                     "next_hint": "",
                     "created_at": now,
                     "updated_at": now,
+                    "max_cost_usd": t.max_cost_usd,
                 }
                 for t in chunk
             ],
@@ -589,6 +592,11 @@ def list_rows(
         .limit(1)
         .scalar_subquery()
     )
+    cost = (
+        select(func.sum(attempts.c.cost_usd))
+        .where(attempts.c.task_id == tasks.c.id)
+        .scalar_subquery()
+    )
     query = select(
         tasks.c.slug,
         tasks.c.title,
@@ -599,6 +607,8 @@ def list_rows(
         tasks.c.halt_reason,
         count.label("attempt"),
         last_score.label("score"),
+        cost.label("cost_usd"),
+        tasks.c.max_cost_usd,
         tasks.c.updated_at,
     ).order_by(tasks.c.id)
     if stage is not None:
