@@ -90,6 +90,4 @@ def raise_budget(conn: Connection, task: repo.TaskSnapshot, amount: float) -> No
             f"--budget {amount:g} is not above the ${already:.4f} {task.slug!r} has spent; "
             "the next tick would halt it again"
         )
-    conn.execute(
-        update(repo.tasks).where(repo.tasks.c.id == task.id).values(max_cost_usd=amount)
-    )
+    conn.execute(update(repo.tasks).where(repo.tasks.c.id == task.id).values(max_cost_usd=amount))

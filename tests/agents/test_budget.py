@@ -19,8 +19,8 @@ pytestmark = pytest.mark.e2e
 def paying(cost: float, verdict: str = '{"pass": false, "score": 0.1}') -> str:
     """A worker that reports `cost` through its usage file, then a verdict."""
     script = (
-        f"printf '{{\"cost_usd\": {cost}, \"input_tokens\": 7, \"session_id\": \"s-'$ORCHESTRATOR_ATTEMPT'\"}}'"
-        f' > "$ORCHESTRATOR_USAGE_FILE"; echo \'{verdict}\''
+        f'printf \'{{"cost_usd": {cost}, "input_tokens": 7, "session_id": "s-\'$ORCHESTRATOR_ATTEMPT\'"}}\''
+        f" > \"$ORCHESTRATOR_USAGE_FILE\"; echo '{verdict}'"
     )
     return json.dumps(["sh", "-c", script])
 
@@ -92,8 +92,8 @@ def test_task_budget_from_add_and_both_commands_report(tmp_path: Path, db_url: s
         [
             "sh",
             "-c",
-            "printf '{\"cost_usd\": 0.1, \"output_tokens\": 3}' > \"$ORCHESTRATOR_USAGE_FILE\";"
-            " echo '{\"pass\": false, \"score\": 0.2}'",
+            'printf \'{"cost_usd": 0.1, "output_tokens": 3}\' > "$ORCHESTRATOR_USAGE_FILE";'
+            ' echo \'{"pass": false, "score": 0.2}\'',
         ]
     )
     project = make_project(

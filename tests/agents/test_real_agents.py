@@ -34,7 +34,12 @@ STAGES = (
     ("implement", "test_feature.py", "def test_feature():\n    assert 1 + 1 == 2\n", False),
     ("code_review", "REVIEW_NOTE.md", "review\n", True),
     ("bug_find", "test_bug.py", "def test_bug():\n    assert 'a' < 'b'\n", False),
-    ("adversarial_bug_find", "test_hostile.py", "def test_hostile():\n    assert [] == []\n", False),
+    (
+        "adversarial_bug_find",
+        "test_hostile.py",
+        "def test_hostile():\n    assert [] == []\n",
+        False,
+    ),
     ("doc_review", "DOCS.md", "documented\n", False),
     ("referee", "REFEREE_NOTE.md", "judged\n", False),
 )
