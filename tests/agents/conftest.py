@@ -53,7 +53,7 @@ def _install(folder: Path, steps: list[list[str]], what: str) -> None:
     folder.mkdir(parents=True)
     for step in steps:
         try:
-            done = subprocess.run(
+            done = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
                 step, cwd=folder, capture_output=True, text=True, timeout=INSTALL_TIMEOUT
             )
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.e2e
 
 def paying(cost: float, verdict: str = '{"pass": false, "score": 0.1}') -> str:
     """A worker that reports `cost` through its usage file, then a verdict."""
-    script = (
-        f'printf \'{{"cost_usd": {cost}, "input_tokens": 7, "session_id": "s-\'$ORCHESTRATOR_ATTEMPT\'"}}\''
-        f" > \"$ORCHESTRATOR_USAGE_FILE\"; echo '{verdict}'"
+    report = (
+        f'{{"cost_usd": {cost}, "input_tokens": 7, "session_id": "s-\'$ORCHESTRATOR_ATTEMPT\'"}}'
     )
+    script = f"printf '{report}' > \"$ORCHESTRATOR_USAGE_FILE\"; echo '{verdict}'"
     return json.dumps(["sh", "-c", script])
 
 

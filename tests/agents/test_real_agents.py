@@ -84,7 +84,7 @@ class AgentProject:
         config.write_text(text)
 
     def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
+        done = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
             [sys.executable, "-m", "orchestrator", *args],
             cwd=self.dir,
             env=self.env,
@@ -191,7 +191,7 @@ def test_claude_code_budget_halts_and_resume_raises_it(
     assert "halted (budget" in out
     assert project.state("t1") == ("code_review", "halted", "budget")
     assert len(project.attempts("t1")) == 2  # halted before a third was claimed
-    refused = subprocess.run(
+    refused = subprocess.run(  # noqa: PLW1510 - the caller checks returncode
         [sys.executable, "-m", "orchestrator", "resume", "t1", "--budget", "0.01"],
         cwd=project.dir,
         env=project.env,

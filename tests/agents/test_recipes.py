@@ -23,7 +23,7 @@ def orchestrator(
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     if path is not None:
         env["PATH"] = path
-    return subprocess.run(
+    return subprocess.run(  # noqa: PLW1510 - the caller checks returncode
         [sys.executable, "-m", "orchestrator", *args],
         cwd=folder,
         env=env,
