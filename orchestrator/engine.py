@@ -1041,9 +1041,11 @@ class Ticker:
                 stopped.worker_exit = worker_exit
                 return stopped
             if not worker.ok and not _accepted_exit(worker, stage):
-                return AttemptRun(
-                    Outcome.WORKER_ERROR, error=_failure("worker", worker), worker_exit=worker_exit
+                # An agent's envelope says why (Claude Code prints errors to stdout).
+                error = agent_runtime.with_reported_error(
+                    _failure("worker", worker), stage.output, worker.stdout
                 )
+                return AttemptRun(Outcome.WORKER_ERROR, error=error, worker_exit=worker_exit)
             said = agent_runtime.read_output(stage.output, worker.stdout)
             if said.error is not None:  # the agent's envelope says it failed
                 return AttemptRun(Outcome.WORKER_ERROR, error=said.error, worker_exit=worker_exit)

@@ -1,8 +1,9 @@
 """The README's Quickstart, run verbatim in a fresh HOME: the commands a
 newcomer copies must work as written. Only what cannot run here is stood in
 for: the install path is this checkout, `$EDITOR` is `true`, `claude` and
-`codex` are small scripts (answering `--version` and `--help`; the research "agent" writes RESEARCH.md with the
-sections the judge wants), `crontab` keeps its table in a file, and the new
+`codex` are small scripts (they answer `--version` and `--help`; the
+research "agent" writes RESEARCH.md with the sections the judge wants),
+`crontab` keeps its table in a file, and the new
 virtual environment sees this one's packages through a .pth file so that
 `pip install --no-deps` needs no network for the dependencies."""
 

@@ -45,6 +45,14 @@ def stage_extra_env(stage: StageConfig, environ: Mapping[str, str]) -> dict[str,
     return {**secrets, **dict(stage.env)}
 
 
+def with_reported_error(failure: str, fmt: OutputFormat, stdout: str) -> str:
+    """A failed command's error, with the reason its envelope gives, if any."""
+    if fmt == "text":
+        return failure
+    reported = read_output(fmt, stdout).error
+    return failure if reported is None else f"{failure}; {reported}"
+
+
 def read_usage_file(path: Path) -> Usage:
     """A missing, oversized or malformed report is no report: usage is
     bookkeeping, and must never fail an attempt."""
@@ -92,4 +100,5 @@ __all__ = [
     "read_usage_file",
     "stage_extra_env",
     "usage_file",
+    "with_reported_error",
 ]

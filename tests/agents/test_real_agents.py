@@ -216,7 +216,9 @@ def test_claude_code_is_error_envelope_is_a_worker_error(
     project.tick()
     [attempt] = project.attempts("t1")
     assert attempt["outcome"] == "worker_error"
-    assert attempt["error"]
+    assert attempt["error"].startswith("worker exited 1; agent reported an error")
+    assert "API Error: Unable to connect to API" in attempt["error"]
+    assert attempt["cost_usd"] == 0 and attempt["session_id"]
 
 
 def test_codex_recipe_through_real_ticks(tmp_path: Path, codex_bin: Path, stub: StubModel) -> None:
