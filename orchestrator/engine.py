@@ -1541,6 +1541,10 @@ class Ticker:
                 if stage is None:
                     self.say(f"{found.slug}: would halt (unknown_stage {found.stage!r})")
                     continue
+                budget = agent_budget.budget_of(conn, found, stage)
+                if budget is not None and budget.reached:
+                    self.say(f"{found.slug}: would halt (budget: {budget.describe()})")
+                    continue
                 shown += 1
                 prev = repo.last_attempt(conn, found.id, found.stage)
                 commands = [

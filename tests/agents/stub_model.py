@@ -36,6 +36,8 @@ class Script:
 class StubModel:
     script: Script = field(default_factory=Script)
     requests: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
+    # The headers of each POST, in order (to see which key an agent sent).
+    headers: list[dict[str, str]] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
     @property
@@ -76,6 +78,7 @@ class StubModel:
                 except ValueError:
                     body = {}
                 stub.requests.append(("POST", self.path, body))
+                stub.headers.append({k.lower(): v for k, v in self.headers.items()})
                 path = self.path.split("?", 1)[0]
                 if path.endswith("/messages/count_tokens"):
                     self._json({"input_tokens": 10})

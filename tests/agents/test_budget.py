@@ -64,6 +64,8 @@ def test_stage_budget_halts_before_the_next_claim(tmp_path: Path, db_url: str) -
 
     # A plain resume is not enough: the stage's limit counts every run.
     assert project.run("resume", "t1").returncode == 0
+    dry = project.run("tick", "--dry-run")
+    assert "t1: would halt (budget: $1.2000 spent of the stage build budget" in dry.stdout
     assert project.run("tick").returncode == 0
     assert halt_reason(project, "t1") == ("halted", "budget")
     assert len(costs(project)) == 3

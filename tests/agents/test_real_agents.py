@@ -164,9 +164,10 @@ def test_claude_code_recipe_through_real_ticks(
         assert attempt["output_tokens"] == envelope["usage"]["output_tokens"]
         if attempt["stage"] in AGENT_VERDICT:  # read from the final message, not the envelope
             assert attempt["reasons"] == json.dumps([f"{attempt['stage']} ok"])
-    # The key reached Claude Code (its stages name it in `secrets`) ...
+    # The key reached Claude Code (its stages name it in `secrets`).
     posts = [b for b in stub.posts("/v1/messages") if b.get("tools")]
     assert len(posts) >= 2 * len(STAGES)
+    assert {h.get("x-api-key") for h in stub.headers} == {SECRET}
     total = project.query("SELECT sum(cost_usd) FROM costs WHERE task = 't1'")[0][0]
     assert total == pytest.approx(sum(a["cost_usd"] for a in attempts))
     shown = project.run("show", "t1").stdout
