@@ -55,6 +55,7 @@ class TaskSpec:
     pipeline: str = "default"
     priority: int = 0
     body: str = ""
+    max_cost_usd: float | None = None  # the task's own budget (`add --budget`)
 
 
 def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], actor: str) -> int:
@@ -88,6 +89,7 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
                 first_stage=pipeline.first_stage(),
                 priority=spec.priority,
                 body=clean_text(spec.body, MAX_BODY_BYTES),
+                max_cost_usd=spec.max_cost_usd,
             )
         )
     try:
@@ -159,10 +161,15 @@ def _transition(
     next_hint: str | None = None,
     hint_source: str | None = None,
     new_run: bool = False,
+    budget: float | None = None,
 ) -> ActionResult:
     with write_tx(engine) as conn:
         task = _load(conn, slug)
         target = _target(task, event)
+        if budget is not None:
+            from orchestrator.agents.budget import raise_budget
+
+            raise_budget(conn, task, budget)
         after = repo.apply_transition(
             conn,
             task,
@@ -272,10 +279,20 @@ def halt(engine: Engine, slug: str, actor: str, note: str | None = None) -> Acti
     )
 
 
-def resume(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:
-    """Restart a halted task at its stage; the plateau window starts afresh."""
+def resume(
+    engine: Engine, slug: str, actor: str, note: str | None = None, budget: float | None = None
+) -> ActionResult:
+    """Restart a halted task at its stage; the plateau window starts afresh.
+    `budget` gives the task its own budget in the same transaction."""
     return _transition(
-        engine, slug, Event.RESUME, actor, note=_note(note), reason="resumed", new_run=True
+        engine,
+        slug,
+        Event.RESUME,
+        actor,
+        note=_note(note),
+        reason="resumed" if budget is None else f"resumed with budget ${budget:g}",
+        new_run=True,
+        budget=budget,
     )
 
 

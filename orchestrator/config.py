@@ -20,12 +20,16 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn, cast
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
+from orchestrator.agents.config import AGENT_DEFAULTS, AGENT_KEYS, agent_settings
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
 from orchestrator.errors import ConfigError
 from orchestrator.events.hooks import HookConfig, parse_hooks
+
+if TYPE_CHECKING:
+    from orchestrator.agents.output import OutputFormat
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -62,6 +66,7 @@ _DEFAULTS_KEYS = (
     "stdin",
     "env",
     "worker_ok_exit",
+    *AGENT_KEYS,
 )
 _PIPELINE_KEYS = ("setup", "stages")
 _STAGE_KEYS = (
@@ -77,6 +82,7 @@ _STAGE_KEYS = (
     "pass_score",
     "plateau",
     "worker_ok_exit",
+    *AGENT_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -99,6 +105,14 @@ class StageConfig:
     # Worker exit statuses that still go on to the verifier: a linter that
     # exits 1 while findings remain has done its work, the verifier judges it.
     worker_ok_exit: frozenset[int] = frozenset({0})
+    # How to read the worker's and the verifier's stdout (`agents.output`).
+    output: OutputFormat = "text"
+    verifier_output: OutputFormat = "text"
+    # Spending at this stage past which the task halts as `budget`.
+    max_cost_usd: float | None = None
+    # Names taken from the tick's environment for this stage only, even
+    # when `env_deny` keeps them from every other stage.
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,6 +544,7 @@ class _Loader:
             "stdin": "none",
             "env": {},
             "worker_ok_exit": frozenset({0}),
+            **AGENT_DEFAULTS,
         }
         self.stage_scalars(table, "defaults", result)
         return result
@@ -558,6 +573,7 @@ class _Loader:
             into["worker_ok_exit"] = self.exit_statuses(
                 table["worker_ok_exit"], _key(key, "worker_ok_exit")
             )
+        into.update(agent_settings(self, table, key))
 
     def exit_statuses(self, value: object, key: str) -> frozenset[int]:
         what = "a list of exit statuses (integers 0-255) that includes 0"
@@ -651,4 +667,8 @@ class _Loader:
             stdin=merged["stdin"],
             env=tuple(merged["env"].items()),
             worker_ok_exit=merged["worker_ok_exit"],
+            output=merged["output"],
+            verifier_output=merged["verifier_output"],
+            max_cost_usd=merged["max_cost_usd"],
+            secrets=merged["secrets"],
         )

@@ -73,6 +73,9 @@ def run_doctor(config: str | None, db_url: str | None) -> DoctorReport:
     checks += _command_checks(settings)
     checks += _prompt_checks(settings)
     checks += _judge_checks(settings)
+    from orchestrator.agents.doctor import agent_checks
+
+    checks += agent_checks(settings)
     return DoctorReport(tuple(checks), config_loaded=True)
 
 
@@ -370,7 +373,8 @@ def _script_args(where: str, argv: tuple[str, ...], found: str) -> Check:
 def _command_checks(settings: Settings) -> list[Check]:
     seen: set[tuple[str, ...]] = set()
     checks = []
-    for where, argv in _commands(settings):
+    for where, template in _commands(settings):
+        argv = tuple(arg.replace("{config_dir}", str(settings.base_dir)) for arg in template)
         # The same program (and script) in seven stages is one line, not seven.
         key = (argv[0], *(arg for arg in argv[1:] if arg.endswith((".py", ".sh"))))
         if key in seen:

@@ -88,10 +88,12 @@ class Project:
         body: str = "",
         pipeline: str = "default",
         priority: int = 0,
+        budget: float | None = None,
         by: str | None = None,
     ) -> None:
-        """Add a task at the first stage of its pipeline."""
-        self.add_many([TaskSpec(slug, title, pipeline, priority, body)], by=by)
+        """Add a task at the first stage of its pipeline; `budget` (USD of
+        recorded cost) halts it as `budget` once reached."""
+        self.add_many([TaskSpec(slug, title, pipeline, priority, body, budget)], by=by)
 
     def add_many(self, specs: Sequence[TaskSpec], *, by: str | None = None) -> int:
         """Add tasks in one transaction: all of them, or none. Returns how many."""
@@ -124,9 +126,17 @@ class Project:
         """Stop `slug` where it is; a running attempt stops within seconds."""
         return actions.halt(self.engine, slug, actions.actor_name(by), note)
 
-    def resume(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
-        """Make a halted task ready again at its stage, with a fresh plateau window."""
-        return actions.resume(self.engine, slug, actions.actor_name(by), note)
+    def resume(
+        self,
+        slug: str,
+        *,
+        note: str | None = None,
+        by: str | None = None,
+        budget: float | None = None,
+    ) -> ActionResult:
+        """Make a halted task ready again at its stage, with a fresh plateau window;
+        `budget` gives it its own (above what it has spent)."""
+        return actions.resume(self.engine, slug, actions.actor_name(by), note, budget=budget)
 
     def cancel(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
         """End `slug` for good; a running attempt stops within seconds."""

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
+from orchestrator.agents.report import attempt_usage
 from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
@@ -72,6 +73,8 @@ def list_tasks(
                 "status": row["status"],
                 "attempt": row["attempt"],
                 "score": row["score"],
+                "cost_usd": row["cost_usd"],
+                "budget": row["max_cost_usd"],
                 "halt_reason": row["halt_reason"],
                 "updated_at": _jsonable(row["updated_at"]),
             }
@@ -96,6 +99,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
                 select(a.c.id, a.c.worker_exit, a.c.verifier_exit).where(a.c.task_id == task.id)
             )
         }
+        usage = attempt_usage(conn, task.id)
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
@@ -108,6 +112,8 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
         "status": task.status.value,
         "attempt": summary["attempt"] if summary else 0,
         "score": summary["score"] if summary else None,
+        "cost_usd": summary["cost_usd"] if summary else None,
+        "budget": task.max_cost_usd,
         "halt_reason": task.halt_reason,
         "next_hint": task.next_hint,
         "host": task.host,
@@ -128,6 +134,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
                 "error": a.error,
                 "worker_exit": exits.get(a.id, (None, None))[0],
                 "verifier_exit": exits.get(a.id, (None, None))[1],
+                **usage.get(a.id, {}),
                 "started_at": _jsonable(a.started_at),
                 "finished_at": _jsonable(a.finished_at),
                 "state_dir": None if state_root is None else str(attempt_dir(state_root, slug, a)),
@@ -204,6 +211,7 @@ def scores(
                 a.c.score,
                 a.c["pass"],
                 a.c.outcome,
+                a.c.cost_usd,
                 a.c.finished_at.label("at"),
             )
             .where(condition)

@@ -31,6 +31,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.agents import recipes
 from orchestrator.config import (
     CONFIG_ENV,
     DB_URL_ENV,
@@ -104,7 +105,12 @@ def render_init_config(folder: Path) -> str:
 
 
 def init_project(
-    config_path: Path, *, force: bool, db_url: str | None, environ: dict[str, str] | None = None
+    config_path: Path,
+    *,
+    force: bool,
+    db_url: str | None,
+    environ: dict[str, str] | None = None,
+    agent: str | None = None,
 ) -> InitResult:
     """Write the config, prompts and judges; create or migrate the database.
 
@@ -123,9 +129,17 @@ def init_project(
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     kept: list[Path] = []
+    text = render_init_config(folder) if agent is None else recipes.recipe_text(agent)
     backup = _backup(config_path) if config_path.exists() else None
-    config_path.write_text(render_init_config(folder), encoding="utf-8")
+    config_path.write_text(text, encoding="utf-8")
     written.append(config_path)
+    for body, relative in [] if agent is None else recipes.extra_files(agent):
+        target = folder / relative
+        if _write_new(target, body):
+            target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+            written.append(target)
+        else:
+            kept.append(target)
     for name in INIT_PROMPTS:
         target = folder / "prompts" / f"{name}.md"
         source = _template("init", "prompts", f"{name}.md")

@@ -118,7 +118,7 @@ def test_view_columns_are_documented(tmp_path: Path) -> None:
         migrate.upgrade(engine)
         inspector = inspect(engine)
         views = inspector.get_view_names()
-        assert sorted(views) == ["score_history", "task_states", "timeline"]
+        assert sorted(views) == ["costs", "score_history", "task_states", "timeline"]
         for view in views:
             assert f"**`{view}`**" in README
             for column in inspector.get_columns(view):

@@ -1,8 +1,9 @@
 """The README's Quickstart, run verbatim in a fresh HOME: the commands a
 newcomer copies must work as written. Only what cannot run here is stood in
 for: the install path is this checkout, `$EDITOR` is `true`, `claude` and
-`codex` are small scripts (the research "agent" writes RESEARCH.md with the
-sections the judge wants), `crontab` keeps its table in a file, and the new
+`codex` are small scripts (they answer `--version` and `--help`; the
+research "agent" writes RESEARCH.md with the sections the judge wants),
+`crontab` keeps its table in a file, and the new
 virtual environment sees this one's packages through a .pth file so that
 `pip install --no-deps` needs no network for the dependencies."""
 
@@ -22,11 +23,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The research "agent" writes the three sections, 20 words or more each.
 SECTION = " ".join(["the session timeout lives in one setting and one test"] * 3)
+# `doctor` asks each agent CLI for its version and its flags.
+ANSWERS = (
+    'case "$*" in *--version*) echo "stub 1.0"; exit 0;; *--help*) '
+    'echo "-p --output-format --permission-mode exec -s --skip-git-repo-check"; exit 0;; esac\n'
+)
 STUBS = {
-    "claude": "#!/bin/sh\ncat > /dev/null\nprintf '"
+    "claude": "#!/bin/sh\n"
+    + ANSWERS
+    + "cat > /dev/null\nprintf '"
     + "".join(f"## {name}\\n{SECTION}\\n" for name in ("Scope", "Plan", "Risks"))
     + "' > RESEARCH.md\n",
-    "codex": '#!/bin/sh\ncat > /dev/null\necho \'{"pass": true, "score": 1.0}\'\n',
+    "codex": "#!/bin/sh\n" + ANSWERS + 'cat > /dev/null\necho \'{"pass": true, "score": 1.0}\'\n',
     "crontab": """#!/bin/sh
 if [ "$1" = "-l" ]; then
     if [ -f "$HOME/crontab.txt" ]; then cat "$HOME/crontab.txt"; exit 0; fi

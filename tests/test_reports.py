@@ -168,7 +168,9 @@ def test_show_json(project: Project) -> None:
 def test_scores(project: Project) -> None:
     populated(project)
     rows = cli_json(project.cli("scores", "t3", "--json"))
-    assert all(set(r) == {"stage", "attempt", "score", "pass", "at"} for r in rows), rows
+    assert all(set(r) == {"stage", "attempt", "score", "pass", "cost_usd", "at"} for r in rows), (
+        rows
+    )
     assert [(r["stage"], r["attempt"], r["score"], r["pass"]) for r in rows] == [
         ("research", 1, 0.9, True),
         ("research", 2, 0.9, True),

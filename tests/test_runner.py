@@ -88,6 +88,7 @@ VALUES = {
     "workspace": "/ws/fix-login",
     "prompt_file": "/state/fix-login/prompt.md",
     "hint": "add a test",
+    "config_dir": "/project",
 }
 
 

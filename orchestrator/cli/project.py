@@ -17,8 +17,13 @@ from orchestrator.cli.output import shown_path, shown_url, table
     is_flag=True,
     help="Replace an existing orchestrator.toml, saved as .bak (prompts and judges are kept).",
 )
+@click.option(
+    "--agent",
+    type=click.Choice(["claude", "codex", "aider", "script"]),
+    help="Write the recipe whose every stage runs this agent (examples/AGENT in the source).",
+)
 @pass_app
-def init(app: App, force: bool) -> None:
+def init(app: App, force: bool, agent: str | None) -> None:
     """Start a project: config, prompts, judges, database.
 
     Writes orchestrator.toml (or the --config path) with the default pipeline
@@ -31,7 +36,7 @@ def init(app: App, force: bool) -> None:
     from orchestrator.scaffold import init_project
 
     path = Path(app.config) if app.config else Path.cwd() / "orchestrator.toml"
-    result = init_project(path, force=force, db_url=app.db)
+    result = init_project(path, force=force, db_url=app.db, agent=agent)
     for written in result.written:
         click.echo(f"wrote {shown_path(written)}")
     for kept in result.kept:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.cli.app import App, pass_app
+from orchestrator.cli.app import App, human_only, pass_app
 from orchestrator.cli.gates import human_command
 from orchestrator.cli.output import (
     emit_json,
@@ -43,6 +44,12 @@ if TYPE_CHECKING:
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Add tasks from JSON lines (slug, title, pipeline, priority, body) in one transaction.",
 )
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="The task's own budget: it halts as `budget` once its recorded cost reaches this.",
+)
 @pass_app
 def add(
     app: App,
@@ -53,6 +60,7 @@ def add(
     body: str | None,
     body_file: str | None,
     from_file: str | None,
+    budget: float | None,
 ) -> None:
     """Add a task at the first stage of its pipeline.
 
@@ -64,6 +72,8 @@ def add(
         if slug or title:
             raise click.UsageError("--from cannot be combined with SLUG or --title")
         specs = read_specs(from_file)
+        if budget is not None:
+            specs = [dataclasses.replace(spec, max_cost_usd=budget) for spec in specs]
     else:
         if slug is None or title is None:
             raise click.UsageError("give SLUG and --title (or --from FILE)")
@@ -71,7 +81,7 @@ def add(
             raise click.UsageError("give --body or --body-file, not both")
         if body_file is not None:
             body = Path(body_file).read_text(encoding="utf-8", errors="replace")
-        specs = [TaskSpec(slug, title, pipeline, priority, body or "")]
+        specs = [TaskSpec(slug, title, pipeline, priority, body or "", budget)]
     project = app.project()
     count = project.add_many(specs)
     names = ", ".join(spec.slug for spec in specs[:20])
@@ -142,7 +152,7 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
     if fmt == "json":
         emit_json(rows)
         return
-    columns = ["slug", "state", "attempt", "score", "halt_reason", "title"]
+    columns = ["slug", "state", "attempt", "score", "cost_usd", "halt_reason", "title"]
     emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
 
 
@@ -168,6 +178,9 @@ def show(app: App, slug: str, as_json: bool) -> None:
 
     for index, line in enumerate(score_lines(data["attempts"])):
         click.echo(f"{'  scores   ' if index == 0 else ' ' * 11} {line}")
+    from orchestrator.agents.report import cost_line
+
+    click.echo(f"  cost      {cost_line(data['cost_usd'], data['budget'])}")
     if data["next_hint"]:
         click.echo(f"  next hint {printable(data['next_hint'][:200])}")
     if data.get("approval_hash"):
@@ -178,7 +191,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
         click.echo("\nattempts:")
         click.echo(
             table(
-                ["stage", "n", "outcome", "pass", "score", "error / next hint"],
+                ["stage", "n", "outcome", "pass", "score", "cost_usd", "error / next hint"],
                 [
                     [
                         a["stage"],
@@ -186,6 +199,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
                         a["outcome"] or "running",
                         a["pass"],
                         a["score"],
+                        a["cost_usd"],
                         a["error"] or a["next_hint"],
                     ]
                     for a in data["attempts"]
@@ -225,10 +239,30 @@ halt = human_command(
     "halt",
     """Stop SLUG where it is (halt_reason manual); a running attempt stops within seconds.""",
 )
-resume = human_command(
-    "resume",
-    """Make a halted SLUG ready again at its stage, with a fresh plateau window.""",
+
+
+@click.command()
+@click.argument("slug")
+@click.option("--by", metavar="NAME", help="Who is acting (default: the login name).")
+@click.option("--note", help="Why; stored on the transition.")
+@click.option(
+    "--budget",
+    type=float,
+    metavar="USD",
+    help="Give the task its own budget (US dollars of recorded cost, all stages); "
+    "it must be above what the task has spent.",
 )
+@pass_app
+def resume(app: App, slug: str, by: str | None, note: str | None, budget: float | None) -> None:
+    """Make a halted SLUG ready again at its stage, with a fresh plateau window.
+
+    A task halted as `budget` needs --budget above what it has spent, or
+    the next tick halts it again.
+    """
+    human_only()
+    click.echo(app.project().resume(slug, note=note, by=by, budget=budget).message)
+
+
 cancel = human_command(
     "cancel",
     """End SLUG for good (terminal); a running attempt stops within seconds.""",

@@ -52,6 +52,8 @@ class HaltReason(StrEnum):
     INTERRUPTED = "interrupted"
     UNKNOWN_STAGE = "unknown_stage"
     MANUAL = "manual"
+    # The task's recorded cost reached its budget (`agents.budget`).
+    BUDGET = "budget"
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ class TaskSnapshot:
     host: str | None
     created_at: datetime
     updated_at: datetime
+    max_cost_usd: float | None = None  # the task's own budget
 
     @property
     def state(self) -> State:
@@ -75,6 +76,7 @@ class NewTask:
     first_stage: str
     priority: int = 0
     body: str = ""
+    max_cost_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,7 @@ def insert_tasks(conn: Connection, new: Sequence[NewTask], now: datetime, actor:
                     "next_hint": "",
                     "created_at": now,
                     "updated_at": now,
+                    "max_cost_usd": t.max_cost_usd,
                 }
                 for t in chunk
             ],
@@ -603,6 +606,11 @@ def list_rows(
         .limit(1)
         .scalar_subquery()
     )
+    cost = (
+        select(func.sum(attempts.c.cost_usd))
+        .where(attempts.c.task_id == tasks.c.id)
+        .scalar_subquery()
+    )
     query = select(
         tasks.c.slug,
         tasks.c.title,
@@ -613,6 +621,8 @@ def list_rows(
         tasks.c.halt_reason,
         count.label("attempt"),
         last_score.label("score"),
+        cost.label("cost_usd"),
+        tasks.c.max_cost_usd,
         tasks.c.updated_at,
     ).order_by(tasks.c.id)
     if stage is not None:

@@ -102,6 +102,9 @@ tasks = Table(
     Column("host", String(255)),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # The task's own budget (`add --budget`, `resume --budget`): NULL leaves
+    # it to its stages' `max_cost_usd`.
+    Column("max_cost_usd", Float),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -158,6 +161,14 @@ attempts = Table(
     Column("proc_start", String(64)),
     Column("started_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, index=True),
+    # What the agent reported spending (its output envelope or
+    # $ORCHESTRATOR_USAGE_FILE); NULL where it said nothing.
+    Column("cost_usd", Float),
+    Column("input_tokens", Integer),
+    Column("output_tokens", Integer),
+    Column("turns", Integer),
+    Column("duration_ms", Integer),
+    Column("session_id", String(255)),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),

@@ -8,6 +8,7 @@ import functools
 from pathlib import Path
 
 from orchestrator import runner
+from orchestrator.agents import runtime as agent_runtime
 from orchestrator.domain.decide import Outcome, verdict_outcome
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
@@ -75,7 +76,7 @@ class Attempts(Workspaces):
             state_dir.mkdir(parents=True, exist_ok=True)
         guard = FenceGuard(self, claim)
         workspace = self.settings.workspace_root / slug
-        context = AttemptContext.of(claim, workspace)
+        context = AttemptContext.of(claim, workspace, self.settings.base_dir)
         tag = runner.process_tag(claim.token)
         # Setup writes its capture files and marker in state_root: an error
         # naming a file there is that folder's, any other the workspace's.
@@ -97,7 +98,8 @@ class Attempts(Workspaces):
         )
 
         def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
-            return self._run(name, argv, context, workspace, env, state_dir, guard, stdin)
+            named_env = agent_runtime.command_env(env, state_dir, name)  # its usage file
+            return self._run(name, argv, context, workspace, named_env, state_dir, guard, stdin)
 
         verdict_text: str | None = None
         worker_exit: int | None = None
@@ -110,10 +112,15 @@ class Attempts(Workspaces):
                 stopped.worker_exit = worker_exit
                 return stopped
             if not worker.ok and not accepted_exit(worker, stage):
-                return AttemptRun(
-                    Outcome.WORKER_ERROR, error=failure("worker", worker), worker_exit=worker_exit
+                # An agent's envelope says why (Claude Code prints errors to stdout).
+                error = agent_runtime.with_reported_error(
+                    failure("worker", worker), stage.output, worker.stdout
                 )
-            verdict_text = worker.stdout
+                return AttemptRun(Outcome.WORKER_ERROR, error=error, worker_exit=worker_exit)
+            said = agent_runtime.read_output(stage.output, worker.stdout)
+            if said.error is not None:  # the agent's envelope says it failed
+                return AttemptRun(Outcome.WORKER_ERROR, error=said.error, worker_exit=worker_exit)
+            verdict_text = said.message
         fault_point("after_worker")
         verifier_exit: int | None = None
         if stage.verifier is not None:
@@ -129,7 +136,15 @@ class Attempts(Workspaces):
                     error=f"verifier could not start: {verifier.start_error}",
                     worker_exit=worker_exit,
                 )
-            verdict_text = verifier.stdout
+            said = agent_runtime.read_output(stage.verifier_output, verifier.stdout)
+            if said.error is not None:
+                return AttemptRun(
+                    Outcome.VERIFIER_ERROR,
+                    error=said.error,
+                    worker_exit=worker_exit,
+                    verifier_exit=verifier_exit,
+                )
+            verdict_text = said.message
         fault_point("after_verifier")
         verdict = parse_verdict(verdict_text or "")
         if verdict is None:

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
+from orchestrator.agents import budget as agent_budget
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import HaltReason, StagePolicy
 from orchestrator.domain.pipeline import Event, State, Status, next_state
@@ -118,6 +119,12 @@ class Claims(TickRow):
             if pipeline is None or stage is None:
                 self._halt_unknown(conn, task, now)
                 fault_point("after_halt_unknown")
+                continue
+            over = agent_budget.halt_if_over(conn, task, stage, now=now, actor=ACTOR)
+            if over is not None:
+                with self._tick_lock:
+                    self.report.halted += 1
+                self._say_after_commit(f"{task.slug}: halted (budget: {over.describe()})")
                 continue
             return self._open_attempt(conn, task, pipeline, stage, now, token)
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from orchestrator import runner
+from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import OrchestratorError, host_error
@@ -83,7 +84,10 @@ class Commands(Recording):
         base = self._environments.get(key)
         if base is None:
             base = runner.child_environment(
-                os.environ, deny=self.settings.env_deny, extra=dict(stage.env), orchestrator_vars={}
+                os.environ,
+                deny=self.settings.env_deny,
+                extra=agent_runtime.stage_extra_env(stage, os.environ),
+                orchestrator_vars={},
             )
             self._environments[key] = base
         return {**base, **runner.child_environment({}, deny=(), extra={}, orchestrator_vars=ours)}

@@ -32,9 +32,10 @@ class AttemptContext:
     prev_outcome: str
     prev_score: str
     prompt_file: Path | None = None
+    config_dir: str = ""  # the folder of the config file: recipes find their prompts there
 
     @classmethod
-    def of(cls, claim: Claim, workspace: Path) -> AttemptContext:
+    def of(cls, claim: Claim, workspace: Path, config_dir: Path | None = None) -> AttemptContext:
         return cls(
             task=claim.task.slug,
             title=claim.task.title,
@@ -45,6 +46,7 @@ class AttemptContext:
             hint=claim.hint,
             prev_outcome=claim.prev_outcome,
             prev_score=claim.prev_score,
+            config_dir="" if config_dir is None else str(config_dir),
         )
 
     def with_prompt(self, prompt_file: Path | None) -> AttemptContext:
@@ -64,6 +66,7 @@ class AttemptContext:
             "workspace": str(self.workspace),
             "prompt_file": "" if self.prompt_file is None else str(self.prompt_file),
             "hint": self.hint,
+            "config_dir": self.config_dir,
         }
 
     def environment(self) -> dict[str, str]:

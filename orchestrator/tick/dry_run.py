@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from orchestrator.agents import budget as agent_budget
 from orchestrator.domain.pipeline import Status
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
@@ -41,6 +42,10 @@ class DryRun(Scheduler):
                 stage = self._stage_of(found)
                 if stage is None:
                     self.say(f"{found.slug}: would halt (unknown_stage {found.stage!r})")
+                    continue
+                budget = agent_budget.budget_of(conn, found, stage)
+                if budget is not None and budget.reached:
+                    self.say(f"{found.slug}: would halt (budget: {budget.describe()})")
                     continue
                 shown += 1
                 prev = repo.last_attempt(conn, found.id, found.stage)

@@ -7,12 +7,15 @@ from __future__ import annotations
 import functools
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection
 
+from orchestrator.agents import runtime as agent_runtime
 from orchestrator.domain.decide import Decision, Outcome, decide
 from orchestrator.domain.pipeline import Status
+from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.storage import repo
 from orchestrator.storage.db import connection_lost, db_now, savepoint
@@ -44,6 +47,8 @@ class Recording(Claims):
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
         }
+        usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
+        fields.update(usage)
         with self._tick_lock:
             ident = self._processes.pop(
                 self._state_dir(claim.task.slug, claim.stage.name, claim.number), None
@@ -73,6 +78,7 @@ class Recording(Claims):
                     verifier_exit=run.verifier_exit,
                     finished_at=now,
                     error="the task changed while the attempt ran; result not applied",
+                    **usage,  # spent all the same: it counts toward the budget
                 )
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 if closed:  # else another tick closed it: its result is only kept
@@ -116,6 +122,12 @@ class Recording(Claims):
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
             self._error(f"{claim.task.slug}: reporting failed", exc)
         return ready, following
+
+    def _usage_dir(self, claim: Claim) -> Path | None:
+        """The folder whose files say what the attempt spent (never one of a bad slug)."""
+        if slug_problem(claim.task.slug) is not None:
+            return None
+        return self._state_dir(claim.task.slug, claim.stage.name, claim.number)
 
     def _recorded_before(
         self, conn: Connection, claim: Claim, run: AttemptRun, chain: Chain | None

@@ -65,6 +65,17 @@ VIEW_COLUMNS = {
         "attempt_id",
         "at",
     ],
+    "costs": [
+        "task",
+        "task_id",
+        "stage",
+        "attempts",
+        "cost_usd",
+        "input_tokens",
+        "output_tokens",
+        "turns",
+        "duration_ms",
+    ],
 }
 
 

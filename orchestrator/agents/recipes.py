@@ -1,0 +1,55 @@
+"""The agent recipes (`examples/<agent>/orchestrator.toml`) that
+`orchestrator init --agent NAME` writes: complete pipelines for Claude
+Code, Codex CLI, aider, or a script of your own.
+
+The recipes live at the repository root (`examples/`), where people browse
+them, and travel inside the wheel as `orchestrator/examples`, like the
+migrations; this module finds whichever this installation has.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+from orchestrator.errors import RefusedError
+
+AGENTS = ("claude", "codex", "aider", "script")
+# Files a recipe needs beyond the prompts and judges every init writes:
+# (template under orchestrator/templates/agents, path in the project).
+EXTRA_FILES = {"script": (("script_agent.py", "agents/script_agent.py"),)}
+# The agent CLI each recipe runs, and the flags its commands rely on (checked
+# by `doctor` against the program's --help).
+_FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
+
+
+def examples_dir() -> Path:
+    """`orchestrator/examples` in a wheel, `<repo>/examples` in a checkout."""
+    packaged = Path(str(resources.files("orchestrator"))) / "examples"
+    if (packaged / "claude" / "orchestrator.toml").is_file():
+        return packaged
+    source = Path(__file__).resolve().parents[2] / "examples"
+    if (source / "claude" / "orchestrator.toml").is_file():
+        return source
+    raise RefusedError("the agent recipes (examples/) are not in this installation")
+
+
+def recipe_text(agent: str) -> str:
+    if agent not in AGENTS:
+        raise RefusedError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    return (examples_dir() / agent / "orchestrator.toml").read_text(encoding="utf-8")
+
+
+def extra_files(agent: str) -> list[tuple[str, str]]:
+    """(text, relative path) of the files the recipe's commands run."""
+    node = resources.files("orchestrator") / "templates" / "agents"
+    return [
+        ((node / source).read_text(encoding="utf-8"), target)
+        for source, target in EXTRA_FILES.get(agent, ())
+    ]
+
+
+def flags_of(argv: tuple[str, ...]) -> list[str]:
+    """The options a command passes (`--json`, `-s`), without their values."""
+    return [arg for arg in argv[1:] if _FLAG.match(arg) and arg != "-"]

@@ -1,0 +1,104 @@
+"""Where the engine meets the agent runtime: each command's usage file, the
+secrets a stage receives, and the usage an attempt recorded.
+
+Usage is read back from the attempt's state folder when the attempt is
+recorded (the captured stdout, and the file each command may write), so an
+attempt that timed out or was stopped still records what it had spent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.agents.output import (
+    AgentOutput,
+    OutputFormat,
+    Usage,
+    read_output,
+    usage_from_report,
+)
+from orchestrator.config import StageConfig
+
+USAGE_FILE_ENV = "ORCHESTRATOR_USAGE_FILE"
+# A usage report larger than this is not one (and is not read whole).
+MAX_USAGE_FILE_BYTES = 65536
+
+
+def usage_file(state_dir: Path, name: str) -> Path:
+    """`worker.usage.json` / `verifier.usage.json`: one per command, so a
+    verifier that reports its own cost does not overwrite the worker's."""
+    return state_dir / f"{name}.usage.json"
+
+
+def command_env(env: Mapping[str, str], state_dir: Path, name: str) -> dict[str, str]:
+    return {**env, USAGE_FILE_ENV: str(usage_file(state_dir, name))}
+
+
+def stage_extra_env(stage: StageConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The stage's `env` over the `secrets` it names: a secret is taken from
+    the tick's environment for this stage only, even when `env_deny` keeps
+    it from all others."""
+    secrets = {name: environ[name] for name in stage.secrets if name in environ}
+    return {**secrets, **dict(stage.env)}
+
+
+def with_reported_error(failure: str, fmt: OutputFormat, stdout: str) -> str:
+    """A failed command's error, with the reason its envelope gives, if any."""
+    if fmt == "text":
+        return failure
+    reported = read_output(fmt, stdout).error
+    return failure if reported is None else f"{failure}; {reported}"
+
+
+def read_usage_file(path: Path) -> Usage:
+    """A missing, oversized or malformed report is no report: usage is
+    bookkeeping, and must never fail an attempt."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_USAGE_FILE_BYTES + 1)
+    except OSError:
+        return Usage()
+    if len(raw) > MAX_USAGE_FILE_BYTES:
+        return Usage()
+    try:
+        return usage_from_report(json.loads(raw))
+    except ValueError:
+        return Usage()
+
+
+def _command_usage(state_dir: Path, name: str, fmt: OutputFormat) -> Usage:
+    reported = read_usage_file(usage_file(state_dir, name))
+    if fmt == "text":
+        return reported
+    try:
+        stdout = (state_dir / f"{name}.out").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return reported
+    return read_output(fmt, stdout).usage.filled_from(reported)
+
+
+def attempt_usage(state_dir: Path | None, stage: StageConfig) -> dict[str, Any]:
+    """The usage columns to record for the attempt whose folder is
+    `state_dir` (None: it has none): the worker's and the verifier's, added."""
+    if state_dir is None:
+        return Usage().columns()
+    total = _command_usage(state_dir, "worker", stage.output).plus(
+        _command_usage(state_dir, "verifier", stage.verifier_output)
+    )
+    return total.columns()
+
+
+__all__ = [
+    "USAGE_FILE_ENV",
+    "AgentOutput",
+    "attempt_usage",
+    "command_env",
+    "read_output",
+    "read_usage_file",
+    "stage_extra_env",
+    "usage_file",
+    "with_reported_error",
+]

@@ -1,0 +1,172 @@
+"""Usage reported through $ORCHESTRATOR_USAGE_FILE, budgets per stage and
+per task, and secrets that reach only the stages naming them: real tick
+processes on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import Project, make_project
+
+from orchestrator.config import load_settings
+from orchestrator.errors import ConfigError
+
+pytestmark = pytest.mark.e2e
+
+
+def paying(cost: float, verdict: str = '{"pass": false, "score": 0.1}') -> str:
+    """A worker that reports `cost` through its usage file, then a verdict."""
+    report = (
+        f'{{"cost_usd": {cost}, "input_tokens": 7, "session_id": "s-\'$ORCHESTRATOR_ATTEMPT\'"}}'
+    )
+    script = f"printf '{report}' > \"$ORCHESTRATOR_USAGE_FILE\"; echo '{verdict}'"
+    return json.dumps(["sh", "-c", script])
+
+
+def stages(worker: str, extra: str = "") -> str:
+    return f"""
+[defaults]
+max_attempts = 10
+plateau = {{ patience = 10 }}
+
+[[pipelines.default.stages]]
+name = "build"
+worker = {worker}
+{extra}
+"""
+
+
+def halt_reason(project: Project, slug: str) -> tuple[str, str | None]:
+    [(status, reason)] = project.query(
+        "SELECT status, halt_reason FROM tasks WHERE slug = :s", s=slug
+    )
+    return status, reason
+
+
+def costs(project: Project) -> list[float]:
+    return [row[0] for row in project.query("SELECT cost_usd FROM attempts ORDER BY id")]
+
+
+def test_stage_budget_halts_before_the_next_claim(tmp_path: Path, db_url: str) -> None:
+    project = make_project(tmp_path / "p", db_url, stages(paying(0.4), "max_cost_usd = 1.0"))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Costly").returncode == 0
+    out = project.run("tick")
+    assert out.returncode == 0, out.stderr
+    assert costs(project) == pytest.approx([0.4, 0.4, 0.4])  # 1.2 >= 1.0: no fourth
+    assert halt_reason(project, "t1") == ("halted", "budget")
+    assert "halted (budget: $1.2000 spent of the stage build budget $1.0000)" in out.stdout
+    [(reason,)] = project.query("SELECT reason FROM transitions WHERE event = 'halt'")
+    assert reason.startswith("budget reached")
+    assert project.query("SELECT session_id, input_tokens FROM attempts")[0] == ("s-1", 7)
+
+    # A plain resume is not enough: the stage's limit counts every run.
+    assert project.run("resume", "t1").returncode == 0
+    dry = project.run("tick", "--dry-run")
+    assert "t1: would halt (budget: $1.2000 spent of the stage build budget" in dry.stdout
+    assert project.run("tick").returncode == 0
+    assert halt_reason(project, "t1") == ("halted", "budget")
+    assert len(costs(project)) == 3
+
+    refused = project.run("resume", "t1", "--budget", "1.2")
+    assert refused.returncode == 1 and "not above the $1.2000" in refused.stderr
+    assert halt_reason(project, "t1") == ("halted", "budget")  # nothing changed
+
+    assert project.run("resume", "t1", "--budget", "2").returncode == 0
+    assert project.run("tick").returncode == 0
+    assert costs(project) == pytest.approx([0.4] * 5)  # the task's own budget replaces it
+    assert halt_reason(project, "t1") == ("halted", "budget")
+
+    listed = json.loads(project.run("list", "--json").stdout)
+    assert listed[0]["cost_usd"] == pytest.approx(2.0) and listed[0]["budget"] == 2.0
+    shown = project.run("show", "t1")
+    assert "cost      $2.0000 of a $2.0000 budget" in shown.stdout
+    scores = json.loads(project.run("scores", "t1", "--json").stdout)
+    assert [row["cost_usd"] for row in scores] == pytest.approx([0.4] * 5)
+    rows = project.query("SELECT task, stage, attempts, cost_usd, input_tokens FROM costs")
+    assert rows == [("t1", "build", 5, pytest.approx(2.0), 35)]
+
+
+def test_task_budget_from_add_and_both_commands_report(tmp_path: Path, db_url: str) -> None:
+    verifier = json.dumps(
+        [
+            "sh",
+            "-c",
+            'printf \'{"cost_usd": 0.1, "output_tokens": 3}\' > "$ORCHESTRATOR_USAGE_FILE";'
+            ' echo \'{"pass": false, "score": 0.2}\'',
+        ]
+    )
+    project = make_project(
+        tmp_path / "p", db_url, stages(paying(0.4, "no verdict here"), f"verifier = {verifier}")
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Capped", "--budget", "1").returncode == 0
+    assert project.run("tick").returncode == 0
+    # Worker and verifier each report; the attempt records the sum.
+    assert costs(project) == pytest.approx([0.5, 0.5])
+    assert project.query("SELECT input_tokens, output_tokens FROM attempts")[0] == (7, 3)
+    assert halt_reason(project, "t1") == ("halted", "budget")
+    folder = tmp_path / "p" / "state" / "t1" / "build-001"
+    assert json.loads((folder / "verifier.usage.json").read_text())["cost_usd"] == 0.1
+
+
+def test_secrets_reach_only_the_stages_naming_them(tmp_path: Path, db_url: str) -> None:
+    echo = json.dumps(["sh", "-c", 'echo "{\\"pass\\": true, \\"reasons\\": [\\"[$MY_KEY]\\"]}"'])
+    project = make_project(
+        tmp_path / "p",
+        db_url,
+        f"""
+[[pipelines.default.stages]]
+name = "first"
+worker = {echo}
+secrets = ["MY_KEY"]
+
+[[pipelines.default.stages]]
+name = "second"
+worker = {echo}
+""",
+        env_deny=["MY_KEY"],
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Keys").returncode == 0
+    assert project.run("tick", extra_env={"MY_KEY": "s3cret"}).returncode == 0
+    rows = project.query("SELECT stage, reasons FROM attempts ORDER BY id")
+    assert rows == [("first", '["[s3cret]"]'), ("second", '["[]"]')]
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('output = "json"', "'text' or 'claude-json' or 'codex-jsonl'"),
+        ("max_cost_usd = 0", "max_cost_usd"),
+        ('secrets = ["ORCHESTRATOR_DB_URL"]', "not an environment variable name a stage"),
+        ('secrets = "KEY"', "a list of strings"),
+    ],
+)
+def test_agent_keys_are_checked(tmp_path: Path, line: str, problem: str) -> None:
+    config = tmp_path / "orchestrator.toml"
+    config.write_text(f'[[pipelines.default.stages]]\nname = "a"\nworker = ["true"]\n{line}\n')
+    with pytest.raises(ConfigError, match="stages") as caught:
+        load_settings(config=config, db_url=None, environ={})
+    assert problem in str(caught.value)
+
+
+def test_defaults_carry_the_agent_keys(tmp_path: Path) -> None:
+    config = tmp_path / "orchestrator.toml"
+    config.write_text(
+        '[defaults]\nmax_cost_usd = 2.5\noutput = "claude-json"\nsecrets = ["A"]\n'
+        '[[pipelines.default.stages]]\nname = "a"\nworker = ["true"]\n'
+        '[[pipelines.default.stages]]\nname = "b"\nworker = ["true"]\n'
+        'max_cost_usd = 1\noutput = "text"\nverifier_output = "codex-jsonl"\n'
+    )
+    settings = load_settings(config=config, db_url=None, environ={})
+    a, b = settings.pipelines["default"].stages
+    assert (a.max_cost_usd, a.output, a.verifier_output, a.secrets) == (
+        2.5,
+        "claude-json",
+        "text",
+        ("A",),
+    )
+    assert (b.max_cost_usd, b.output, b.verifier_output) == (1.0, "text", "codex-jsonl")
