@@ -25,6 +25,7 @@ from typing import Any, Literal, NoReturn, cast
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
 from orchestrator.errors import ConfigError
+from orchestrator.guard_config import GUARD_KEYS, Backoff, guard_defaults, read_guards
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -61,6 +62,7 @@ _DEFAULTS_KEYS = (
     "stdin",
     "env",
     "worker_ok_exit",
+    *GUARD_KEYS,
 )
 _PIPELINE_KEYS = ("setup", "stages")
 _STAGE_KEYS = (
@@ -76,6 +78,7 @@ _STAGE_KEYS = (
     "pass_score",
     "plateau",
     "worker_ok_exit",
+    *GUARD_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -98,6 +101,11 @@ class StageConfig:
     # Worker exit statuses that still go on to the verifier: a linter that
     # exits 1 while findings remain has done its work, the verifier judges it.
     worker_ok_exit: frozenset[int] = frozenset({0})
+    # Runaway guards and strict verdicts (`guard_config`).
+    strict_verdict: bool = False
+    halt_after_no_change: int | None = None
+    retry_exit_codes: frozenset[int] = frozenset()
+    backoff: Backoff = field(default_factory=Backoff)
 
 
 @dataclass(frozen=True, slots=True)
@@ -536,6 +544,7 @@ class _Loader:
             "stdin": "none",
             "env": {},
             "worker_ok_exit": frozenset({0}),
+            **guard_defaults(),
         }
         self.stage_scalars(table, "defaults", result)
         return result
@@ -564,6 +573,7 @@ class _Loader:
             into["worker_ok_exit"] = self.exit_statuses(
                 table["worker_ok_exit"], _key(key, "worker_ok_exit")
             )
+        read_guards(self, table, key, into)
 
     def exit_statuses(self, value: object, key: str) -> frozenset[int]:
         what = "a list of exit statuses (integers 0-255) that includes 0"
@@ -657,4 +667,8 @@ class _Loader:
             stdin=merged["stdin"],
             env=tuple(merged["env"].items()),
             worker_ok_exit=merged["worker_ok_exit"],
+            strict_verdict=merged["strict_verdict"],
+            halt_after_no_change=merged["halt_after_no_change"],
+            retry_exit_codes=merged["retry_exit_codes"],
+            backoff=merged["backoff"],
         )

@@ -37,6 +37,7 @@ class Task(Base):
     host: Mapped[str | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    backoff_until: Mapped[datetime | None]
 
 
 class Tick(Base):
@@ -84,6 +85,8 @@ class Attempt(Base):
     proc_start: Mapped[str | None]
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+    workspace_hash: Mapped[str | None]
+    workspace_changed: Mapped[bool | None]
 
 
 class Transition(Base):

@@ -13,8 +13,8 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.errors import SchemaError
 from orchestrator.storage.prepared import Prepared
 
-HEAD = "0002"
-REVISIONS = ("0001", "0002")  # oldest first
+HEAD = "0004"
+REVISIONS = ("0001", "0002", "0004")  # oldest first
 
 FIX = "run `orchestrator db upgrade`"
 # Read before every claim (a migration mid-tick stops the claiming).

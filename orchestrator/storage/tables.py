@@ -99,6 +99,8 @@ tasks = Table(
     Column("host", String(255)),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # Not claimed before this time (a worker asked to be retried later).
+    Column("backoff_until", UTCDateTime),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -155,6 +157,10 @@ attempts = Table(
     Column("proc_start", String(64)),
     Column("started_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, index=True),
+    # The workspace after the attempt (`workspace.fingerprint`), and whether
+    # the attempt changed it; NULL when not looked at.
+    Column("workspace_hash", String(80)),
+    Column("workspace_changed", Boolean),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),

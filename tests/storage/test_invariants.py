@@ -16,7 +16,7 @@ from support import make_project
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import RECORDED_EVENTS, Status
 from orchestrator.errors import SchemaError
-from orchestrator.storage import migrate
+from orchestrator.storage import migrate, schema
 from orchestrator.storage.db import make_engine
 
 NOW = "2026-12-01 00:00:00"
@@ -185,7 +185,7 @@ def test_rows_orphaned_before_the_upgrade_do_not_stop_it(tmp_path: Path) -> None
     engine = make_engine(url)
     try:
         migrate.upgrade(engine)
-        assert migrate.current(engine) == "0002"
+        assert migrate.current(engine) == schema.HEAD
         assert counts(engine) == {"tasks": 1, "attempts": 4, "transitions": 2}
     finally:
         engine.dispose()
