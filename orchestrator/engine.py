@@ -32,13 +32,14 @@ from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from orchestrator import runner
+from orchestrator import context as attempt_context
+from orchestrator import guards, runner
 from orchestrator.config import PipelineConfig, Settings, StageConfig, config_fingerprint
 from orchestrator.domain.decide import (
     Decision,
@@ -51,7 +52,7 @@ from orchestrator.domain.decide import (
 from orchestrator.domain.pipeline import Event, State, Status, next_state
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
-from orchestrator.domain.verdict import Verdict, parse_verdict
+from orchestrator.domain.verdict import Verdict, parse_verdict, strict_pass_problem
 from orchestrator.errors import ConnectionLostError, OrchestratorError, host_error
 from orchestrator.storage import repo
 from orchestrator.storage.db import (
@@ -146,6 +147,9 @@ class AttemptRun:
     worker_exit: int | None = None
     verifier_exit: int | None = None
     fence_lost: bool = False
+    workspace_hash: str | None = None  # runaway guards (`guards`)
+    workspace_changed: bool | None = None
+    backoff_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,7 @@ class Ticker:
         self._tick_id: int | None = None
         self._tick_lock = threading.Lock()
         self._processes: dict[Path, runner.ProcessIdentity] = {}
+        self._watch = guards.WorkspaceWatch()  # no-change guard (issue 15)
         # Per attempt folder: a capture file the disk could not take.
         self._capture_notes: dict[Path, str] = {}
         # Keyed by (pipeline, stage): two pipelines may both have `implement`
@@ -731,16 +736,17 @@ class Ticker:
             self.report.stopped_claiming = "the schema revision changed"
             return None
         while True:
+            now = db_now(conn)
             task = repo.find_claimable(
                 conn,
                 host=self.host,
                 any_host=self.settings.affinity == "any",
                 exclude=exclude,
                 slug=only,
+                now=now,
             )
             if task is None:
                 return None
-            now = db_now(conn)
             self._ensure_tick(conn, now)
             pipeline = self.settings.pipeline(task.pipeline)
             stage = None if pipeline is None else pipeline.stage(task.stage)
@@ -898,6 +904,7 @@ class Ticker:
                 error="stopped: the database was out of reach",
                 fence_lost=False,
             )
+        self._guard(claim, result)
         fault_point("before_record")
         try:
             recorded = self._retrying(functools.partial(self._record, claim, result, chain))
@@ -907,6 +914,26 @@ class Ticker:
         with contextlib.suppress(OSError):
             (folder / KEPT_RESULT).unlink()  # the reserve, no longer needed
         return recorded
+
+    def _guard(self, claim: Claim, result: AttemptRun) -> None:
+        """The runaway guards' facts about an attempt that ended: whether it
+        changed the workspace, and whether its worker waits and retries."""
+        workspace = self.settings.workspace_root / claim.task.slug
+        result.workspace_hash, result.workspace_changed = self._watch.after(
+            claim.attempt_id, workspace, result.outcome
+        )
+        if guards.may_back_off(claim.stage, result.outcome, result.worker_exit):
+            wait = self._retrying(
+                lambda _again: guards.backoff_wait(
+                    self.engine, claim.task, claim.attempt_id, claim.stage
+                )
+            )
+            if wait is not None:
+                result.outcome, result.backoff_seconds = Outcome.BACKOFF, wait[0]
+                result.error = (
+                    f"{result.error}; exit {result.worker_exit} is a retry exit code: "
+                    f"waiting {wait[0]:g}s (wait {wait[1]} of {claim.stage.backoff.tries})"
+                )
 
     def _keep_result(self, claim: Claim, run: AttemptRun, *, database: bool) -> None:
         """The record failed past its retries (the database stayed away, the
@@ -988,8 +1015,20 @@ class Ticker:
             prepared = self._workspace(claim, workspace, state_dir, guard, tag)
         if prepared is not None:
             return prepared
+        context = self._retrying(
+            lambda _again: attempt_context.build_context(
+                self.engine,
+                claim.task,
+                claim.pipeline,
+                stage,
+                claim.attempt_id,
+                claim.number,
+                claim.hint,
+            )
+        )
         with _host_folder("state_root", self.settings.state_root):
-            prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir)
+            context_file = attempt_context.write_context(context, state_dir)
+            prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir, context)
         values = {
             "task": slug,
             "stage": stage.name,
@@ -997,6 +1036,8 @@ class Ticker:
             "workspace": str(workspace),
             "prompt_file": str(prompt_file) if prompt_file else "",
             "hint": claim.hint,
+            "context_file": str(context_file),
+            "prev_session": context.prev_session,
         }
         env = self._environment(
             claim.pipeline,
@@ -1010,6 +1051,7 @@ class Ticker:
                 "ORCHESTRATOR_PREV_SCORE": claim.prev_score,
                 "ORCHESTRATOR_PREV_OUTCOME": claim.prev_outcome,
                 "ORCHESTRATOR_PROMPT_FILE": values["prompt_file"],
+                "ORCHESTRATOR_CONTEXT_FILE": values["context_file"],
                 runner.PROCESS_TAG: tag,
             },
         )
@@ -1024,6 +1066,7 @@ class Ticker:
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
         if stage.worker is not None:
+            self._watch.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)
             worker_exit = worker.exit_code
             stopped = _stopped(worker, guard, "worker")
@@ -1058,6 +1101,14 @@ class Ticker:
             return AttemptRun(
                 Outcome.INVALID_VERDICT,
                 error=_no_verdict(source, last, state_dir),
+                worker_exit=worker_exit,
+                verifier_exit=verifier_exit,
+            )
+        strict = strict_pass_problem(verdict_text or "") if stage.strict_verdict else None
+        if strict is not None:
+            return AttemptRun(
+                Outcome.INVALID_VERDICT,
+                error=strict,
                 worker_exit=worker_exit,
                 verifier_exit=verifier_exit,
             )
@@ -1201,7 +1252,11 @@ class Ticker:
         return None
 
     def _render_prompt(
-        self, claim: Claim, workspace: Path, state_dir: Path
+        self,
+        claim: Claim,
+        workspace: Path,
+        state_dir: Path,
+        context: attempt_context.AttemptContext,
     ) -> tuple[Path | None, str]:
         template_path = claim.stage.prompt
         if template_path is None:
@@ -1217,6 +1272,10 @@ class Ticker:
             "hint": claim.hint,
             "prev_outcome": claim.prev_outcome,
             "prev_score": claim.prev_score,
+            "reasons": context.reasons,
+            "history": context.history,
+            "context_file": str(state_dir / attempt_context.CONTEXT_NAME),
+            "prev_session": context.prev_session,
         }
         text = _PROMPT_FIELD.sub(lambda m: clean_text(values[m.group(1)]), template)
         path = state_dir / "prompt.md"
@@ -1261,6 +1320,8 @@ class Ticker:
             "error": None if run.error is None else clean_text(run.error, 4096),
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
+            "workspace_hash": run.workspace_hash,
+            "workspace_changed": run.workspace_changed,
         }
         with self._tick_lock:
             ident = self._processes.pop(
@@ -1303,6 +1364,7 @@ class Ticker:
                 repo.run_history(conn, task, excluding=claim.attempt_id),
                 run.outcome,
                 verdict,
+                run.workspace_changed,
             )
             if decision.plateau is not None:
                 columns["plateau"] = json.dumps(decision.plateau.to_dict(), sort_keys=True)
@@ -1314,6 +1376,9 @@ class Ticker:
                 return True, None
             fault_point("inside_record_tx")
             self._apply(conn, task, decision, claim.attempt_id, now)
+            if run.backoff_seconds is not None and decision.state.status is Status.READY:
+                until = now + timedelta(seconds=run.backoff_seconds)
+                repo.set_backoff(conn, task.id, until)
             ready = decision.state.status is Status.READY
             if chain is not None:
                 following = self._claim_next(conn, chain, claim.task.id if ready else None)
@@ -1457,6 +1522,7 @@ class Ticker:
             pass_score=stage.pass_score,
             plateau=stage.plateau,
             max_interrupts=self.settings.max_interrupts,
+            halt_after_no_change=stage.halt_after_no_change,
         )
 
     def _halt_unknown(self, conn: Connection, task: repo.TaskSnapshot, now: datetime) -> None:
@@ -1498,6 +1564,7 @@ class Ticker:
                     exclude=seen,
                     slug=options.task,
                     lock=False,
+                    now=now,
                 )
                 if found is None:
                     break
@@ -1546,7 +1613,8 @@ def _host_folder(key: str, root: Path) -> Iterator[None]:
 
 
 _PROMPT_FIELD = re.compile(
-    r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score)\}"
+    r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score"
+    r"|reasons|history|context_file|prev_session)\}"
 )
 
 

@@ -77,7 +77,16 @@ __all__ = [
     "run_command",
 ]
 
-PLACEHOLDERS = ("task", "stage", "attempt", "workspace", "prompt_file", "hint")
+PLACEHOLDERS = (
+    "task",
+    "stage",
+    "attempt",
+    "workspace",
+    "prompt_file",
+    "hint",
+    "context_file",
+    "prev_session",
+)
 MAX_VALUE_BYTES = 8192
 
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -94,10 +103,10 @@ _HELPER_TIMEOUT = 5.0
 
 
 def render_argv(template: Sequence[str], values: Mapping[str, str]) -> list[str]:
-    """Fill the six placeholders, leaving every other brace alone.
+    """Fill the placeholders, leaving every other brace alone.
 
     A missing value renders as the empty string: the engine always passes all
-    six, and an empty argument is easier to diagnose than a crashed tick. The
+    of them, and an empty argument is easier to diagnose than a crashed tick. The
     literal parts are cleaned too (without a cap), so a NUL in a config string
     cannot make the spawn raise.
     """

@@ -19,7 +19,7 @@ import functools
 import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, exists, func, insert, or_, select, update
@@ -102,6 +102,7 @@ class AttemptSnapshot:
     started_at: datetime
     finished_at: datetime | None
     tick_id: int | None = None
+    workspace_changed: bool | None = None
 
 
 _TASK_COLUMNS = [tasks.c[name] for name in TaskSnapshot.__dataclass_fields__]
@@ -331,6 +332,7 @@ def find_claimable(
     exclude: Collection[int] = (),
     slug: str | None = None,
     lock: bool = True,
+    now: datetime | None = None,
 ) -> TaskSnapshot | None:
     """The next ready task (priority, then age) with no unfinished attempt,
     skipping the ids in `exclude`.
@@ -340,9 +342,13 @@ def find_claimable(
     recompiling as the set changes. On PostgreSQL the rows are locked with
     SKIP LOCKED, so ticks on other hosts pass over them instead of waiting;
     on SQLite the caller's BEGIN IMMEDIATE already excludes every other writer.
+    A task waiting out a backoff (`backoff_until` after `now`) is passed over.
     """
     query = _claim_query(any_host=any_host, slug=slug is not None, lock=lock)
-    params: dict[str, Any] = {"limit": len(exclude) + 1}
+    params: dict[str, Any] = {
+        "limit": len(exclude) + 1,
+        "now": datetime.now(UTC) if now is None else now,
+    }
     if not any_host:
         params["host"] = host
     if slug is not None:
@@ -358,7 +364,11 @@ def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
     unfinished = exists().where(
         and_(attempts.c.task_id == tasks.c.id, attempts.c.finished_at.is_(None))
     )
-    query = select(*_TASK_COLUMNS).where(tasks.c.status == Status.READY.value, ~unfinished)
+    waited = or_(
+        tasks.c.backoff_until.is_(None),
+        tasks.c.backoff_until <= bindparam("now", type_=tables.UTCDateTime()),
+    )
+    query = select(*_TASK_COLUMNS).where(tasks.c.status == Status.READY.value, ~unfinished, waited)
     if not any_host:
         query = query.where(or_(tasks.c.host.is_(None), tasks.c.host == bindparam("host")))
     if slug:
@@ -510,7 +520,7 @@ def unfinished_attempts(conn: Connection) -> list[AttemptSnapshot]:
 
 
 _RUN_HISTORY = Prepared(
-    select(attempts.c.id, attempts.c.outcome, attempts.c.score)
+    select(attempts.c.id, attempts.c.outcome, attempts.c.score, attempts.c.workspace_changed)
     .where(
         attempts.c.task_id == bindparam("task_id"),
         attempts.c.stage == bindparam("stage"),
@@ -528,8 +538,21 @@ def run_history(
     rows = _RUN_HISTORY.execute(
         conn, {"task_id": task.id, "stage": task.stage, "run": task.run}
     ).rows
-    finished = [(Outcome(outcome), score) for key, outcome, score in rows if key != excluding]
-    return RunHistory.of(finished, hint=task.next_hint)
+    kept = [row for row in rows if row[0] != excluding]
+    return RunHistory.of(
+        [(Outcome(row[1]), row[2]) for row in kept],
+        hint=task.next_hint,
+        changes=[row[3] for row in kept],
+    )
+
+
+def set_backoff(conn: Connection, task_id: int, until: datetime | None) -> None:
+    """Keep the task from being claimed before `until`, by any tick on any host."""
+    conn.execute(update(tasks).where(tasks.c.id == task_id).values(backoff_until=until))
+
+
+def backoff_until(conn: Connection, task_id: int) -> datetime | None:
+    return conn.execute(select(tasks.c.backoff_until).where(tasks.c.id == task_id)).scalar()
 
 
 def attempts_of(conn: Connection, task_id: int, stage: str | None = None) -> list[AttemptSnapshot]:
