@@ -1186,3 +1186,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 __all__ = ["cli", "main"]
+
+
+from orchestrator.explain_cli import explain  # noqa: E402  (its own module; see there)
+
+cli.add_command(explain)
