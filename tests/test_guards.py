@@ -3,6 +3,7 @@ strict verdicts; real ticks (`python -m orchestrator tick`), real workers."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -137,7 +138,7 @@ def test_a_retry_exit_code_waits_out_its_backoff_and_spends_no_attempt(project: 
     tick_until(project, 3)
     rows = attempt_times(project)
     assert [r[1] for r in rows] == ["backoff", "backoff", "passed"]
-    for before, after in zip(rows, rows[1:], strict=False):
+    for before, after in itertools.pairwise(rows):
         waited = as_utc(after[3]) - as_utc(before[4])
         assert waited >= timedelta(seconds=1.4), rows
     assert project.state("t1") == "complete"
@@ -187,7 +188,7 @@ def test_backoff_holds_across_two_hosts(tmp_path: Any, pg_url: str) -> None:
         ("backoff", "host-b"),
         ("passed", "host-b"),
     ]
-    for before, after in zip(rows, rows[1:], strict=False):
+    for before, after in itertools.pairwise(rows):
         assert as_utc(after[3]) - as_utc(before[4]) >= timedelta(seconds=1.4), rows
     assert b.state("t1") == "complete"
 
