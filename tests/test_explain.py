@@ -121,7 +121,7 @@ def test_explain_a_running_task(project: Project) -> None:
     tick = project.popen("tick")
     workspace = project.dir / "tasks" / "t1"
     try:
-        wait_for(lambda: (workspace / "started").exists(), what="the worker to start")
+        wait_for((workspace / "started").exists, what="the worker to start")
         text, data = explain(project)
         running = data["running"]
         assert running["attempt"] == 1 and running["host"] == "runner-1"
