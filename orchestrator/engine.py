@@ -736,17 +736,16 @@ class Ticker:
             self.report.stopped_claiming = "the schema revision changed"
             return None
         while True:
-            now = db_now(conn)
             task = repo.find_claimable(
                 conn,
                 host=self.host,
                 any_host=self.settings.affinity == "any",
                 exclude=exclude,
                 slug=only,
-                now=now,
             )
             if task is None:
                 return None
+            now = db_now(conn)
             self._ensure_tick(conn, now)
             pipeline = self.settings.pipeline(task.pipeline)
             stage = None if pipeline is None else pipeline.stage(task.stage)
@@ -1377,8 +1376,8 @@ class Ticker:
             fault_point("inside_record_tx")
             self._apply(conn, task, decision, claim.attempt_id, now)
             if run.backoff_seconds is not None and decision.state.status is Status.READY:
-                until = now + timedelta(seconds=run.backoff_seconds)
-                repo.set_backoff(conn, task.id, until)
+                wait = run.backoff_seconds  # 0: no wait at all, not "until now"
+                repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
             ready = decision.state.status is Status.READY
             if chain is not None:
                 following = self._claim_next(conn, chain, claim.task.id if ready else None)
@@ -1564,7 +1563,6 @@ class Ticker:
                     exclude=seen,
                     slug=options.task,
                     lock=False,
-                    now=now,
                 )
                 if found is None:
                     break

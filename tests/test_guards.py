@@ -3,7 +3,6 @@ strict verdicts; real ticks (`python -m orchestrator tick`), real workers."""
 
 from __future__ import annotations
 
-import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -121,6 +120,32 @@ def as_utc(value: Any) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def set_backoff(project: Project, until: datetime) -> None:
+    """Move the wait with SQL, so no check races a loaded machine's clock."""
+    from sqlalchemy import create_engine, text
+
+    value = until.replace(tzinfo=None) if "sqlite" in project.db_url else until
+    engine = create_engine(project.db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE tasks SET backoff_until = :v"), {"v": value})
+    finally:
+        engine.dispose()
+
+
+def first_wait_then_hold(project: Project, other: Project | None = None) -> None:
+    """The first backoff's wait is as configured (1.5 s after the attempt),
+    and while it lasts (made an hour with SQL) no tick claims the task."""
+    [(_, _, _, _, finished)] = attempt_times(project)
+    [(until,)] = project.query("SELECT backoff_until FROM tasks")
+    assert timedelta(seconds=1.4) <= as_utc(until) - as_utc(finished) <= timedelta(seconds=1.6)
+    set_backoff(project, datetime.now(UTC) + timedelta(hours=1))
+    ticker = other or project
+    assert ticker.run("tick").returncode == 0
+    assert len(attempt_times(project)) == 1
+    set_backoff(project, datetime.now(UTC) - timedelta(seconds=1))
+
+
 def test_a_retry_exit_code_waits_out_its_backoff_and_spends_no_attempt(project: Project) -> None:
     project.write_config(backoff_stage())
     assert project.cli("add", "t1", "--title", "t").exit_code == 0
@@ -129,18 +154,13 @@ def test_a_retry_exit_code_waits_out_its_backoff_and_spends_no_attempt(project: 
     assert project.state("t1") == "work"
     [(number, outcome, *_)] = attempt_times(project)
     assert (number, outcome) == (1, "backoff")
-    [(until,)] = project.query("SELECT backoff_until FROM tasks")
-    assert until is not None
-    # A tick before the wait is over claims nothing.
-    assert project.run("tick").returncode == 0
-    assert len(attempt_times(project)) == 1
+    first_wait_then_hold(project)
 
     tick_until(project, 3)
     rows = attempt_times(project)
     assert [r[1] for r in rows] == ["backoff", "backoff", "passed"]
-    for before, after in itertools.pairwise(rows):
-        waited = as_utc(after[3]) - as_utc(before[4])
-        assert waited >= timedelta(seconds=1.4), rows
+    # The second wait, set by the engine, held the ticks off for 1.5 s.
+    assert as_utc(rows[2][3]) - as_utc(rows[1][4]) >= timedelta(seconds=1.4), rows
     assert project.state("t1") == "complete"
 
 
@@ -179,8 +199,7 @@ def test_backoff_holds_across_two_hosts(tmp_path: Any, pg_url: str) -> None:
     assert a.run("tick").returncode == 0
     assert [r[1:3] for r in attempt_times(a)] == [("backoff", "host-a")]
     # The other host sees the same wait: it claims nothing before it is over.
-    assert b.run("tick").returncode == 0
-    assert len(attempt_times(b)) == 1
+    first_wait_then_hold(a, b)
     tick_until(b, 3)
     rows = attempt_times(b)
     assert [r[1:3] for r in rows] == [
@@ -188,8 +207,7 @@ def test_backoff_holds_across_two_hosts(tmp_path: Any, pg_url: str) -> None:
         ("backoff", "host-b"),
         ("passed", "host-b"),
     ]
-    for before, after in itertools.pairwise(rows):
-        assert as_utc(after[3]) - as_utc(before[4]) >= timedelta(seconds=1.4), rows
+    assert as_utc(rows[2][3]) - as_utc(rows[1][4]) >= timedelta(seconds=1.4), rows
     assert b.state("t1") == "complete"
 
 

@@ -19,7 +19,7 @@ import functools
 import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, exists, func, insert, or_, select, update
@@ -332,7 +332,6 @@ def find_claimable(
     exclude: Collection[int] = (),
     slug: str | None = None,
     lock: bool = True,
-    now: datetime | None = None,
 ) -> TaskSnapshot | None:
     """The next ready task (priority, then age) with no unfinished attempt,
     skipping the ids in `exclude`.
@@ -342,13 +341,11 @@ def find_claimable(
     recompiling as the set changes. On PostgreSQL the rows are locked with
     SKIP LOCKED, so ticks on other hosts pass over them instead of waiting;
     on SQLite the caller's BEGIN IMMEDIATE already excludes every other writer.
-    A task waiting out a backoff (`backoff_until` after `now`) is passed over.
+    A task waiting out a backoff (`backoff_until` still ahead of the
+    database's clock) is passed over.
     """
     query = _claim_query(any_host=any_host, slug=slug is not None, lock=lock)
-    params: dict[str, Any] = {
-        "limit": len(exclude) + 1,
-        "now": datetime.now(UTC) if now is None else now,
-    }
+    params: dict[str, Any] = {"limit": len(exclude) + 1}
     if not any_host:
         params["host"] = host
     if slug is not None:
@@ -364,10 +361,10 @@ def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
     unfinished = exists().where(
         and_(attempts.c.task_id == tasks.c.id, attempts.c.finished_at.is_(None))
     )
-    waited = or_(
-        tasks.c.backoff_until.is_(None),
-        tasks.c.backoff_until <= bindparam("now", type_=tables.UTCDateTime()),
-    )
+    # The database's clock, in the statement: no extra round trip per claim.
+    # SQLite's CURRENT_TIMESTAMP is UTC text to the second, compared with the
+    # stored text: at worst the wait ends up to a second late.
+    waited = or_(tasks.c.backoff_until.is_(None), tasks.c.backoff_until <= func.current_timestamp())
     query = select(*_TASK_COLUMNS).where(tasks.c.status == Status.READY.value, ~unfinished, waited)
     if not any_host:
         query = query.where(or_(tasks.c.host.is_(None), tasks.c.host == bindparam("host")))
