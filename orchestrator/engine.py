@@ -1014,17 +1014,9 @@ class Ticker:
             prepared = self._workspace(claim, workspace, state_dir, guard, tag)
         if prepared is not None:
             return prepared
-        context = self._retrying(
-            lambda _again: attempt_context.build_context(
-                self.engine,
-                claim.task,
-                claim.pipeline,
-                stage,
-                claim.attempt_id,
-                claim.number,
-                claim.hint,
-            )
-        )
+        context = self._context(claim)
+        if isinstance(context, AttemptRun):
+            return context
         with _host_folder("state_root", self.settings.state_root):
             context_file = attempt_context.write_context(context, state_dir)
             prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir, context)
@@ -1117,6 +1109,27 @@ class Ticker:
             worker_exit=worker_exit,
             verifier_exit=verifier_exit,
         )
+
+    def _context(self, claim: Claim) -> attempt_context.AttemptContext | AttemptRun:
+        """What the attempt is told (`context`), read before anything runs; a
+        database that stays away makes it a `database_error` (counting toward
+        nothing), as it would later in the attempt."""
+        try:
+            return self._retrying(
+                lambda _again: attempt_context.build_context(
+                    self.engine,
+                    claim.task,
+                    claim.pipeline,
+                    claim.stage,
+                    claim.attempt_id,
+                    claim.number,
+                    claim.hint,
+                )
+            )
+        except Exception as exc:
+            if not _database_fault(exc):
+                raise
+            return AttemptRun(Outcome.DATABASE_ERROR, error=f"cannot read the context: {exc}")
 
     def _run(
         self,
