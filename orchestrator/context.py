@@ -100,14 +100,13 @@ def _build(
     number: int,
     hint: str,
 ) -> AttemptContext:
-    everything = repo.attempts_of(conn, task.id)
-    finished = [a for a in everything if a.finished_at is not None and a.id != attempt_id]
-    this_run = [a for a in finished if a.stage == stage.name and a.run == task.run]
+    finished = [a for a in repo.context_rows(conn, task.id) if a["id"] != attempt_id]
+    this_run = [a for a in finished if a["stage"] == stage.name and a["run"] == task.run]
     # The run's facts from the rows already read (one query fewer per attempt).
     history = RunHistory.of(
-        [(Outcome(a.outcome), a.score) for a in this_run if a.outcome is not None],
+        [(Outcome(a["outcome"]), a["score"]) for a in this_run],
         hint=task.next_hint,
-        changes=[a.workspace_changed for a in this_run if a.outcome is not None],
+        changes=[a["workspace_changed"] for a in this_run],
     )
     plateau = detect_plateau(history.scores, stage.plateau)
     earlier = pipeline.stage_names[: pipeline.stage_names.index(stage.name)]
@@ -151,31 +150,31 @@ def _build(
     return AttemptContext(data)
 
 
-def _attempt(a: repo.AttemptSnapshot) -> dict[str, Any]:
+def _attempt(a: dict[str, Any]) -> dict[str, Any]:
     return {
-        "number": a.number,
-        "outcome": a.outcome,
-        "score": a.score,
-        "pass": a.passed,
-        "reasons": list(a.reasons),
-        "next_hint": a.next_hint,
-        "error": a.error,
-        "workspace_changed": a.workspace_changed,
-        "finished_at": _when(a.finished_at),
+        "number": a["number"],
+        "outcome": a["outcome"],
+        "score": a["score"],
+        "pass": a["pass"],
+        "reasons": a["reasons"],
+        "next_hint": a["next_hint"],
+        "error": a["error"],
+        "workspace_changed": a["workspace_changed"],
+        "finished_at": _when(a["finished_at"]),
     }
 
 
-def _passing(finished: list[repo.AttemptSnapshot], stage: str) -> dict[str, Any] | None:
-    passed = [a for a in finished if a.stage == stage and a.outcome == "passed"]
+def _passing(finished: list[dict[str, Any]], stage: str) -> dict[str, Any] | None:
+    passed = [a for a in finished if a["stage"] == stage and a["outcome"] == "passed"]
     if not passed:
         return None
     last = passed[-1]
     return {
-        "attempt": last.number,
-        "run": last.run,
-        "score": last.score,
-        "reasons": list(last.reasons),
-        "next_hint": last.next_hint,
+        "attempt": last["number"],
+        "run": last["run"],
+        "score": last["score"],
+        "reasons": last["reasons"],
+        "next_hint": last["next_hint"],
     }
 
 

@@ -102,7 +102,6 @@ class AttemptSnapshot:
     started_at: datetime
     finished_at: datetime | None
     tick_id: int | None = None
-    workspace_changed: bool | None = None
 
 
 _TASK_COLUMNS = [tasks.c[name] for name in TaskSnapshot.__dataclass_fields__]
@@ -541,6 +540,30 @@ def run_history(
         hint=task.next_hint,
         changes=[row[3] for row in kept],
     )
+
+
+def context_rows(conn: Connection, task_id: int) -> list[dict[str, Any]]:
+    """A task's finished attempts, oldest first, with what an attempt's
+    context tells of them (not in `AttemptSnapshot`, which must read a
+    database still at an older revision, as `db upgrade` does)."""
+    columns = [
+        attempts.c[name]
+        for name in (
+            "id", "stage", "run", "number", "outcome", "pass", "score", "reasons",
+            "next_hint", "error", "workspace_changed", "finished_at",
+        )
+    ]  # fmt: skip
+    rows = conn.execute(
+        select(*columns)
+        .where(attempts.c.task_id == task_id, attempts.c.finished_at.is_not(None))
+        .order_by(attempts.c.id)
+    )
+    result = []
+    for row in rows:
+        data = dict(row._mapping)
+        data["reasons"] = list(json.loads(data["reasons"])) if data["reasons"] else []
+        result.append(data)
+    return result
 
 
 def set_backoff(conn: Connection, task_id: int, until: datetime | None) -> None:
