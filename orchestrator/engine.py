@@ -903,7 +903,10 @@ class Ticker:
                 error="stopped: the database was out of reach",
                 fence_lost=False,
             )
-        self._guard(claim, result)
+        try:
+            self._guard(claim, result)
+        except Exception as exc:  # a guard's failure must not lose the attempt's result
+            result.error = f"{result.error or ''}; runaway guards skipped: {exc}".lstrip("; ")
         fault_point("before_record")
         try:
             recorded = self._retrying(functools.partial(self._record, claim, result, chain))
