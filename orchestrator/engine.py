@@ -1020,8 +1020,8 @@ class Ticker:
         context = self._context(claim)
         if isinstance(context, AttemptRun):
             return context
+        context_file = self._write_context(context, state_dir)
         with _host_folder("state_root", self.settings.state_root):
-            context_file = attempt_context.write_context(context, state_dir)
             prompt_file, prompt_text = self._render_prompt(claim, workspace, state_dir, context)
         values = {
             "task": slug,
@@ -1030,7 +1030,7 @@ class Ticker:
             "workspace": str(workspace),
             "prompt_file": str(prompt_file) if prompt_file else "",
             "hint": claim.hint,
-            "context_file": str(context_file),
+            "context_file": "" if context_file is None else str(context_file),
             "prev_session": context.prev_session,
         }
         env = self._environment(
@@ -1134,6 +1134,22 @@ class Ticker:
                 raise
             return AttemptRun(Outcome.DATABASE_ERROR, error=f"cannot read the context: {exc}")
 
+    def _write_context(
+        self, context: attempt_context.AttemptContext, state_dir: Path
+    ) -> Path | None:
+        """Write `context.json`; None when the disk cannot take it. Like a
+        capture file on a full disk, that does not fail the attempt: it runs
+        without the file (`{context_file}` empty), the error is noted on it,
+        and the host's fault stops the tick claiming (74/77)."""
+        try:
+            return attempt_context.write_context(context, state_dir)
+        except OSError as exc:
+            error = host_error(f"cannot write state_root {self.settings.state_root}", exc)
+            self._host_fault(error)
+            with self._tick_lock:
+                self._capture_notes[state_dir] = f"context file not written: {error}"
+            return None
+
     def _run(
         self,
         name: str,
@@ -1171,7 +1187,9 @@ class Ticker:
             )
             self._host_fault(error)
             with self._tick_lock:
-                self._capture_notes[state_dir] = f"{name} output not fully captured: {error}"
+                note = f"{name} output not fully captured: {error}"
+                earlier = self._capture_notes.get(state_dir)
+                self._capture_notes[state_dir] = note if earlier is None else f"{earlier}; {note}"
         return result
 
     def _environment(
