@@ -30,6 +30,7 @@ from orchestrator.events.hooks import HookConfig, parse_hooks
 
 if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
+from orchestrator.guard_config import GUARD_KEYS, Backoff, guard_defaults, read_guards
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -67,6 +68,7 @@ _DEFAULTS_KEYS = (
     "env",
     "worker_ok_exit",
     *AGENT_KEYS,
+    *GUARD_KEYS,
 )
 _PIPELINE_KEYS = ("setup", "stages")
 _STAGE_KEYS = (
@@ -83,6 +85,7 @@ _STAGE_KEYS = (
     "plateau",
     "worker_ok_exit",
     *AGENT_KEYS,
+    *GUARD_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -113,6 +116,11 @@ class StageConfig:
     # Names taken from the tick's environment for this stage only, even
     # when `env_deny` keeps them from every other stage.
     secrets: tuple[str, ...] = ()
+    # Runaway guards and strict verdicts (`guard_config`).
+    strict_verdict: bool = False
+    halt_after_no_change: int | None = None
+    retry_exit_codes: frozenset[int] = frozenset()
+    backoff: Backoff = field(default_factory=Backoff)
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,6 +553,7 @@ class _Loader:
             "env": {},
             "worker_ok_exit": frozenset({0}),
             **AGENT_DEFAULTS,
+            **guard_defaults(),
         }
         self.stage_scalars(table, "defaults", result)
         return result
@@ -574,6 +583,7 @@ class _Loader:
                 table["worker_ok_exit"], _key(key, "worker_ok_exit")
             )
         into.update(agent_settings(self, table, key))
+        read_guards(self, table, key, into)
 
     def exit_statuses(self, value: object, key: str) -> frozenset[int]:
         what = "a list of exit statuses (integers 0-255) that includes 0"
@@ -671,4 +681,8 @@ class _Loader:
             verifier_output=merged["verifier_output"],
             max_cost_usd=merged["max_cost_usd"],
             secrets=merged["secrets"],
+            strict_verdict=merged["strict_verdict"],
+            halt_after_no_change=merged["halt_after_no_change"],
+            retry_exit_codes=merged["retry_exit_codes"],
+            backoff=merged["backoff"],
         )

@@ -192,6 +192,12 @@ class Project:
             data["approval_hash"] = gate_view(self.engine, self.settings, slug).digest
         return data
 
+    def explain(self, slug: str) -> dict[str, Any]:
+        """Why the task is where it is and what the next tick will do, as `explain --json`."""
+        from orchestrator.explain import explain_task
+
+        return explain_task(self.engine, self.settings, slug)
+
     def history(self, slug: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Transitions, oldest first (every task's, or `slug`'s); `limit` keeps the newest."""
         return reports.history(self.engine, slug, limit)

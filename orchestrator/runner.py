@@ -78,7 +78,17 @@ __all__ = [
     "run_command",
 ]
 
-PLACEHOLDERS = ("task", "stage", "attempt", "workspace", "prompt_file", "hint", "config_dir")
+PLACEHOLDERS = (
+    "task",
+    "stage",
+    "attempt",
+    "workspace",
+    "prompt_file",
+    "hint",
+    "config_dir",
+    "context_file",
+    "prev_session",
+)
 MAX_VALUE_BYTES = 8192
 
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")

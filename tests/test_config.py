@@ -750,3 +750,55 @@ def test_does_not_import_sqlalchemy_or_click() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+# -- runaway guards and strict verdicts (issue 15) ------------------------------
+
+
+def _guard_config(tmp_path: Path, keys: str) -> Path:
+    path = tmp_path / "orchestrator.toml"
+    path.write_text(
+        "[defaults]\nbackoff = { initial = 2, tries = 3 }\n\n"
+        '[[pipelines.p.stages]]\nname = "s"\nworker = ["true"]\n' + keys
+    )
+    return path
+
+
+def test_guard_keys_are_read_and_defaults_fold_in(tmp_path: Path) -> None:
+    path = _guard_config(
+        tmp_path,
+        "strict_verdict = true\nhalt_after_no_change = 3\nretry_exit_codes = [75, 42]\n"
+        "backoff = { factor = 3, max = 30 }\n",
+    )
+    stage = load_settings(config=path, environ={}).pipelines["p"].stages[0]
+    assert stage.strict_verdict is True
+    assert stage.halt_after_no_change == 3
+    assert stage.retry_exit_codes == frozenset({75, 42})
+    assert (stage.backoff.initial, stage.backoff.factor, stage.backoff.max) == (2.0, 3.0, 30.0)
+    assert stage.backoff.tries == 3
+    assert [stage.backoff.delay(n) for n in range(4)] == [2.0, 6.0, 18.0, 30.0]
+
+
+def test_guard_keys_default_off(tmp_path: Path) -> None:
+    stage = load_settings(config=_guard_config(tmp_path, ""), environ={}).pipelines["p"].stages[0]
+    assert stage.strict_verdict is False and stage.halt_after_no_change is None
+    assert stage.retry_exit_codes == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ("retry_exit_codes = [0]", "retry_exit_codes: expected a list of exit statuses"),
+        ('retry_exit_codes = "75"', "retry_exit_codes: expected a list of exit statuses"),
+        ("halt_after_no_change = 0", "halt_after_no_change: expected an integer >= 1"),
+        ("strict_verdict = 1", "strict_verdict: expected true or false"),
+        ("backoff = { initial = 10, max = 5 }", "backoff: max (5) is less than initial (10)"),
+        ("backoff = { tries = 0 }", "backoff.tries: expected an integer >= 1"),
+        ("backoff = { factor = 0.5 }", "backoff.factor: expected a number >= 1"),
+        ("backoff = { wait = 1 }", "backoff.wait: unknown key"),
+    ],
+)
+def test_guard_keys_are_validated(tmp_path: Path, keys: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config=_guard_config(tmp_path, keys + "\n"), environ={})
+    assert message in str(caught.value)

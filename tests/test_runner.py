@@ -89,12 +89,14 @@ VALUES = {
     "prompt_file": "/state/fix-login/prompt.md",
     "hint": "add a test",
     "config_dir": "/project",
+    "context_file": "/state/fix-login/context.json",
+    "prev_session": "sess-1",
 }
 
 
 def test_render_substitutes_every_placeholder() -> None:
     template = ["agent", "--task={task}", "{stage}/{attempt}", "{workspace}", "{prompt_file}"]
-    template.append("hint: {hint}!")
+    template += ["hint: {hint}!", "{context_file}", "--resume={prev_session}"]
     assert render_argv(template, VALUES) == [
         "agent",
         "--task=fix-login",
@@ -102,6 +104,8 @@ def test_render_substitutes_every_placeholder() -> None:
         "/ws/fix-login",
         "/state/fix-login/prompt.md",
         "hint: add a test!",
+        "/state/fix-login/context.json",
+        "--resume=sess-1",
     ]
     assert set(PLACEHOLDERS) == set(VALUES)
 

@@ -198,7 +198,7 @@ def test_init_prompts_use_only_known_placeholders(tmp_path: Path) -> None:
 
     assert invoke(["init"], tmp_path).exit_code == 0
     known = {"task", "title", "body", "stage", "attempt", "workspace", "hint"}
-    known |= {"prev_outcome", "prev_score"}
+    known |= {"prev_outcome", "prev_score", "reasons", "history", "context_file", "prev_session"}
     for prompt in (tmp_path / "prompts").iterdir():
         used = set(re.findall(r"\{([a-z_]+)\}", prompt.read_text()))
         assert used <= known, prompt

@@ -23,6 +23,9 @@ def _context(tmp_path: Path) -> AttemptContext:
         hint="try the cache",
         prev_outcome="failed",
         prev_score="0.4",
+        config_dir=str(tmp_path),
+        context_file=tmp_path / "context.json",
+        prev_session="sess-1",
     ).with_prompt(tmp_path / "prompt.md")
 
 
@@ -47,7 +50,11 @@ def test_a_command_sees_the_same_values_in_argv_and_environment(tmp_path: Path) 
         str(tmp_path / "fix-login"),
         str(tmp_path / "prompt.md"),
         "try the cache",
+        str(tmp_path),
+        str(tmp_path / "context.json"),
+        "sess-1",
     ]
+    assert seen["ORCHESTRATOR_CONTEXT_FILE"] == args[7]
     assert seen["ORCHESTRATOR_TASK"] == args[0]
     assert seen["ORCHESTRATOR_STAGE"] == args[1]
     assert seen["ORCHESTRATOR_ATTEMPT"] == args[2]

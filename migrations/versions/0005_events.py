@@ -5,7 +5,7 @@ New tables only: no view reads them and no table is rebuilt, so SQLite needs
 no batch mode here.
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004
 Create Date: 2026-12-01
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "events": "orchestrator.cli.events:events_command",
     "metrics": "orchestrator.cli.ops:metrics_command",
     "prune": "orchestrator.cli.ops:prune_command",
+    "explain": "orchestrator.cli.explain:explain",
 }
 
 

@@ -210,7 +210,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
         click.echo(
             f"\noutput of attempt {last['stage']} {last['number']}: "
             f"{shown_path(Path(last['state_dir']))}/ (worker.out, worker.err, verifier.out, "
-            "verifier.err, prompt.md; the other attempts' folders are beside it)"
+            "verifier.err, prompt.md, context.json; the other attempts' folders are beside it)"
         )
 
 

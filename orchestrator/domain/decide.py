@@ -36,6 +36,10 @@ class Outcome(StrEnum):
     # could not reach it for longer than `reconnect_seconds` and stopped the
     # attempt. Like a host error it counts toward nothing.
     DATABASE_ERROR = "database_error"
+    # The worker exited with one of the stage's `retry_exit_codes` (rate
+    # limited, flaky) and tries were left: the task waits out its backoff
+    # and the attempt counts toward nothing.
+    BACKOFF = "backoff"
 
 
 # Outcomes that spend no attempt of `max_attempts`; in a row, they make the
@@ -54,6 +58,7 @@ class HaltReason(StrEnum):
     MANUAL = "manual"
     # The task's recorded cost reached its budget (`agents.budget`).
     BUDGET = "budget"
+    NO_PROGRESS = "no_progress"
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ class StagePolicy:
     pass_score: float = 0.0
     plateau: PlateauPolicy = field(default_factory=PlateauPolicy)
     max_interrupts: int = 3
+    # Halt as no_progress after this many attempts in a row that left the
+    # workspace as it was; None: never.
+    halt_after_no_change: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,16 +81,33 @@ class RunHistory:
     counted_attempts: int = 0  # attempts that count toward max_attempts
     interrupt_streak: int = 0  # interrupted attempts in a row, newest last
     hint: str = ""  # the hint the attempt being decided was given
+    no_change_streak: int = 0  # attempts in a row that changed nothing, newest last
+    backoff_streak: int = 0  # backoff waits in a row, newest last
 
     @classmethod
-    def of(cls, attempts: Sequence[tuple[Outcome, float | None]], *, hint: str) -> RunHistory:
+    def of(
+        cls,
+        attempts: Sequence[tuple[Outcome, float | None]],
+        *,
+        hint: str,
+        changes: Sequence[bool | None] = (),
+    ) -> RunHistory:
         """The history of a run from its finished attempts (outcome, score),
-        oldest first: the one place that says which outcomes count."""
+        oldest first: the one place that says which outcomes count.
+        `changes` says, attempt by attempt, whether the workspace changed
+        (None: not looked at, which neither extends nor breaks the streak)."""
         scores: list[float] = []
-        counted = streak = 0
-        for outcome, score in attempts:
+        counted = streak = unchanged = waits = 0
+        for index, (outcome, score) in enumerate(attempts):
             if outcome in IGNORED:
                 continue  # neither counted nor breaking a streak
+            if outcome is Outcome.BACKOFF:
+                waits += 1
+                continue  # spends no attempt, breaks no streak
+            waits = 0
+            changed = changes[index] if index < len(changes) else None
+            if changed is not None:
+                unchanged = 0 if changed else unchanged + 1
             if score is not None and outcome in (Outcome.PASSED, Outcome.FAILED):
                 scores.append(float(score))
             if outcome in NOT_COUNTED:
@@ -91,7 +116,12 @@ class RunHistory:
                 counted += 1
                 streak = 0
         return cls(
-            scores=tuple(scores), counted_attempts=counted, interrupt_streak=streak, hint=hint
+            scores=tuple(scores),
+            counted_attempts=counted,
+            interrupt_streak=streak,
+            hint=hint,
+            no_change_streak=unchanged,
+            backoff_streak=waits,
         )
 
 
@@ -117,8 +147,12 @@ def decide(
     history: RunHistory,
     outcome: Outcome,
     verdict: Verdict | None = None,
+    changed: bool | None = None,
 ) -> Decision:
-    """Choose the transition out of `stage:running` for an attempt that ended."""
+    """Choose the transition out of `stage:running` for an attempt that ended.
+
+    `changed` says whether the attempt changed the workspace (None: not
+    looked at); the backoff's wait itself is the engine's (`guards`)."""
     running = State(stage, Status.RUNNING)
 
     def to(
@@ -144,6 +178,9 @@ def decide(
     if outcome is Outcome.DATABASE_ERROR:
         return to(Event.RETRY, "the database was unreachable; the attempt counts toward nothing")
 
+    if outcome is Outcome.BACKOFF:
+        return to(Event.RETRY, "the worker asked to be retried later; it counts toward nothing")
+
     if outcome is Outcome.INTERRUPTED:
         streak = history.interrupt_streak + 1
         if streak >= policy.max_interrupts:
@@ -165,6 +202,17 @@ def decide(
         scores = (*scores, verdict.score)
         hint = verdict.next_hint
     counted = history.counted_attempts + 1
+    unchanged = history.no_change_streak
+    if changed is not None:
+        unchanged = 0 if changed else unchanged + 1
+    limit = policy.halt_after_no_change
+    if limit is not None and changed is False and unchanged >= limit:
+        return to(
+            Event.GIVE_UP,
+            f"{unchanged} attempts in a row left the workspace unchanged",
+            halt_reason=HaltReason.NO_PROGRESS,
+            hint=hint,
+        )
     plateau = detect_plateau(scores, policy.plateau)
     if plateau.plateau:
         return to(

@@ -98,6 +98,35 @@ def parse_verdict(text: str) -> Verdict | None:
         return None
 
 
+def strict_pass_problem(text: str) -> str | None:
+    """Why the verdict in `text` fails the strict rule (`strict_verdict = true`), or None.
+
+    A gate must not open on `"pass": "no"`, `"0"` or `1`, which the lenient
+    rule reads as true: under the strict rule `pass` is a JSON bool or the
+    string "true"/"false" (any case, surrounding whitespace ignored), and
+    anything else, a missing `pass` included, makes the attempt an
+    `invalid_verdict`. Finds the same object `parse_verdict` does; None when
+    there is no verdict at all (the caller reports that already).
+    """
+    try:
+        data = _find_object(text[-MAX_SCAN_CHARS:]) if isinstance(text, str) else None
+    except Exception:  # as parse_verdict: never raises
+        return None
+    if data is None:
+        return None
+    if "pass" not in data:
+        return 'strict_verdict: the verdict has no "pass" (a JSON bool is required)'
+    raw = data["pass"]
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return None
+    return (
+        f'strict_verdict: "pass" must be true or false (or the string "true"/"false"), '
+        f"got {clean_text(_json_text(raw), 80)}"
+    )
+
+
 def coerce_verdict(data: Mapping[str, object]) -> Verdict:
     """Coerce a decoded JSON object into a `Verdict` (D-V1..D-V5).
 

@@ -357,6 +357,8 @@ def find_claimable(
     recompiling as the set changes. On PostgreSQL the rows are locked with
     SKIP LOCKED, so ticks on other hosts pass over them instead of waiting;
     on SQLite the caller's BEGIN IMMEDIATE already excludes every other writer.
+    A task waiting out a backoff (`backoff_until` still ahead of the
+    database's clock) is passed over.
     """
     query = _claim_query(any_host=any_host, slug=slug is not None, lock=lock)
     params: dict[str, Any] = {"limit": len(exclude) + 1}
@@ -375,7 +377,11 @@ def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
     unfinished = exists().where(
         and_(attempts.c.task_id == tasks.c.id, attempts.c.finished_at.is_(None))
     )
-    query = select(*_TASK_COLUMNS).where(tasks.c.status == Status.READY.value, ~unfinished)
+    # The database's clock, in the statement: no extra round trip per claim.
+    # SQLite's CURRENT_TIMESTAMP is UTC text to the second, compared with the
+    # stored text: at worst the wait ends up to a second late.
+    waited = or_(tasks.c.backoff_until.is_(None), tasks.c.backoff_until <= func.current_timestamp())
+    query = select(*_TASK_COLUMNS).where(tasks.c.status == Status.READY.value, ~unfinished, waited)
     if not any_host:
         query = query.where(or_(tasks.c.host.is_(None), tasks.c.host == bindparam("host")))
     if slug:
@@ -527,7 +533,7 @@ def unfinished_attempts(conn: Connection) -> list[AttemptSnapshot]:
 
 
 _RUN_HISTORY = Prepared(
-    select(attempts.c.id, attempts.c.outcome, attempts.c.score)
+    select(attempts.c.id, attempts.c.outcome, attempts.c.score, attempts.c.workspace_changed)
     .where(
         attempts.c.task_id == bindparam("task_id"),
         attempts.c.stage == bindparam("stage"),
@@ -545,8 +551,45 @@ def run_history(
     rows = _RUN_HISTORY.execute(
         conn, {"task_id": task.id, "stage": task.stage, "run": task.run}
     ).rows
-    finished = [(Outcome(outcome), score) for key, outcome, score in rows if key != excluding]
-    return RunHistory.of(finished, hint=task.next_hint)
+    kept = [row for row in rows if row[0] != excluding]
+    return RunHistory.of(
+        [(Outcome(row[1]), row[2]) for row in kept],
+        hint=task.next_hint,
+        changes=[row[3] for row in kept],
+    )
+
+
+def context_rows(conn: Connection, task_id: int) -> list[dict[str, Any]]:
+    """A task's finished attempts, oldest first, with what an attempt's
+    context tells of them (not in `AttemptSnapshot`, which must read a
+    database still at an older revision, as `db upgrade` does)."""
+    columns = [
+        attempts.c[name]
+        for name in (
+            "id", "stage", "run", "number", "outcome", "pass", "score", "reasons",
+            "next_hint", "error", "workspace_changed", "finished_at",
+        )
+    ]  # fmt: skip
+    rows = conn.execute(
+        select(*columns)
+        .where(attempts.c.task_id == task_id, attempts.c.finished_at.is_not(None))
+        .order_by(attempts.c.id)
+    )
+    result = []
+    for row in rows:
+        data = dict(row._mapping)
+        data["reasons"] = list(json.loads(data["reasons"])) if data["reasons"] else []
+        result.append(data)
+    return result
+
+
+def set_backoff(conn: Connection, task_id: int, until: datetime | None) -> None:
+    """Keep the task from being claimed before `until`, by any tick on any host."""
+    conn.execute(update(tasks).where(tasks.c.id == task_id).values(backoff_until=until))
+
+
+def backoff_until(conn: Connection, task_id: int) -> datetime | None:
+    return conn.execute(select(tasks.c.backoff_until).where(tasks.c.id == task_id)).scalar()
 
 
 def attempts_of(conn: Connection, task_id: int, stage: str | None = None) -> list[AttemptSnapshot]:

@@ -105,6 +105,8 @@ tasks = Table(
     # The task's own budget (`add --budget`, `resume --budget`): NULL leaves
     # it to its stages' `max_cost_usd`.
     Column("max_cost_usd", Float),
+    # Not claimed before this time (a worker asked to be retried later).
+    Column("backoff_until", UTCDateTime),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -169,6 +171,10 @@ attempts = Table(
     Column("turns", Integer),
     Column("duration_ms", Integer),
     Column("session_id", String(255)),
+    # The workspace after the attempt (`workspace.fingerprint`), and whether
+    # the attempt changed it; NULL when not looked at.
+    Column("workspace_hash", String(80)),
+    Column("workspace_changed", Boolean),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator import runner
 from orchestrator.agents import runtime as agent_runtime
+from orchestrator.config import StageConfig
 from orchestrator.domain.decide import Outcome, verdict_outcome
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
-from orchestrator.domain.verdict import parse_verdict
+from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.testing import fault_point
+from orchestrator.tick.briefing import Briefing
 from orchestrator.tick.context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.kept import database_fault, forget_kept, keep_result, reserve_kept
@@ -26,10 +29,9 @@ from orchestrator.tick.steps import (
     no_verdict,
     stopped_run,
 )
-from orchestrator.tick.workspace import Workspaces
 
 
-class Attempts(Workspaces):
+class Attempts(Briefing):
     """One attempt in a pool thread: run it, then record it; a result the
     record could not take is kept for recovery, never lost."""
 
@@ -57,6 +59,10 @@ class Attempts(Workspaces):
                 error="stopped: the database was out of reach",
                 fence_lost=False,
             )
+        try:
+            self._guard(claim, result)
+        except Exception as exc:  # a guard's failure must not lose the attempt's result
+            result.error = f"{result.error or ''}; runaway guards skipped: {exc}".lstrip("; ")
         fault_point("before_record")
         try:
             recorded = self._retrying(functools.partial(self._record, claim, result, chain))
@@ -87,6 +93,10 @@ class Attempts(Workspaces):
             prepared = self._workspace(claim, context, state_dir, guard, tag)
         if prepared is not None:
             return prepared
+        brief = self._context(claim)
+        if isinstance(brief, AttemptRun):
+            return brief
+        context = context.with_brief(brief, self._write_context(brief, state_dir))
         with host_folder("state_root", self.settings.state_root):
             prompt_file, prompt_text = self._render_prompt(claim, context, state_dir)
         context = context.with_prompt(prompt_file)
@@ -101,10 +111,23 @@ class Attempts(Workspaces):
             named_env = agent_runtime.command_env(env, state_dir, name)  # its usage file
             return self._run(name, argv, context, workspace, named_env, state_dir, guard, stdin)
 
+        return self._worker_and_verifier(claim, run, guard, state_dir)
+
+    def _worker_and_verifier(
+        self,
+        claim: Claim,
+        run: Callable[[str, tuple[str, ...]], runner.ProcessResult],
+        guard: FenceGuard,
+        state_dir: Path,
+    ) -> AttemptRun:
+        """Run the stage's worker, then its verifier, and judge the verdict."""
+        stage = claim.stage
+        workspace = self.settings.workspace_root / claim.task.slug
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
         if stage.worker is not None:
+            self._watch.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)
             worker_exit = worker.exit_code
             stopped = stopped_run(worker, guard, "worker")
@@ -146,12 +169,32 @@ class Attempts(Workspaces):
                 )
             verdict_text = said.message
         fault_point("after_verifier")
+        return self._judge(stage, verdict_text, last, state_dir, (worker_exit, verifier_exit))
+
+    def _judge(
+        self,
+        stage: StageConfig,
+        verdict_text: str | None,
+        last: runner.ProcessResult | None,
+        state_dir: Path,
+        exits: tuple[int | None, int | None],
+    ) -> AttemptRun:
+        """The attempt's outcome from the verdict its last command printed."""
+        worker_exit, verifier_exit = exits
         verdict = parse_verdict(verdict_text or "")
         if verdict is None:
             source = "verifier" if stage.verifier is not None else "worker"
             return AttemptRun(
                 Outcome.INVALID_VERDICT,
                 error=no_verdict(source, last, state_dir),
+                worker_exit=worker_exit,
+                verifier_exit=verifier_exit,
+            )
+        strict = strict_pass_problem(verdict_text or "") if stage.strict_verdict else None
+        if strict is not None:  # a gate's `pass` must be a real boolean
+            return AttemptRun(
+                Outcome.INVALID_VERDICT,
+                error=strict,
                 worker_exit=worker_exit,
                 verifier_exit=verifier_exit,
             )

@@ -231,6 +231,7 @@ class Claims(TickRow):
             pass_score=stage.pass_score,
             plateau=stage.plateau,
             max_interrupts=self.settings.max_interrupts,
+            halt_after_no_change=stage.halt_after_no_change,
         )
 
     def _halt_unknown(self, conn: Connection, task: repo.TaskSnapshot, now: datetime) -> None:

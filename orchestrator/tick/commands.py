@@ -71,9 +71,15 @@ class Commands(Recording):
                 f"cannot write state_root {self.settings.state_root}", result.capture_error
             )
             self._host_fault(error)
-            with self._tick_lock:
-                self._capture_notes[state_dir] = f"{name} output not fully captured: {error}"
+            self._note_capture(state_dir, f"{name} output not fully captured: {error}")
         return result
+
+    def _note_capture(self, state_dir: Path, note: str) -> None:
+        """Note a file of the attempt the disk could not take (notes of one
+        attempt accumulate; the record names them all)."""
+        with self._tick_lock:
+            earlier = self._capture_notes.get(state_dir)
+            self._capture_notes[state_dir] = note if earlier is None else f"{earlier}; {note}"
 
     def _environment(
         self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]

@@ -8,12 +8,17 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.domain.text import clean_text
 from orchestrator.tick.model import Claim
 
+if TYPE_CHECKING:
+    from orchestrator.context_file import ContextFile
+
 _PROMPT_FIELD = re.compile(
-    r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score)\}"
+    r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score"
+    r"|reasons|history|context_file|prev_session)\}"
 )
 
 
@@ -33,6 +38,11 @@ class AttemptContext:
     prev_score: str
     prompt_file: Path | None = None
     config_dir: str = ""  # the folder of the config file: recipes find their prompts there
+    # From the context file (`context_file.ContextFile`), once it is written:
+    context_file: Path | None = None
+    reasons: str = ""  # the last verdict's reasons, as a list
+    history: str = ""  # a compact table of the run's attempts
+    prev_session: str = ""  # the previous attempt's agent session, to resume it
 
     @classmethod
     def of(cls, claim: Claim, workspace: Path, config_dir: Path | None = None) -> AttemptContext:
@@ -52,6 +62,16 @@ class AttemptContext:
     def with_prompt(self, prompt_file: Path | None) -> AttemptContext:
         return dataclasses.replace(self, prompt_file=prompt_file)
 
+    def with_brief(self, brief: ContextFile, path: Path | None) -> AttemptContext:
+        """Add what the context file tells (`path` None: the disk refused it)."""
+        return dataclasses.replace(
+            self,
+            context_file=path,
+            reasons=brief.reasons,
+            history=brief.history,
+            prev_session=brief.prev_session,
+        )
+
     def for_setup(self) -> AttemptContext:
         """Setup makes the workspace for every stage to come: it is given no
         hint and no prompt, which belong to one attempt's work."""
@@ -67,6 +87,8 @@ class AttemptContext:
             "prompt_file": "" if self.prompt_file is None else str(self.prompt_file),
             "hint": self.hint,
             "config_dir": self.config_dir,
+            "context_file": "" if self.context_file is None else str(self.context_file),
+            "prev_session": self.prev_session,
         }
 
     def environment(self) -> dict[str, str]:
@@ -80,6 +102,7 @@ class AttemptContext:
             "ORCHESTRATOR_PREV_SCORE": self.prev_score,
             "ORCHESTRATOR_PREV_OUTCOME": self.prev_outcome,
             "ORCHESTRATOR_PROMPT_FILE": self.placeholders()["prompt_file"],
+            "ORCHESTRATOR_CONTEXT_FILE": self.placeholders()["context_file"],
         }
 
     def setup_environment(self) -> dict[str, str]:
@@ -97,6 +120,10 @@ class AttemptContext:
             "hint": self.hint,
             "prev_outcome": self.prev_outcome,
             "prev_score": self.prev_score,
+            "reasons": self.reasons,
+            "history": self.history,
+            "context_file": self.placeholders()["context_file"],
+            "prev_session": self.prev_session,
         }
 
     def render_prompt(self, template: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
-from orchestrator import runner
+from orchestrator import guards, runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import ConnectionLostError, OrchestratorError
@@ -99,6 +99,7 @@ class TickRow:
         self._tick_id: int | None = None
         self._tick_lock = threading.Lock()
         self._processes: dict[Path, runner.ProcessIdentity] = {}
+        self._watch = guards.WorkspaceWatch()  # the no-change guard's before/after
         # Per attempt folder: a capture file the disk could not take.
         self._capture_notes: dict[Path, str] = {}
         # Keyed by (pipeline, stage): two pipelines may both have `implement`

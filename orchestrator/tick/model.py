@@ -96,6 +96,9 @@ class AttemptRun:
     worker_exit: int | None = None
     verifier_exit: int | None = None
     fence_lost: bool = False
+    workspace_hash: str | None = None  # the runaway guards' (`guards`)
+    workspace_changed: bool | None = None
+    backoff_seconds: float | None = None
 
 
 @dataclass(frozen=True)

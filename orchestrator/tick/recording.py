@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class Recording(Claims):
             "error": None if run.error is None else clean_text(run.error, 4096),
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
+            "workspace_hash": run.workspace_hash,
+            "workspace_changed": run.workspace_changed,
         }
         usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
         fields.update(usage)
@@ -91,6 +93,7 @@ class Recording(Claims):
                 repo.run_history(conn, task, excluding=claim.attempt_id),
                 run.outcome,
                 verdict,
+                run.workspace_changed,
             )
             if decision.plateau is not None:
                 columns["plateau"] = json.dumps(decision.plateau.to_dict(), sort_keys=True)
@@ -102,6 +105,9 @@ class Recording(Claims):
                 return True, None
             fault_point("inside_record_tx")
             self._apply(conn, task, decision, claim.attempt_id, now)
+            if run.backoff_seconds is not None and decision.state.status is Status.READY:
+                wait = run.backoff_seconds  # 0: no wait at all, not "until now"
+                repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
             ready = decision.state.status is Status.READY
             if chain is not None:
                 following = self._claim_next(conn, chain, claim.task.id if ready else None)

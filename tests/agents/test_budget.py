@@ -170,3 +170,26 @@ def test_defaults_carry_the_agent_keys(tmp_path: Path) -> None:
         ("A",),
     )
     assert (b.max_cost_usd, b.output, b.verifier_output) == (1.0, "text", "codex-jsonl")
+
+
+def test_explain_a_budget_halted_task(tmp_path: Path, db_url: str) -> None:
+    project = make_project(tmp_path / "p", db_url, stages(paying(0.4), "max_cost_usd = 1.0"))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Costly").returncode == 0
+    assert project.run("tick").returncode == 0
+    data = json.loads(project.run("explain", "t1", "--json").stdout)
+    assert data["halt"]["reason"] == "budget"
+    assert "max_cost_usd" in data["halt"]["rule"]
+    assert data["halt"]["resume"].startswith("orchestrator resume t1 --budget USD")
+    assert "$1.2000 spent" in data["halt"]["resume"]
+    cost = data["cost"]
+    assert cost["spent_usd"] == pytest.approx(1.2)
+    assert (cost["budget_usd"], cost["budget_scope"], cost["budget_reached"]) == (
+        1.0,
+        "stage build",
+        True,
+    )
+    assert cost["budget_left_usd"] == 0.0
+    text = project.run("explain", "t1").stdout
+    assert "cost      $1.2000 recorded; stage build budget $1.0000, $0.0000 left (reached)" in text
+    assert "orchestrator resume t1 --budget USD" in text

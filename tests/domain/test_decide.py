@@ -260,3 +260,47 @@ def test_database_errors_are_no_part_of_the_history() -> None:
         hint="",
     )
     assert (history.counted_attempts, history.interrupt_streak, history.scores) == (1, 1, (0.2,))
+
+
+# -- runaway guards (issue 15) -------------------------------------------------
+
+
+def test_no_change_streak_halts_at_its_limit_and_a_change_resets_it() -> None:
+    policy = StagePolicy(max_attempts=10, halt_after_no_change=2)
+    history = RunHistory.of(
+        [(Outcome.FAILED, 0.1), (Outcome.FAILED, 0.2)], hint="", changes=[False, True]
+    )
+    assert history.no_change_streak == 0
+    first = decide("research", STAGES, policy, history, Outcome.FAILED, v(0.3), changed=False)
+    assert first.halt_reason is None
+    history = RunHistory.of(
+        [(Outcome.FAILED, 0.1), (Outcome.FAILED, 0.2)], hint="", changes=[True, False]
+    )
+    second = decide("research", STAGES, policy, history, Outcome.FAILED, v(0.3), changed=False)
+    assert second.halt_reason is HaltReason.NO_PROGRESS
+    # Not looked at (None) neither extends nor breaks the streak; a pass wins.
+    unknown = decide("research", STAGES, policy, history, Outcome.FAILED, v(0.3), changed=None)
+    assert unknown.halt_reason is None
+    passed = decide("research", STAGES, policy, history, Outcome.PASSED, v(1.0), changed=False)
+    assert passed.halt_reason is None
+    off = StagePolicy(max_attempts=10)
+    assert (
+        decide("research", STAGES, off, history, Outcome.FAILED, changed=False).halt_reason is None
+    )
+
+
+def test_backoff_counts_toward_nothing_and_keeps_its_own_streak() -> None:
+    history = RunHistory.of(
+        [(Outcome.FAILED, 0.2), (Outcome.BACKOFF, None), (Outcome.BACKOFF, None)],
+        hint="h",
+        changes=[False, None, None],
+    )
+    assert history.counted_attempts == 1
+    assert history.backoff_streak == 2
+    assert history.no_change_streak == 1
+    policy = StagePolicy(max_attempts=1)
+    decision = decide("research", STAGES, policy, history, Outcome.BACKOFF)
+    assert decision.state.status is Status.READY and decision.halt_reason is None
+    assert (
+        RunHistory.of([(Outcome.BACKOFF, None), (Outcome.FAILED, 0.1)], hint="").backoff_streak == 0
+    )

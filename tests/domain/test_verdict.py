@@ -19,6 +19,7 @@ from orchestrator.domain.verdict import (
     Verdict,
     coerce_verdict,
     parse_verdict,
+    strict_pass_problem,
 )
 
 FENCE = "```"
@@ -577,3 +578,26 @@ def test_round_trip_through_prose(
         reasons=tuple(clean_text(reason) for reason in data["reasons"]),
         next_hint=clean_text(data["next_hint"]),
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"pass": true, "score": 1}', None),
+        ('{"pass": false}', None),
+        ('{"pass": " True "}', None),
+        ('{"pass": "false"}', None),
+        ("no verdict here", None),
+        ('{"pass": "no"}', 'got "no"'),
+        ('{"pass": "0"}', 'got "0"'),
+        ('{"pass": 1}', "got 1"),
+        ('{"pass": null}', "got null"),
+        ('{"score": 1.0}', 'has no "pass"'),
+    ],
+)
+def test_strict_pass_problem(text: str, problem: str | None) -> None:
+    found = strict_pass_problem(text)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith("strict_verdict:") and problem in found

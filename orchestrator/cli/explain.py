@@ -1,0 +1,106 @@
+"""The `explain` command: renders `explain.explain_task` as text or JSON.
+
+Kept out of `cli` (one `add_command` line there); SQLAlchemy is imported
+only when the command runs, as for every other command.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from orchestrator.cli.app import App
+
+
+@click.command()
+@click.argument("slug")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+@click.pass_obj
+def explain(app: App, slug: str, as_json: bool) -> None:
+    """Say why SLUG is where it is and what the next tick will do with it."""
+    data = app.project().explain(slug)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    for line in render(data):
+        click.echo(line)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render(data: dict[str, Any]) -> list[str]:
+    """The explanation as lines of text, most important first."""
+    lines = [f"{data['slug']}: {data['state']}"]
+    halt = data["halt"]
+    if halt is not None:
+        lines.append(f"  halted    {halt['reason']}: {halt['rule']}")
+        if halt["detail"]:
+            lines.append(f"            {halt['detail']}")
+        lines.append(f"  resume    {halt['resume']}")
+    lines.append(f"  next tick {data['next_tick']}")
+    last = data["last_attempt"]
+    if last is not None:
+        verdict = f"attempt {last['attempt']} {last['outcome']}"
+        if last["score"] is not None:
+            verdict += f", score {last['score']:.2f}, pass {str(last['pass']).lower()}"
+        lines.append(f"  last      {verdict}")
+        for reason in last["reasons"][:5]:
+            lines.append(f"            - {reason}")
+        if last["next_hint"]:
+            lines.append(f"            hint: {last['next_hint']}")
+        if last["error"]:
+            lines.append(f"            error: {last['error'][:300]}")
+    attempts = data["attempts"]
+    if attempts is not None:
+        lines.append(
+            f"  attempts  {attempts['used']} of {attempts['max']} used, {attempts['left']} left"
+        )
+    plateau = data["plateau"]
+    if plateau is not None:
+        window = ", ".join(f"{s:.2f}" for s in plateau["window"]) or "none yet"
+        lines.append(
+            f"  plateau   best before the window {_num(plateau['best_before'])}, "
+            f"window [{window}], threshold {_num(plateau['threshold'])} "
+            f"(patience {plateau['patience']}, min_delta {plateau['min_delta']:g})"
+        )
+        if plateau["scores_until_rule_applies"]:
+            lines.append(
+                f"            {plateau['scores_until_rule_applies']} more scored attempt(s) "
+                "before the rule may halt"
+            )
+        lines.append(f"            {plateau['reason']}")
+    no_change = data["no_change"]
+    if no_change is not None and no_change["limit"] is not None:
+        lines.append(
+            f"  no change {no_change['streak']} attempt(s) in a row; halts at {no_change['limit']}"
+        )
+    backoff = data["backoff"]
+    if backoff is not None:
+        lines.append(
+            f"  backoff   until {backoff['until']} ({backoff['seconds_left']:g}s left; "
+            f"wait {backoff['waits']} of {backoff['tries']})"
+        )
+    running = data["running"]
+    if running is not None:
+        lines.append(
+            f"  running   attempt {running['attempt']} on {running['host']} "
+            f"(pid {running['pid']}), "
+            f"lease until {running['lease_expires_at']} ({running['lease_seconds_left']:g}s left)"
+        )
+    gate = data["gate"]
+    if gate is not None:
+        lines.append(f"  gate      waiting since {gate['since']} ({gate['waited_seconds']:g}s)")
+    cost = data["cost"]
+    budget = (
+        ""
+        if cost["budget_usd"] is None
+        else f"; {cost['budget_scope']} budget ${cost['budget_usd']:.4f}, "
+        f"${cost['budget_left_usd']:.4f} left" + (" (reached)" if cost["budget_reached"] else "")
+    )
+    lines.append(f"  cost      ${cost['spent_usd']:.4f} recorded{budget}")
+    return lines

@@ -1,0 +1,98 @@
+"""A fingerprint of a task's workspace, to tell whether an attempt changed it.
+
+In a git work tree: HEAD, plus a hash of `git status --porcelain` and of
+the diff against HEAD (staged and not), so a commit, an edit and a new
+untracked file all change it while rewriting a file with the same content
+does not. Elsewhere: a content hash of the tree, bounded (files, bytes) so
+a huge workspace costs a bounded time; past the bound, sizes and
+modification times stand in for the content.
+
+A fingerprint that cannot be made (git missing, a broken repository) is
+None: "not looked at", which neither extends nor breaks the no-change streak.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+MAX_FILES = 20_000
+MAX_BYTES = 64 * 1024 * 1024
+_GIT_TIMEOUT = 60.0
+
+
+def fingerprint(workspace: Path) -> str | None:
+    if not workspace.is_dir():
+        return None
+    if (workspace / ".git").exists():
+        return _git(workspace)
+    return _tree(workspace)
+
+
+def _git_out(workspace: Path, *args: str) -> bytes | None:
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=workspace,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT,
+            check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _git(workspace: Path) -> str | None:
+    status = _git_out(workspace, "status", "--porcelain", "--untracked-files=all")
+    if status is None:
+        return None
+    head = _git_out(workspace, "rev-parse", "--verify", "-q", "HEAD") or b"(no commit)"
+    digest = hashlib.sha256(b"git\0" + head.strip() + b"\0" + status)
+    diff = _git_out(workspace, "diff", "HEAD", "--no-ext-diff", "--binary")
+    if diff is None:  # no commit yet: the index and the tree
+        diff = _git_out(workspace, "diff", "--no-ext-diff", "--binary") or b""
+    digest.update(b"\0" + diff)
+    # Untracked files show in the status by name only: hash their content too.
+    for line in status.splitlines():
+        if line.startswith(b"?? "):
+            path = workspace / os.fsdecode(line[3:].strip(b'"'))
+            digest.update(b"\0" + line + b"\0" + _file_digest(path, MAX_BYTES))
+    return "git:" + digest.hexdigest()
+
+
+def _file_digest(path: Path, limit: int) -> bytes:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            digest.update(handle.read(limit))
+    except OSError:
+        return b"?"
+    return digest.digest()
+
+
+def _tree(workspace: Path) -> str | None:
+    digest = hashlib.sha256(b"tree")
+    files = 0
+    budget = MAX_BYTES
+    for root, dirs, names in os.walk(workspace):
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(root, name)
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            rel = os.fsencode(path.relative_to(workspace))
+            files += 1
+            if files > MAX_FILES:
+                return "tree:" + digest.hexdigest() + ":partial"
+            if budget > 0 and path.is_file() and not path.is_symlink():
+                digest.update(rel + b"\0" + _file_digest(path, budget))
+                budget -= st.st_size
+            else:
+                digest.update(rel + f"\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}".encode())
+    return "tree:" + digest.hexdigest()
