@@ -100,8 +100,17 @@ class Commands(Recording):
 
     def _note_process(self, path: Path, ident: runner.ProcessIdentity) -> None:
         """Note the child's identity for recovery (`runner.ProcessIdentity.read_note`),
-        and for the attempt's record (its last process)."""
-        ident.write_note(path)
+        and for the attempt's record (its last process). A disk that cannot
+        take the note does not fail the command, which is already running:
+        recovery still finds it by its process tag. Like a capture file, the
+        failure is noted on the attempt and stops the tick claiming (74/77),
+        the same whether the command outlived the note's 10 ms or not."""
+        try:
+            ident.write_note(path)
+        except OSError as exc:
+            error = host_error(f"cannot write state_root {self.settings.state_root}", exc)
+            self._host_fault(error)
+            self._note_capture(path.parent, f"process note not written: {error}")
         with self._tick_lock:
             self._processes[path.parent] = ident
         fault_point("after_spawn_recorded")

@@ -350,21 +350,35 @@ def test_folder_out_of_inodes(new_project: ProjectFactory, small_fs: Mount, key:
     )
 
 
-def test_state_folder_on_a_full_disk(new_project: ProjectFactory, small_fs: Mount) -> None:
+@pytest.mark.parametrize("verifier", ["quick", "slow"])
+def test_state_folder_on_a_full_disk(
+    new_project: ProjectFactory, small_fs: Mount, verifier: str
+) -> None:
     """Folders can still be made (tmpfs inodes are free), but the verifier's
     captured output cannot be written: the capture file stops where the disk
     is full, the attempt is recorded with its verdict and the error (issue
     17: the work is not thrown away), and the tick claims no more and exits
-    74 naming the folder."""
+    74 naming the folder. A verifier slow enough to get a process note (past
+    10 ms) ends the same way: the note that cannot be written is noted too,
+    and the command, already running, goes on (recovery finds it by its tag)."""
     folder = small_fs()
     fill(folder)
-    project = host_project(new_project, state_root=str(folder))
+    stages = (
+        STAGES
+        if verifier == "quick"
+        else STAGES.replace('["sh", "-c", "', '["sh", "-c", "sleep 0.3; ')
+    )
+    project = new_project(stages=stages, state_root=str(folder))
+    for slug in ("t1", "t2"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
     result = run(project, "tick")
     clean_error(result, 74, f"state_root {folder}", "No space left on device")
     rows = attempts_of(project)
     assert [(slug, outcome) for slug, outcome, _ in rows] == [("t1", "passed")], rows
     assert "verifier output not fully captured" in (rows[0][2] or ""), rows
     assert "No space left on device" in (rows[0][2] or ""), rows
+    if verifier == "slow":
+        assert "process note not written" in (rows[0][2] or ""), rows
     assert project.state("t1") == "research:awaiting_approval"
     assert project.state("t2") == "research"  # stopped claiming
     (folder / "filler").unlink()
