@@ -10,6 +10,7 @@ import pytest
 from support import Project, make_project
 
 from orchestrator import doctor
+from orchestrator.doctor import folders as doctor_folders
 from orchestrator.locking import TickLock
 from orchestrator.storage import migrate, repo, schema
 from orchestrator.storage.db import make_engine, write_tx
@@ -159,13 +160,13 @@ def test_lock_in_a_temporary_folder_warns(sqlite_project: Project, tmp_path: Pat
 def test_lock_outside_temporary_folders_does_not_warn(
     sqlite_project: Project, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(doctor, "TEMP_FOLDERS", ())
+    monkeypatch.setattr(doctor_folders, "TEMP_FOLDERS", ())
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "elsewhere"))
     code, out = lines(sqlite_project)
     assert code == 0
     assert levels(out, "lock") == ["ok"]
     assert doctor._in_temp_folder(Path("/tmp/x.lock")) is False
-    monkeypatch.setattr(doctor, "TEMP_FOLDERS", ("/tmp",))
+    monkeypatch.setattr(doctor_folders, "TEMP_FOLDERS", ("/tmp",))
     assert doctor._in_temp_folder(Path("/tmp/sub/x.lock")) is True
 
 

@@ -1,0 +1,162 @@
+"""What a config becomes: the frozen data classes, and the keys each table accepts.
+
+A new key goes into its table's key list here and into the data class, so
+the two are read side by side.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from orchestrator.agents.config import AGENT_KEYS
+from orchestrator.domain.plateau import PlateauPolicy
+from orchestrator.events.hooks import HookConfig
+
+if TYPE_CHECKING:
+    from orchestrator.agents.output import OutputFormat
+
+from orchestrator.guard_config import GUARD_KEYS, Backoff
+
+DEFAULT_CONFIG_NAME = "orchestrator.toml"
+DEFAULT_DATABASE = "sqlite:///orchestrator.db"
+COMPLETE = "complete"
+CONFIG_ENV = "ORCHESTRATOR_CONFIG"
+DB_URL_ENV = "ORCHESTRATOR_DB_URL"
+StdinMode = Literal["none", "prompt"]
+Affinity = Literal["host", "any"]
+_TOP_KEYS = ("orchestrator", "defaults", "pipelines", "hooks")
+_ORCHESTRATOR_KEYS = (
+    "database",
+    "workspace_root",
+    "lock_file",
+    "state_root",
+    "lease_seconds",
+    "retry_interval",
+    "max_interrupts",
+    "env_deny",
+    "affinity",
+    "busy_timeout",
+    "reconnect_seconds",
+    "output_cap_bytes",
+    "kill_grace_seconds",
+)
+_DEFAULTS_KEYS = (
+    "max_attempts",
+    "timeout_seconds",
+    "pass_score",
+    "plateau",
+    "gate",
+    "stdin",
+    "env",
+    "worker_ok_exit",
+    *AGENT_KEYS,
+    *GUARD_KEYS,
+)
+_PIPELINE_KEYS = ("setup", "stages")
+_STAGE_KEYS = (
+    "name",
+    "gate",
+    "worker",
+    "verifier",
+    "stdin",
+    "prompt",
+    "env",
+    "max_attempts",
+    "timeout_seconds",
+    "pass_score",
+    "plateau",
+    "worker_ok_exit",
+    *AGENT_KEYS,
+    *GUARD_KEYS,
+)
+_PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
+
+
+@dataclass(frozen=True, slots=True)
+class StageConfig:
+    """One stage with the defaults already folded in, so callers never merge."""
+
+    name: str
+    worker: tuple[str, ...] | None
+    verifier: tuple[str, ...] | None
+    gate: bool
+    max_attempts: int
+    timeout_seconds: float
+    pass_score: float
+    plateau: PlateauPolicy
+    prompt: Path | None
+    stdin: StdinMode
+    env: tuple[tuple[str, str], ...]
+    # Worker exit statuses that still go on to the verifier: a linter that
+    # exits 1 while findings remain has done its work, the verifier judges it.
+    worker_ok_exit: frozenset[int] = frozenset({0})
+    # How to read the worker's and the verifier's stdout (`agents.output`).
+    output: OutputFormat = "text"
+    verifier_output: OutputFormat = "text"
+    # Spending at this stage past which the task halts as `budget`.
+    max_cost_usd: float | None = None
+    # Names taken from the tick's environment for this stage only, even
+    # when `env_deny` keeps them from every other stage.
+    secrets: tuple[str, ...] = ()
+    # Runaway guards and strict verdicts (`guard_config`).
+    strict_verdict: bool = False
+    halt_after_no_change: int | None = None
+    retry_exit_codes: frozenset[int] = frozenset()
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """An ordered list of stages; order is the only link between them."""
+
+    name: str
+    stages: tuple[StageConfig, ...]
+    setup: tuple[str, ...] | None
+
+    def stage(self, name: str) -> StageConfig | None:
+        """None lets the engine halt a task as `unknown_stage` instead of crashing."""
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        return None
+
+    def first_stage(self) -> str:
+        return self.stages[0].name
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(stage.name for stage in self.stages)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a command needs to know, with paths already absolute."""
+
+    config_path: Path | None
+    base_dir: Path
+    database_url: str
+    workspace_root: Path
+    state_root: Path
+    lock_file: Path
+    lease_seconds: float = 900.0
+    retry_interval: float = 60.0
+    max_interrupts: int = 3
+    busy_timeout: float = 30.0
+    reconnect_seconds: float = 60.0
+    output_cap_bytes: int = 1_048_576
+    kill_grace_seconds: float = 5.0
+    affinity: Affinity = "host"
+    env_deny: tuple[str, ...] = ()
+    # A read-only view, so a frozen Settings cannot be changed through it.
+    pipelines: Mapping[str, PipelineConfig] = field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False
+    )
+    fingerprint: str = ""
+    hooks: tuple[HookConfig, ...] = ()  # [[hooks]]: commands told about events
+
+    def pipeline(self, name: str) -> PipelineConfig | None:
+        return self.pipelines.get(name)

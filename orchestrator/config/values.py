@@ -1,0 +1,190 @@
+"""Validation helpers: one TOML value of a known shape, or `FILE: dotted.key: problem`.
+
+Every mistake names its dotted key as TOML spells it, so the user can find
+the line without counting tables.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal, NoReturn, cast
+
+from orchestrator.config.files import _absolute
+from orchestrator.config.model import _PLATEAU_KEYS
+from orchestrator.domain.plateau import PlateauPolicy
+from orchestrator.errors import ConfigError
+
+
+def _key(parent: str, name: str) -> str:
+    """TOML-style dotted key; names that are not bare keys are quoted."""
+    bare = name != "" and all(ch.isascii() and (ch.isalnum() or ch in "-_") for ch in name)
+    part = name if bare else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{parent}.{part}" if parent else part
+
+
+def _show(value: object) -> str:
+    """A value as the user wrote it in TOML, short enough for one error line."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _ValueReader:
+    """Reads one TOML value of a known shape, or fails naming its dotted key.
+
+    The stage, pipeline and settings readers build on these checks, and the
+    agent, guard and hook readers receive the loader as their checker.
+    """
+
+    def __init__(self, path: Path | None, base_dir: Path) -> None:
+        self.file = path
+        self.base_dir = base_dir
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        where = str(self.file) if self.file is not None else "configuration"
+        raise ConfigError(f"{where}: {key}: {problem}")
+
+    def expected(self, key: str, what: str, value: object) -> NoReturn:
+        self.fail(key, f"expected {what}, got {_show(value)}")
+
+    def table(self, value: object, key: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.expected(key, "a table", value)
+        unknown = [name for name in value if name not in allowed]
+        if unknown:
+            import difflib  # only on the error path
+
+            name = unknown[0]
+            close = [a for a in allowed if a.startswith(name) or name.startswith(a)]
+            close = close or difflib.get_close_matches(name, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            self.fail(
+                _key(key, name),
+                f"unknown key{hint}; allowed: {', '.join(allowed)}",
+            )
+        return cast(dict[str, Any], value)
+
+    def integer(self, value: object, key: str, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.expected(key, f"an integer >= {minimum}", value)
+        return value
+
+    def number(
+        self,
+        value: object,
+        key: str,
+        *,
+        low: float,
+        high: float | None = None,
+        low_inclusive: bool = True,
+    ) -> float:
+        """A finite float; TOML's inf and nan never make sense as limits here."""
+        if high is not None:
+            what = f"a number in [{low:g}, {high:g}]"
+        else:
+            what = f"a number {'>=' if low_inclusive else '>'} {low:g}"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.expected(key, what, value)
+        number = float(value)
+        ok = math.isfinite(number) and (number >= low if low_inclusive else number > low)
+        if not ok or (high is not None and number > high):
+            self.expected(key, what, value)
+        return number
+
+    def boolean(self, value: object, key: str) -> bool:
+        if not isinstance(value, bool):
+            self.expected(key, "true or false", value)
+        return value
+
+    def string(self, value: object, key: str) -> str:
+        if not isinstance(value, str) or value == "":
+            self.expected(key, "a non-empty string", value)
+        if "\x00" in value:
+            self.fail(key, "NUL characters are not allowed")
+        return value
+
+    def choice(self, value: object, key: str, choices: tuple[str, ...]) -> str:
+        if not isinstance(value, str) or value not in choices:
+            self.expected(key, " or ".join(repr(c) for c in choices), value)
+        return value
+
+    def file_path(self, value: object, key: str) -> Path:
+        return _absolute(Path(self.string(value, key)), self.base_dir)
+
+    def argv(self, value: object, key: str) -> tuple[str, ...]:
+        """Commands are never run through a shell unless the user writes one."""
+        if isinstance(value, str):
+            self.fail(
+                key,
+                f'got the string {_show(value)}; use an argv list, e.g. ["sh", "-c", "..."]',
+            )
+        if not isinstance(value, list) or not value:
+            self.expected(key, "a non-empty list of strings", value)
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                self.expected(f"{key}[{index}]", "a string", item)
+            if "\x00" in item:
+                self.fail(f"{key}[{index}]", "NUL characters are not allowed")
+        if value[0] == "":
+            self.fail(f"{key}[0]", "the program name must not be empty")
+        return tuple(value)
+
+    def string_list(self, value: object, key: str) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            self.expected(key, "a list of strings", value)
+        return tuple(self.string(item, f"{key}[{i}]") for i, item in enumerate(value))
+
+    def env(self, value: object, key: str) -> dict[str, str]:
+        table = cast(dict[str, Any], value) if isinstance(value, dict) else None
+        if table is None:
+            self.expected(key, 'a table of NAME = "value" strings', value)
+        result: dict[str, str] = {}
+        for name, item in table.items():
+            item_key = _key(key, name)
+            if name == "" or "=" in name or "\x00" in name:
+                self.fail(item_key, "not a valid environment variable name")
+            if not isinstance(item, str):
+                self.expected(item_key, "a string", item)
+            if "\x00" in item:
+                self.fail(item_key, "NUL characters are not allowed")
+            result[name] = item
+        return result
+
+    def plateau(self, value: object, key: str, base: PlateauPolicy) -> PlateauPolicy:
+        """Key by key over `base`: a stage may change patience and keep min_delta."""
+        table = self.table(value, key, _PLATEAU_KEYS)
+        patience = base.patience
+        min_delta = base.min_delta
+        mode = base.mode
+        min_attempts = base.min_attempts
+        if "patience" in table:
+            patience = self.integer(table["patience"], _key(key, "patience"), 1)
+        if "min_delta" in table:
+            min_delta = self.number(table["min_delta"], _key(key, "min_delta"), low=0.0)
+        if "mode" in table:
+            mode = cast(
+                Literal["abs", "rel"], self.choice(table["mode"], _key(key, "mode"), ("abs", "rel"))
+            )
+        if "min_attempts" in table:
+            min_attempts = self.integer(table["min_attempts"], _key(key, "min_attempts"), 1)
+        try:
+            return PlateauPolicy(
+                patience=patience, min_delta=min_delta, mode=mode, min_attempts=min_attempts
+            )
+        except ValueError as exc:
+            self.fail(key, str(exc))
+
+    def exit_statuses(self, value: object, key: str) -> frozenset[int]:
+        what = "a list of exit statuses (integers 0-255) that includes 0"
+        if not isinstance(value, list):
+            self.expected(key, what, value)
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= 255:
+                self.expected(key, what, value)
+        if 0 not in value:
+            self.expected(key, what, value)
+        return frozenset(value)

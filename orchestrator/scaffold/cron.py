@@ -1,0 +1,151 @@
+"""`orchestrator cron`: the crontab line that runs a tick, and installing it.
+
+The line is marked as ours, so installing it again replaces it instead of
+adding a second tick to the user's crontab.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.config import (
+    Settings,
+)
+from orchestrator.errors import RefusedError
+
+LOG_NAME = "orchestrator.log"
+
+
+def cron_schedule(every: int) -> str:
+    """Minutes → the five crontab fields; ValueError for what cron cannot say."""
+    if every == 1:
+        return "* * * * *"
+    if 1 < every < 60:
+        return f"*/{every} * * * *"
+    hours, rest = divmod(every, 60)
+    if rest == 0 and 1 <= hours <= 24 and 24 % hours == 0:
+        return "0 * * * *" if hours == 1 else "0 0 * * *" if hours == 24 else f"0 */{hours} * * *"
+    raise ValueError(
+        f"cron cannot run every {every} minutes; use 1-59, or whole hours that divide 24"
+    )
+
+
+def orchestrator_command() -> list[str]:
+    """The console script beside this Python, else `python -m orchestrator`."""
+    script = Path(sys.executable).parent / "orchestrator"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "orchestrator"]
+
+
+def shown_program() -> str:
+    """How to call orchestrator from a shell here: `orchestrator` when PATH finds
+    this installation, else the absolute path (a venv that is not activated)."""
+    import shlex
+
+    command = orchestrator_command()
+    if len(command) == 1:
+        on_path = shutil.which("orchestrator")
+        if on_path is not None and Path(on_path).resolve() == Path(command[0]).resolve():
+            return "orchestrator"
+    return " ".join(shlex.quote(word) for word in command)
+
+
+def cron_line(settings: Settings, every: int, db_url: str | None, path: str) -> str:
+    """One crontab line: absolute paths, `tick --quiet`, output appended to a log.
+
+    Cron runs with a bare PATH (/usr/bin:/bin), where `claude` or `codex`
+    are rarely found, so the line carries the PATH given here. `%` is special
+    in crontab (it ends the command), so it is escaped.
+    """
+    import shlex
+
+    assert settings.config_path is not None
+    log = settings.config_path.parent / LOG_NAME
+    words = [*orchestrator_command(), "--config", str(settings.config_path)]
+    if db_url:
+        words += ["--db", db_url]
+    words += ["tick", "--quiet"]
+    command = f"PATH={shlex.quote(path)} " + " ".join(shlex.quote(w) for w in words)
+    command += f" >> {shlex.quote(str(log))} 2>&1"
+    return f"{cron_schedule(every)} {command.replace('%', chr(92) + '%')}"
+
+
+CRON_MARK = "# orchestrator-cron"
+
+
+def _ours(text: str, printed: str, config: Path) -> bool:
+    """A crontab line of this config's: the one `--install` marked, or exactly
+    the line `cron` prints (pasted by hand before `--install` existed). A
+    line the user wrote themselves, even for this config, is theirs."""
+    return text.rstrip().endswith(f"{CRON_MARK} {config}") or text.strip() == printed.strip()
+
+
+def edit_crontab(
+    current: str, line: str | None, config: Path, printed: str | None = None
+) -> tuple[str, str]:
+    """The crontab with this config's line put in (`line`) or taken out (None),
+    and what changed: `installed`, `replaced`, `unchanged`, `removed` or
+    `absent`. `printed` is the line `cron` prints (default: `line`). The
+    first line of ours is replaced in place; any other of ours is dropped,
+    so the line is never duplicated; other lines are untouched."""
+    printed = printed if printed is not None else (line or "")
+    lines = current.splitlines()
+    ours = [i for i, text in enumerate(lines) if _ours(text, printed, config)]
+    if line is None:
+        kept = [text for i, text in enumerate(lines) if i not in ours]
+        return ("\n".join(kept) + "\n" if kept else ""), ("removed" if ours else "absent")
+    marked = f"{line} {CRON_MARK} {config}"
+    if not ours:
+        return "\n".join([*lines, marked]) + "\n", "installed"
+    if len(ours) == 1 and lines[ours[0]] == marked:
+        return current, "unchanged"
+    first = ours[0]
+    edited = [
+        marked if i == first else text
+        for i, text in enumerate(lines)
+        if i == first or i not in ours
+    ]
+    return "\n".join(edited) + "\n", "replaced"
+
+
+def read_crontab() -> str:
+    """The user's crontab (`crontab -l`); empty when they have none."""
+
+    done = _crontab(["-l"], None)
+    if done.returncode != 0:
+        if "no crontab" in done.stderr.lower():
+            return ""
+        raise RefusedError(f"crontab -l failed: {done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def write_crontab(text: str) -> None:
+    done = _crontab(["-"], text)
+    if done.returncode != 0:
+        raise RefusedError(f"crontab - failed: {done.stderr.strip() or done.returncode}")
+
+
+def _crontab(args: list[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
+
+    program = shutil.which("crontab")
+    if program is None:
+        raise RefusedError("crontab is not installed here (no `crontab` on PATH)")
+    try:
+        # surrogateescape: a crontab in another encoding goes back byte for byte.
+        return subprocess.run(
+            [program, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            check=False,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RefusedError(f"crontab {' '.join(args)} did not answer in 60 s") from exc
