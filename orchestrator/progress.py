@@ -150,6 +150,6 @@ def last_line(tail: bytes) -> str:
 
 def live_progress(*, enabled: bool) -> LiveProgress | NoProgress:
     """A live display when asked for and stdout is a terminal; else nothing."""
-    if enabled and sys.stdout.isatty():
+    if enabled and sys.stdout is not None and sys.stdout.isatty():
         return LiveProgress()
     return NoProgress()

@@ -193,3 +193,24 @@ def test_reading_commands_do_not_load_the_tick(project: ProjectDir) -> None:
     assert status == 0
     assert "sqlalchemy" in modules and "orchestrator.project" in modules
     assert not {"orchestrator.tick", "orchestrator.runner", "alembic"} & modules
+
+
+# review finding: a `Project` keeps the settings it was opened with, and the
+# tick's config watch compares the file against them, so after ANY edit of
+# orchestrator.toml (even a comment) every later `project.tick()` of a
+# long-lived Project (a notebook, "your own scheduler") claims nothing, for
+# ever, with exit_status 0. `orchestrator tick` (and `run`, which reloads the
+# config each round) would claim. Reload the settings in `tick()` when the
+# file changed, or refuse loudly.
+def test_a_long_lived_project_still_ticks_after_the_config_is_edited(
+    project: ProjectDir,
+) -> None:
+    with Project.open(project.config, db=project.db_url) as face:
+        face.add("t1", "One")
+        assert face.tick().claimed == 1
+        with project.config.open("a", encoding="utf-8") as config:
+            config.write("\n# a comment added by hand\n")
+        face.add("t2", "Two")
+        result = face.tick()
+        assert result.stopped_claiming is None, result
+        assert result.claimed == 1, result

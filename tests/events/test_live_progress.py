@@ -114,3 +114,24 @@ def test_quiet_tick_on_a_terminal_stays_plain(project: Project, tmp_path: Path) 
     assert "\x1b[" not in text  # no cursor movement, no colours
     assert "reading the sources" not in text
     assert "research:awaiting_approval" in text
+
+
+# review finding: `live_progress` asks `sys.stdout.isatty()`, but Python sets
+# sys.stdout to None when fd 1 is closed (a daemon or a supervisor started
+# `orchestrator tick >&-`): the tick crashes with an AttributeError traceback
+# and exit 1 before it claims anything. Before the split (3bd6828) such a tick
+# ran and exited 0 (click.echo drops lines when there is no stdout).
+def test_a_tick_with_no_stdout_at_all_still_runs(project: Project) -> None:
+    assert project.cli("add", "t1", "--title", "T").exit_code == 0
+    proc = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "orchestrator", "tick"],
+        check=False,
+        cwd=project.dir,
+        env=project.process_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert project.state("t1") == "research:awaiting_approval"
