@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 
 from orchestrator import actions, reports
 from orchestrator.actions import ActionResult, TaskSpec
-from orchestrator.config import Settings, load_settings
+from orchestrator.config import Settings, config_fingerprint, load_settings
 from orchestrator.locking import TickLock
 from orchestrator.storage import db as storage_db
 from orchestrator.storage.db import read_tx
@@ -164,6 +164,7 @@ class Project:
         # Imported here: `list` or `show` need not load the engine.
         from orchestrator.ticking import TickOptions, run_tick
 
+        self._reread_config()
         options = TickOptions(max_tasks, max_seconds, jobs, task, dry_run)
         # Each running attempt may hold a connection: more jobs, a bigger pool.
         engine = self.engine if jobs == 1 else open_engine(self.settings, jobs=jobs)
@@ -175,6 +176,18 @@ class Project:
             lock.release()  # a no-op when it was never ours
             if engine is not self.engine:
                 engine.dispose()
+
+    def _reread_config(self) -> None:
+        """Read the config again when it was edited since it was read, as `run`
+        does before each tick: a tick stops claiming when its config changed
+        under it, so a long-lived Project would otherwise never claim again.
+        The database stays the one this Project opened (its engine's)."""
+        path = self.settings.config_path
+        if path is None or config_fingerprint(path) == self.settings.fingerprint:
+            return
+        self.settings = load_settings(
+            config=path, db_url=self.settings.database_url, require_config=True
+        )
 
     # -- reading -------------------------------------------------------------------
 

@@ -90,10 +90,20 @@ def _wait_for_run(conn: socket.socket) -> dict[str, Any]:
     """The waiter: fork the run, report its pid and then how it ended."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     request = json.loads(conn.makefile("r").readline())
+    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:
+        # Lead a session of its own before anyone learns the pid, so a
+        # `killpg(pid)` right after `pid` is known reaches the whole run.
+        os.setsid()
+        os.close(ready_r)
+        os.write(ready_w, b".")
+        os.close(ready_w)
         conn.close()
         return dict(request)
+    os.close(ready_w)
+    os.read(ready_r, 1)  # the run leads its session now (or died: EOF)
+    os.close(ready_r)
     conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     _, status = os.waitpid(pid, 0)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -106,7 +116,6 @@ def _become(request: dict[str, Any]) -> None:
     """Turn the fresh fork into the requested process."""
     import importlib
 
-    os.setsid()
     os.chdir(request["cwd"])
     sys.path.insert(0, str(Path.cwd()))
     os.environ.clear()
