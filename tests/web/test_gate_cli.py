@@ -91,3 +91,71 @@ def test_report_html_is_one_self_contained_file(project: Project) -> None:
     assert 'id="gate-g"' in text and 'id="task-x"' in text
     assert "<svg" in text  # the gate's score curve, inline
     assert _hash(project, "g") in text
+
+
+def _git(workspace, *args: str) -> None:  # type: ignore[no-untyped-def]
+    subprocess.run(
+        ["git", "-C", str(workspace), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+         *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _git_workspace(project: Project, slug: str = "g"):  # type: ignore[no-untyped-def]
+    workspace = project.dir / "tasks" / slug
+    _git(workspace, "init", "-q")
+    (workspace / "plan.txt").write_text("one\n")
+    _git(workspace, "add", "plan.txt")
+    _git(workspace, "commit", "-qm", "one")
+    return workspace
+
+
+def test_diff_content_cannot_show_a_markdown_file_outside_the_workspace(
+    project: Project,
+) -> None:
+    # review finding: workspace_changes._git takes every diff line starting with
+    # "+++ b/" as a file name, including an ADDED CONTENT line "++ b/../x.md"
+    # (shown as "+++ b/../x.md"), and reads workspace / that name: any *.md file
+    # outside the workspace (or an absolute path) lands on the gate page and in
+    # the shareable `report --html`.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    secret = project.dir / "secret-outside.md"
+    secret.write_text("# TOP-SECRET-OUTSIDE-THE-WORKSPACE\n")
+    (workspace / "plan.txt").write_text("one\n++ b/../../secret-outside.md\n")
+    out = project.dir / "report.html"
+    done = project.cli("report", "--html", str(out))
+    assert done.exit_code == 0, done.stderr
+    assert "TOP-SECRET-OUTSIDE-THE-WORKSPACE" not in out.read_text("utf-8")
+
+
+def test_a_change_committed_after_the_look_changes_the_hash(project: Project) -> None:
+    # review finding: in a git workspace the hash covers `git diff HEAD` and the
+    # untracked files only, not HEAD itself: a change COMMITTED after the
+    # reviewer looked (or by the worker during the stage) is invisible to the
+    # gate page and leaves the hash unchanged, so `approve --expect` passes.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    seen = _hash(project, "g")
+    (workspace / "plan.txt").write_text("rm -rf everything\n")
+    _git(workspace, "commit", "-qam", "sneaky")
+    refused = project.cli("approve", "g", "--expect", seen)
+    assert refused.exit_code == 1, refused.output
+    assert "changed since you looked" in refused.stderr
+
+
+def test_a_fifo_in_the_workspace_does_not_hang_show(project: Project) -> None:
+    # review finding: workspace_changes._hash_file opens every changed entry that
+    # is not a symlink and reads it to EOF: a named pipe (or a .md FIFO for
+    # _add_markdown) left by a worker blocks `show`, the gate page's worker
+    # thread and `approve --expect` forever.
+    import os
+
+    _at_gate(project)
+    os.mkfifo(project.dir / "tasks" / "g" / "pipe")
+    try:
+        done = project.run("show", "g", timeout=20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("`show` hung on a FIFO in the workspace") from None
+    assert done.returncode == 0, done.stderr
