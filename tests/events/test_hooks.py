@@ -201,3 +201,27 @@ def test_an_attempt_recovered_as_crashed_is_an_event(project: Project, tmp_path:
     (event,) = received(out)
     assert event["kind"] == "crashed" and event["task"] == "t1" and event["attempt"] == 1
     assert event["outcome"] == "crashed" and event["stage"] == "research"
+
+
+def test_many_events_for_a_hanging_hook_delay_the_tick_by_one_timeout_at_most(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: Courier.close() keeps claiming new tries while it waits
+    # for those in flight, MAX_IN_FLIGHT (8) at a time, and the hanging hook's
+    # deliveries (ordered by next_try_at, id) take every slot: N events for a
+    # hook that hangs make the tick's end wait ceil(N/8) timeouts (and hold the
+    # other hooks' tries back meanwhile), not "never past a hook's timeout".
+    out = tmp_path / "fast.jsonl"
+    project.write_config(
+        DEFAULT_STAGES
+        + hook("slow", ["awaiting_approval"], ["sleep", "60"], timeout_seconds=4)
+        + hook("fast", ["awaiting_approval"], recorder(out))
+    )
+    specs = "\n".join(json.dumps({"slug": f"t{i:02d}", "title": "t"}) for i in range(40))
+    assert project.cli("add", "--from", "-", input=specs).exit_code == 0
+    started = time.monotonic()
+    result = project.run("tick", "--jobs", "8", timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert len(received(out)) == 40
+    assert elapsed < 12, elapsed  # one 4 s timeout plus the tick's own work
