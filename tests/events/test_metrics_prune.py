@@ -106,3 +106,29 @@ def _rows(project: Project) -> list[tuple[object, ...]]:
         project.query(f"SELECT count(*) FROM {table}")[0]
         for table in ("tasks", "attempts", "transitions", "events")
     ]
+
+
+ONE_STAGE = """
+[[pipelines.default.stages]]
+name = "build"
+worker = ["sh", "-c", "echo deliverable > result.txt"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
+"""
+
+
+def test_prune_never_removes_a_workspace_even_when_state_root_is_the_workspace_root(
+    project: Project,
+) -> None:
+    # review finding: prune removes `state_root/<slug>` whole, and the config
+    # accepts a state_root equal to (or holding) workspace_root: with
+    # `state_root = workspace_root = "tasks"` a finished task's work product is
+    # deleted by `prune`. Either the config should refuse overlapping roots or
+    # prune should remove only the attempt folders it wrote.
+    project.write_config(ONE_STAGE, workspace_root="tasks", state_root="tasks")
+    assert project.cli("add", "t1", "--title", "t1").exit_code == 0
+    done = project.cli("tick")
+    assert project.state("t1") == "complete", done.output
+    deliverable = project.dir / "tasks" / "t1" / "result.txt"
+    assert deliverable.read_text() == "deliverable\n"
+    pruned = project.cli("prune", "--older-than", "0")
+    assert deliverable.exists(), pruned.output
