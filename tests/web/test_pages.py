@@ -144,3 +144,42 @@ def test_loopback_without_auth_answers_only_to_loopback_names(tmp_path: Path) ->
             ask = urllib.request.Request(base + "/", headers={"Host": host})
             with urllib.request.urlopen(ask, timeout=10) as answer:
                 assert answer.status == 200
+
+
+def test_the_shared_token_cannot_sign_in_as_a_users_file_user(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: Auth.actor accepts Basic `ANY-NAME:TOKEN` and returns
+    # ANY-NAME as the actor; with --users and a token both configured, whoever
+    # holds the shared token approves in the history as "alice" (a user with a
+    # password of her own they do not know). The token's actor should be fixed
+    # (e.g. "token") or at least never a name from the users file.
+    from orchestrator.web.security import hash_password
+
+    project = gated_project(tmp_path / "gp", project.db_url)
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+    tick_until_gate(project, "doc")
+    users = tmp_path / "users"
+    users.write_text(f"alice:{hash_password('alice-own-password')}\n")
+    token_file = tmp_path / "token"
+    token_file.write_text("a-long-shared-token-0123456789\n")
+    with serving(project, "--users", str(users), "--token-file", str(token_file)) as base:
+        basic = base64.b64encode(b"alice:a-long-shared-token-0123456789").decode()
+        ask = urllib.request.Request(base + "/gate/doc", headers={"Authorization": f"Basic {basic}"})
+        with urllib.request.urlopen(ask, timeout=10) as answer:
+            cookie = answer.headers["Set-Cookie"].split(";")[0]
+            page = answer.read().decode()
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        digest = re.search(r'name="expect" value="([^"]+)"', page)
+        assert token and digest
+        form = f"csrf={token.group(1)}&expect={digest.group(1)}".encode()
+        post = urllib.request.Request(
+            base + "/gate/doc/approve",
+            data=form,
+            headers={"Authorization": f"Basic {basic}", "Cookie": cookie},
+        )
+        try:
+            urllib.request.urlopen(post, timeout=10).close()
+        except urllib.error.HTTPError:
+            pass
+    assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") != [("alice",)]
