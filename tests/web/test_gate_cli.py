@@ -159,3 +159,18 @@ def test_a_fifo_in_the_workspace_does_not_hang_show(project: Project) -> None:
     except subprocess.TimeoutExpired:
         raise AssertionError("`show` hung on a FIFO in the workspace") from None
     assert done.returncode == 0, done.stderr
+
+
+def test_a_huge_sparse_file_does_not_stall_show(project: Project) -> None:
+    # review finding: _hash_file reads every changed file to its end on every
+    # `show`, gate page load and `approve --expect`: one 64 GiB sparse file (a
+    # second to make) costs a full read each time. A size cap with a
+    # (size, mtime, inode) stand-in past it would keep the page bounded.
+    _at_gate(project)
+    with (project.dir / "tasks" / "g" / "huge.bin").open("wb") as handle:
+        handle.truncate(64 << 30)
+    try:
+        done = project.run("show", "g", timeout=20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("`show` spent over 20 s hashing one sparse file") from None
+    assert done.returncode == 0, done.stderr
