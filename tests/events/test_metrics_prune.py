@@ -132,3 +132,13 @@ def test_prune_never_removes_a_workspace_even_when_state_root_is_the_workspace_r
     assert deliverable.read_text() == "deliverable\n"
     pruned = project.cli("prune", "--older-than", "0")
     assert deliverable.exists(), pruned.output
+
+
+def test_metrics_textfile_in_a_missing_folder_is_an_error_message_not_a_traceback(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: `metrics --textfile` lets prometheus_client's OSError out
+    # as a Python traceback (exit 1) when the folder is missing or read-only.
+    done = project.run("metrics", "--textfile", str(tmp_path / "missing" / "o.prom"))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
