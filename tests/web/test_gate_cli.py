@@ -174,3 +174,19 @@ def test_a_huge_sparse_file_does_not_stall_show(project: Project) -> None:
     except subprocess.TimeoutExpired:
         raise AssertionError("`show` spent over 20 s hashing one sparse file") from None
     assert done.returncode == 0, done.stderr
+
+
+def test_reading_a_gate_runs_no_command_from_the_workspace_git_config(project: Project) -> None:
+    # review finding: workspace_changes runs `git diff` / `git ls-files` in the
+    # worker-controlled repository with its own .git/config: core.fsmonitor (or a
+    # .gitattributes textconv driver) is a command git runs, so `show`, the gate
+    # page and `report --html` execute whatever the worker configured, in the
+    # reviewer's process. Pass `-c core.fsmonitor= --no-textconv` (and
+    # GIT_CONFIG_NOSYSTEM, a safe `-c` set) or read the tree without running hooks.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    marker = project.dir / "ran-from-git-config"
+    _git(workspace, "config", "core.fsmonitor", f"touch '{marker}'; false")
+    (workspace / "plan.txt").write_text("two\n")
+    assert project.cli("show", "g").exit_code == 0
+    assert not marker.exists()
