@@ -196,3 +196,23 @@ def test_a_malformed_board_cursor_is_the_first_page_not_a_500(tmp_path: Path) ->
         for cursor in ("ready:%C2%B2", "ready:" + "9" * 5000):
             with urllib.request.urlopen(f"{base}/?from={cursor}", timeout=10) as answer:
                 assert answer.status == 200
+
+
+def test_a_non_ascii_credential_is_a_401_not_a_500(tmp_path: Path) -> None:
+    # review finding: Auth.actor feeds the raw header to hmac.compare_digest,
+    # which raises TypeError on non-ASCII str: `Authorization: Bearer é` (or a
+    # Basic password with an accent, or a non-ASCII csrf field in csrf_ok)
+    # answers 500 instead of 401/403. Compare bytes (.encode()).
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    token_file = tmp_path / "token"
+    token_file.write_text("a-long-shared-token-0123456789\n")
+    with serving(project, "--token-file", str(token_file)) as base:
+        basic = base64.b64encode("frank:mot-de-passe-é".encode()).decode()
+        for header in ("Bearer \u00e9t\u00e9", f"Basic {basic}"):
+            ask = urllib.request.Request(base + "/", headers={"Authorization": header})
+            try:
+                urllib.request.urlopen(ask, timeout=10).close()
+                raise AssertionError("answered a wrong credential")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 401, (header, exc.code)
