@@ -190,3 +190,18 @@ def test_reading_a_gate_runs_no_command_from_the_workspace_git_config(project: P
     (workspace / "plan.txt").write_text("two\n")
     assert project.cli("show", "g").exit_code == 0
     assert not marker.exists()
+
+
+def test_report_html_references_no_remote_image_from_a_task_body(project: Project) -> None:
+    # review finding: Markdown images in a task body (or a changed .md file)
+    # render as <img src="https://..."> in the "self-contained, no network"
+    # report; only its <meta> CSP stops the fetch, and a viewer that ignores
+    # meta CSP (mail clients, previewers) pings the URL when the file is opened.
+    # Drop non-data: image sources when rendering for the report (or render
+    # images as links).
+    body = "See ![pixel](https://tracker.example/p.png?who=reviewer)"
+    assert project.cli("add", "x", "--title", "x", "--body", body).exit_code == 0
+    out = project.dir / "report.html"
+    done = project.cli("report", "--html", str(out))
+    assert done.exit_code == 0, done.stderr
+    assert "tracker.example" not in re.sub(r"<a [^>]*>", "", out.read_text("utf-8"))
