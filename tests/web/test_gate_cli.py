@@ -205,3 +205,24 @@ def test_report_html_references_no_remote_image_from_a_task_body(project: Projec
     done = project.cli("report", "--html", str(out))
     assert done.exit_code == 0, done.stderr
     assert "tracker.example" not in re.sub(r"<a [^>]*>", "", out.read_text("utf-8"))
+
+
+def test_a_file_deleted_after_the_look_changes_the_hash(project: Project) -> None:
+    # review finding: outside git, the gate lists and hashes only the files
+    # modified since the stage began; a deletion (by the worker during the
+    # stage, or by anyone after the reviewer looked) is neither shown nor
+    # hashed, so `approve --expect` passes on a workspace missing files.
+    # Hash the full listing (names, sizes, mtimes) or a manifest taken at the
+    # stage's start.
+    import os
+
+    workspace = project.dir / "tasks" / "g"
+    workspace.mkdir(parents=True)
+    keep = workspace / "tests.py"
+    keep.write_text("def test_it(): pass\n")
+    os.utime(keep, (1_000_000_000, 1_000_000_000))  # long before the stage
+    _at_gate(project)
+    seen = _hash(project, "g")
+    keep.unlink()
+    refused = project.cli("approve", "g", "--expect", seen)
+    assert refused.exit_code == 1, refused.output
