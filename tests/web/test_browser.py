@@ -236,7 +236,7 @@ document.cookie = "orch_csrf={tossed}; path=/";
 </form><script>document.getElementById('f').submit()</script></body>"""
 
         class Evil(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 body = evil_page.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
@@ -244,7 +244,7 @@ document.cookie = "orch_csrf={tossed}; path=/";
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 self.send_response(307)
                 self.send_header("Location", f"{base}/gate/doc/reject")

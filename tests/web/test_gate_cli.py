@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 from support import Project
 
@@ -93,16 +94,24 @@ def test_report_html_is_one_self_contained_file(project: Project) -> None:
     assert _hash(project, "g") in text
 
 
-def _git(workspace, *args: str) -> None:  # type: ignore[no-untyped-def]
+def _git(workspace: Path, *args: str) -> None:
     subprocess.run(
-        ["git", "-C", str(workspace), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
-         *args],
+        [
+            "git",
+            "-C",
+            str(workspace),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            *args,
+        ],
         check=True,
         capture_output=True,
     )
 
 
-def _git_workspace(project: Project, slug: str = "g"):  # type: ignore[no-untyped-def]
+def _git_workspace(project: Project, slug: str = "g") -> Path:
     workspace = project.dir / "tasks" / slug
     _git(workspace, "init", "-q")
     (workspace / "plan.txt").write_text("one\n")

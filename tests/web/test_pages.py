@@ -4,6 +4,7 @@ against a real `serve` process."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import urllib.error
@@ -165,7 +166,9 @@ def test_the_shared_token_cannot_sign_in_as_a_users_file_user(
     token_file.write_text("a-long-shared-token-0123456789\n")
     with serving(project, "--users", str(users), "--token-file", str(token_file)) as base:
         basic = base64.b64encode(b"alice:a-long-shared-token-0123456789").decode()
-        ask = urllib.request.Request(base + "/gate/doc", headers={"Authorization": f"Basic {basic}"})
+        ask = urllib.request.Request(
+            base + "/gate/doc", headers={"Authorization": f"Basic {basic}"}
+        )
         with urllib.request.urlopen(ask, timeout=10) as answer:
             cookie = answer.headers["Set-Cookie"].split(";")[0]
             page = answer.read().decode()
@@ -178,10 +181,8 @@ def test_the_shared_token_cannot_sign_in_as_a_users_file_user(
             data=form,
             headers={"Authorization": f"Basic {basic}", "Cookie": cookie},
         )
-        try:
+        with contextlib.suppress(urllib.error.HTTPError):
             urllib.request.urlopen(post, timeout=10).close()
-        except urllib.error.HTTPError:
-            pass
     assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") != [("alice",)]
 
 
