@@ -117,9 +117,8 @@ def _ours(folder: Path, names: set[str]) -> list[Path]:
             mode = entry.lstat().st_mode
         except FileNotFoundError:
             continue
-        if name in KNOWN_FILES and stat.S_ISREG(mode):
-            out.append(entry)
-        elif name not in KNOWN_FILES and stat.S_ISDIR(mode):
+        wanted = stat.S_ISREG(mode) if name in KNOWN_FILES else stat.S_ISDIR(mode)
+        if wanted:
             out.append(entry)
     return out
 
