@@ -4,8 +4,10 @@ One thread per tick does the database side (hand events out, claim due
 tries, record results); each hook try runs in a thread of its own, bounded
 by the hook's timeout, so a failing or hanging hook delays neither the
 pipeline nor another hook. The tick wakes the courier after a transaction
-that wrote an event commits (`kick`), and at its end waits for the tries in
-flight (`close`): never past a hook's timeout.
+that wrote an event commits (`kick`), and at its end (`close`) makes one last
+pass, then claims nothing more and waits only for the tries in flight: never
+past the longest hook timeout. Each hook has its own in-flight limit, so a
+hook that hangs holds its own slots, never another hook's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from orchestrator.events import store
 from orchestrator.events.run_hook import run_hook
 from orchestrator.storage.db import db_now, read_tx, write_tx
 
-MAX_IN_FLIGHT = 8  # hook processes at once, per tick
+MAX_IN_FLIGHT = 8  # processes at once of each hook, per tick
 
 
 class Courier:
@@ -37,7 +39,7 @@ class Courier:
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._in_flight: dict[int, threading.Thread] = {}
+        self._in_flight: dict[int, str] = {}  # delivery id -> hook name
         self._results: list[tuple[store.Try, str | None]] = []
 
     def start(self) -> None:
@@ -55,8 +57,9 @@ class Courier:
         self._wake.set()
 
     def close(self) -> None:
-        """One last pass, then wait for the tries in flight (each bounded by
-        its hook's timeout) and record them."""
+        """One last pass (for what the tick's last transactions wrote), then
+        claim nothing more: wait for the tries in flight (each bounded by its
+        hook's timeout) and record them."""
         with self._lock:
             thread = self._thread
         if thread is None:
@@ -69,23 +72,33 @@ class Courier:
 
     def _loop(self) -> None:
         timeout: float | None = None
+        claiming = True
         while True:
             self._wake.wait(timeout)
             self._wake.clear()
+            closing = self._closing.is_set()
             try:
                 self._record_results()
-                timeout = self._pass()
+                if claiming:
+                    timeout = self._pass()
             except Exception as exc:  # the pipeline goes on; the next tick retries
                 self._say_error(f"delivering events: {exc}")
                 timeout = None
-                if self._closing.is_set() and not self._in_flight:
+                if closing and not self._busy():
                     return
-            with self._lock:
-                idle = not self._in_flight and not self._results
-            if self._closing.is_set() and idle and not self._wake.is_set():
-                return
-            if self._closing.is_set():
-                timeout = None  # only the tries in flight are waited for now
+            if closing:
+                # The last pass is made: only the tries in flight are waited
+                # for now, so the tick ends within one timeout.
+                claiming = False
+                timeout = None
+                with self._lock:
+                    idle = not self._in_flight and not self._results
+                if idle:
+                    return
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return bool(self._in_flight)
 
     def _pass(self) -> float | None:
         with write_tx(self.engine) as conn:
@@ -93,14 +106,20 @@ class Courier:
             while store.dispatch(conn, self.hooks, now) == store.BATCH:
                 pass
             with self._lock:
-                busy = set(self._in_flight)
-            due = store.claim_due(conn, self.hooks, now, busy, MAX_IN_FLIGHT - len(busy))
+                busy = dict(self._in_flight)
+            room = {
+                hook.name: MAX_IN_FLIGHT - sum(1 for name in busy.values() if name == hook.name)
+                for hook in self.hooks
+            }
+            due = store.claim_due(conn, self.hooks, now, set(busy), room)
         for attempt in due:
             self._launch(attempt)
-        if not self.hooks or len(busy) + len(due) >= MAX_IN_FLIGHT:
+            room[attempt.hook.name] -= 1
+        free = tuple(hook for hook in self.hooks if room[hook.name] > 0)
+        if not free:
             return None  # a try ending wakes the courier
         with read_tx(self.engine) as conn:
-            upcoming = store.next_due(conn, self.hooks)
+            upcoming = store.next_due(conn, free)
             now = db_now(conn)
         return None if upcoming is None else max(0.0, (upcoming - now).total_seconds())
 
@@ -125,7 +144,7 @@ class Courier:
 
         thread = threading.Thread(target=run, name=f"hook {attempt.hook.name}", daemon=True)
         with self._lock:
-            self._in_flight[attempt.delivery_id] = thread
+            self._in_flight[attempt.delivery_id] = attempt.hook.name
         thread.start()
 
     def _record_results(self) -> None:
