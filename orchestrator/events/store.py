@@ -32,11 +32,12 @@ class Try:
 
 
 def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> int:
-    """Make the delivery rows of events no tick has handed out yet (one per
-    hook configured now that wants the kind); returns how many events.
+    """Make the delivery rows of events not handed out yet (one per hook
+    configured now that wants the kind); returns how many events.
 
-    Events older than STALE_AFTER are handed out to nobody: they were
-    written while no hook was configured, and a hook added today must not
+    Those are events written while no hook was configured (a writer with
+    hooks hands its events out itself, `outbox.record`). The ones older than
+    STALE_AFTER are handed out to nobody: a hook added today must not
     replay last month."""
     rows = conn.execute(
         select(events.c.id, events.c.kind, events.c.at)
@@ -52,17 +53,24 @@ def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> 
         )
         if taken.rowcount != 1:
             continue  # another tick handed it out meanwhile
-        stale = _aware(at) < now - STALE_AFTER
-        wanted = [] if stale else [hook.name for hook in hooks if hook.wants(kind)]
-        if wanted:
-            conn.execute(
-                insert(deliveries),
-                [
-                    {"event_id": event_id, "hook": name, "tries": 0, "next_try_at": now}
-                    for name in wanted
-                ],
-            )
+        if _aware(at) >= now - STALE_AFTER:
+            hand_out(conn, event_id, kind, hooks, now)
     return len(rows)
+
+
+def hand_out(
+    conn: Connection, event_id: int, kind: str, hooks: tuple[HookConfig, ...], now: datetime
+) -> None:
+    """One delivery row, due now, per hook in `hooks` that wants `kind`."""
+    wanted = [hook.name for hook in hooks if hook.wants(kind)]
+    if wanted:
+        conn.execute(
+            insert(deliveries),
+            [
+                {"event_id": event_id, "hook": name, "tries": 0, "next_try_at": now}
+                for name in wanted
+            ],
+        )
 
 
 def claim_due(
