@@ -252,3 +252,28 @@ def test_an_event_written_while_a_hook_was_configured_is_delivered_however_late(
     engine.dispose()
     assert project.cli("tick").exit_code == 0
     assert [e["kind"] for e in received(out)] == ["halted"]
+
+
+def test_a_command_hands_its_event_to_the_hooks_configured_as_it_writes_it(
+    project: Project, tmp_path: Path
+) -> None:
+    out = tmp_path / "hook.jsonl"
+    project.write_config(
+        DEFAULT_STAGES
+        + hook("rec", ["halted", "complete"], recorder(out))
+        + hook("gates", ["awaiting_approval"], recorder(out))
+    )
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    assert project.cli("halt", "t1", "--note", "stop").exit_code == 0
+    # Handed out in halt's own transaction, to the hook that wants it; no tick yet.
+    assert deliveries(project) == [("halted", "rec", 0, None, None)]
+    assert project.query("SELECT count(*) FROM events WHERE dispatched_at IS NULL") == [(0,)]
+    # A hook added afterwards does not get it; the one configured then does.
+    project.write_config(
+        DEFAULT_STAGES
+        + hook("rec", ["halted", "complete"], recorder(out))
+        + hook("late", ["halted"], recorder(out))
+    )
+    assert project.cli("tick").exit_code == 0
+    assert [(r[1], r[2]) for r in deliveries(project)] == [("rec", 1)]
+    assert [e["kind"] for e in received(out)] == ["halted"]
