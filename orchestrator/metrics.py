@@ -8,16 +8,20 @@ textfile collector, which must never read half a file.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import Connection, Engine, func, select
 
 from orchestrator.domain.pipeline import Status
+from orchestrator.errors import HostIOError, host_error
 from orchestrator.storage import tables
 from orchestrator.storage.db import db_now, read_tx
 
@@ -30,7 +34,21 @@ def render_metrics(engine: Engine) -> bytes:
 
 
 def write_textfile(engine: Engine, path: Path) -> None:
-    write_to_textfile(str(path), _registry(engine))
+    """Read first, then write: a database error is the database's (its own
+    status), and a file that cannot be written is one `Error:` line (77 for
+    a permission or a read-only disk, 74 otherwise: a missing folder, a full
+    disk), never a traceback or a temporary file left behind."""
+    data = render_metrics(engine)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # not *.prom: never collected
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if exc.errno == errno.ENOENT and not path.parent.is_dir():
+            raise HostIOError(f"cannot write {path}: folder {path.parent} does not exist") from exc
+        raise host_error(f"cannot write {path}", exc) from exc
 
 
 def _registry(engine: Engine) -> CollectorRegistry:

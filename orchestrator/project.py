@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from orchestrator import actions, reports
 from orchestrator.actions import ActionResult, TaskSpec
 from orchestrator.config import Settings, config_fingerprint, load_settings
+from orchestrator.events.outbox import with_hooks
 from orchestrator.locking import TickLock
 from orchestrator.storage import db as storage_db
 from orchestrator.storage.db import read_tx
@@ -45,7 +46,7 @@ def open_engine(settings: Settings, *, check: bool = True, jobs: int = 1) -> Eng
         except BaseException:
             engine.dispose()
             raise
-    return engine
+    return with_hooks(engine, settings.hooks)
 
 
 class Project:
@@ -56,7 +57,8 @@ class Project:
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
-        self.engine = engine
+        # Events its commands write go to the hooks configured now.
+        self.engine = with_hooks(engine, settings.hooks)
 
     @classmethod
     def open(cls, config: str | Path | None = None, *, db: str | None = None) -> Project:
@@ -188,6 +190,7 @@ class Project:
         self.settings = load_settings(
             config=path, db_url=self.settings.database_url, require_config=True
         )
+        self.engine = with_hooks(self.engine, self.settings.hooks)  # the hooks it names now
 
     # -- reading -------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 
 from orchestrator.config import Settings
 from orchestrator.errors import Interrupted, TickFailedError
+from orchestrator.events.outbox import with_hooks
 from orchestrator.progress import Progress
 from orchestrator.storage.db import read_tx
 from orchestrator.suggest import require_task
@@ -83,6 +84,7 @@ def run_tick(
     `signals` is the list a signal handler appends to (and sets `stop`);
     with `stop_is_clean`, a signal that stopped no attempt is no error."""
     options = options or TickOptions()
+    engine = with_hooks(engine, settings.hooks)  # its events go to the hooks at once
     if options.task is not None:
         # `tick --task fix-clac` must not be a silent tick that did nothing.
         with read_tx(engine) as conn:

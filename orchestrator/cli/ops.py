@@ -42,12 +42,22 @@ def metrics_command(app: Any, textfile: Path | None) -> None:
 def prune_command(app: Any, days: float, dry_run: bool) -> None:
     """Remove the state_root folders (captured output) of tasks finished long ago.
 
-    Database rows are never touched: history, scores and transitions stay."""
+    Only the attempt folders and setup marker the tick wrote; never anything
+    in workspace_root. Database rows are never touched: history, scores and
+    transitions stay."""
     from orchestrator.prune import prune, size_text
 
     settings = app.settings(require_config=True)
-    result = prune(app.engine(settings), settings.state_root, days=days, dry_run=dry_run)
+    result = prune(
+        app.engine(settings),
+        settings.state_root,
+        days=days,
+        dry_run=dry_run,
+        workspace_root=settings.workspace_root,
+    )
     verb = "would remove" if dry_run else "removed"
+    for path in result.kept:
+        click.echo(f"kept {path} (it overlaps workspace_root {settings.workspace_root})")
     for folder in result.folders:
         click.echo(f"{verb} {folder.path} ({size_text(folder.size)})")
     total = sum(folder.size for folder in result.folders)

@@ -4,8 +4,11 @@ One thread per tick does the database side (hand events out, claim due
 tries, record results); each hook try runs in a thread of its own, bounded
 by the hook's timeout, so a failing or hanging hook delays neither the
 pipeline nor another hook. The tick wakes the courier after a transaction
-that wrote an event commits (`kick`), and at its end waits for the tries in
-flight (`close`): never past a hook's timeout.
+that wrote an event commits (`kick`), and at its end (`close`) makes one last
+pass, then claims new tries only for hooks that have not failed in this tick
+and waits for the tries in flight: a hook that hangs delays the tick's end by
+one of its timeouts at most. Each hook has its own in-flight limit, so a
+hook that hangs holds its own slots, never another hook's.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -21,10 +25,11 @@ from sqlalchemy import Engine
 
 from orchestrator.config import Settings
 from orchestrator.events import store
+from orchestrator.events.hooks import HookConfig
 from orchestrator.events.run_hook import run_hook
 from orchestrator.storage.db import db_now, read_tx, write_tx
 
-MAX_IN_FLIGHT = 8  # hook processes at once, per tick
+MAX_IN_FLIGHT = 8  # processes at once of each hook, per tick
 
 
 class Courier:
@@ -37,8 +42,10 @@ class Courier:
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._in_flight: dict[int, threading.Thread] = {}
+        self._in_flight: dict[int, str] = {}  # delivery id -> hook name
         self._results: list[tuple[store.Try, str | None]] = []
+        self._failed: set[str] = set()  # hooks with a failed try in this tick
+        self._last_pass_done = False  # the pass after close was made
 
     def start(self) -> None:
         """At the tick's start: retries now due, and events a dead tick (or a
@@ -55,8 +62,10 @@ class Courier:
         self._wake.set()
 
     def close(self) -> None:
-        """One last pass, then wait for the tries in flight (each bounded by
-        its hook's timeout) and record them."""
+        """One last pass (for what the tick's last transactions wrote), then
+        claim only for hooks that have not failed (`_claimable`): wait for
+        the tries in flight (each bounded by its hook's timeout) and record
+        them."""
         with self._lock:
             thread = self._thread
         if thread is None:
@@ -69,38 +78,72 @@ class Courier:
 
     def _loop(self) -> None:
         timeout: float | None = None
+        closed_at: float | None = None
         while True:
             self._wake.wait(timeout)
             self._wake.clear()
+            if self._closing.is_set() and closed_at is None:
+                closed_at = time.monotonic()
             try:
                 self._record_results()
-                timeout = self._pass()
+                hooks = self._claimable(closed_at)
+                if hooks:
+                    timeout = self._pass(hooks)
             except Exception as exc:  # the pipeline goes on; the next tick retries
                 self._say_error(f"delivering events: {exc}")
                 timeout = None
-                if self._closing.is_set() and not self._in_flight:
+                if closed_at is not None and not self._busy():
                     return
-            with self._lock:
-                idle = not self._in_flight and not self._results
-            if self._closing.is_set() and idle and not self._wake.is_set():
-                return
-            if self._closing.is_set():
-                timeout = None  # only the tries in flight are waited for now
+            if closed_at is not None:
+                timeout = None  # a try ending wakes the courier
+                with self._lock:
+                    idle = not self._in_flight and not self._results
+                if idle:
+                    return
 
-    def _pass(self) -> float | None:
+    def _claimable(self, closed_at: float | None) -> tuple[HookConfig, ...]:
+        """Whose due tries a pass may claim. Before the tick closes, every
+        hook's; its first pass after, every hook's once more (what the
+        tick's last transactions wrote). Then only hooks none of whose tries
+        failed in this tick, for at most the longest hook timeout: a working
+        hook's backlog goes out now, while a hook that hangs or fails gets
+        nothing new, so the tick ends within one timeout of it."""
+        if closed_at is None or not self._last_pass_done:
+            self._last_pass_done = closed_at is not None
+            return self.hooks
+        if time.monotonic() - closed_at > max(hook.timeout_seconds for hook in self.hooks):
+            return ()
+        with self._lock:
+            failed = set(self._failed)
+        return tuple(hook for hook in self.hooks if hook.name not in failed)
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return bool(self._in_flight)
+
+    def _pass(self, hooks: tuple[HookConfig, ...]) -> float | None:
+        """Hand out new events, claim the due tries of `hooks` (as many as
+        each has free slots) and start them; returns when the next try of a
+        hook with a free slot is due (None: when a try ends or a kick)."""
         with write_tx(self.engine) as conn:
             now = db_now(conn)
             while store.dispatch(conn, self.hooks, now) == store.BATCH:
                 pass
             with self._lock:
-                busy = set(self._in_flight)
-            due = store.claim_due(conn, self.hooks, now, busy, MAX_IN_FLIGHT - len(busy))
+                busy = dict(self._in_flight)
+            room = {
+                hook.name: MAX_IN_FLIGHT - sum(1 for name in busy.values() if name == hook.name)
+                for hook in hooks
+            }
+            due = store.claim_due(conn, hooks, now, set(busy), room)
         for attempt in due:
             self._launch(attempt)
-        if not self.hooks or len(busy) + len(due) >= MAX_IN_FLIGHT:
+            room[attempt.hook.name] -= 1
+        free = tuple(hook for hook in hooks if room[hook.name] > 0)
+        if not free:
             return None  # a try ending wakes the courier
         with read_tx(self.engine) as conn:
-            upcoming = store.next_due(conn, self.hooks)
+            upcoming = store.next_due(conn, free)
             now = db_now(conn)
         return None if upcoming is None else max(0.0, (upcoming - now).total_seconds())
 
@@ -121,11 +164,13 @@ class Courier:
             with self._lock:
                 self._results.append((attempt, error))
                 self._in_flight.pop(attempt.delivery_id, None)
+                if error is not None:
+                    self._failed.add(attempt.hook.name)
             self._wake.set()
 
         thread = threading.Thread(target=run, name=f"hook {attempt.hook.name}", daemon=True)
         with self._lock:
-            self._in_flight[attempt.delivery_id] = thread
+            self._in_flight[attempt.delivery_id] = attempt.hook.name
         thread.start()
 
     def _record_results(self) -> None:

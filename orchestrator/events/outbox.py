@@ -5,6 +5,12 @@ courier's job, after commit.
 The connection's `info` carries a flag that an event was written, which the
 tick reads once its transaction commits to wake the courier; transactions
 that wrote no event cost nothing more.
+
+The engine carries the hooks configured (`with_hooks`), so an event is
+handed out to them as it is written, in the same transaction, whoever writes
+it (a tick, `halt`, the web UI): however late the next tick comes, those
+hooks get it. An event written with no hook configured waits for the first
+tick with a hook (which takes only recent ones: `store.dispatch`).
 """
 
 from __future__ import annotations
@@ -13,13 +19,16 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select
+from sqlalchemy import Connection, Engine, bindparam, insert, select
 
 from orchestrator.domain.pipeline import Event, State
+from orchestrator.events import store
+from orchestrator.events.hooks import HookConfig
 from orchestrator.events.kinds import BY_STATUS, CRASHED
 from orchestrator.storage import tables
 
 WROTE = "orchestrator_wrote_event"
+HOOKS = "orchestrator_hooks"  # an execution option: the hooks configured
 
 _SCORES = (
     select(tables.attempts.c.number, tables.attempts.c.score)
@@ -30,6 +39,12 @@ _SCORES = (
     )
     .order_by(tables.attempts.c.number)
 )
+
+
+def with_hooks(engine: Engine, hooks: tuple[HookConfig, ...]) -> Engine:
+    """`engine` (sharing its pool) whose transactions hand each event they
+    write to `hooks` at once."""
+    return engine.execution_options(**{HOOKS: hooks})
 
 
 def on_transition(
@@ -121,15 +136,20 @@ def record(
         "scores": scores,
         "at": now.isoformat(),
     }
-    conn.execute(
+    hooks: tuple[HookConfig, ...] = conn.get_execution_options().get(HOOKS, ())
+    written = conn.execute(
         insert(tables.events).values(
             kind=kind,
             task_id=task.id,
             attempt_id=attempt_id,
             payload=json.dumps(payload, sort_keys=True, ensure_ascii=False),
             at=now,
+            dispatched_at=now if hooks else None,
         )
     )
+    key = written.inserted_primary_key
+    if hooks and key is not None:
+        store.hand_out(conn, int(key[0]), kind, hooks, now)
     conn.info[WROTE] = True
 
 

@@ -32,11 +32,12 @@ class Try:
 
 
 def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> int:
-    """Make the delivery rows of events no tick has handed out yet (one per
-    hook configured now that wants the kind); returns how many events.
+    """Make the delivery rows of events not handed out yet (one per hook
+    configured now that wants the kind); returns how many events.
 
-    Events older than STALE_AFTER are handed out to nobody: they were
-    written while no hook was configured, and a hook added today must not
+    Those are events written while no hook was configured (a writer with
+    hooks hands its events out itself, `outbox.record`). The ones older than
+    STALE_AFTER are handed out to nobody: a hook added today must not
     replay last month."""
     rows = conn.execute(
         select(events.c.id, events.c.kind, events.c.at)
@@ -52,17 +53,24 @@ def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> 
         )
         if taken.rowcount != 1:
             continue  # another tick handed it out meanwhile
-        stale = _aware(at) < now - STALE_AFTER
-        wanted = [] if stale else [hook.name for hook in hooks if hook.wants(kind)]
-        if wanted:
-            conn.execute(
-                insert(deliveries),
-                [
-                    {"event_id": event_id, "hook": name, "tries": 0, "next_try_at": now}
-                    for name in wanted
-                ],
-            )
+        if _aware(at) >= now - STALE_AFTER:
+            hand_out(conn, event_id, kind, hooks, now)
     return len(rows)
+
+
+def hand_out(
+    conn: Connection, event_id: int, kind: str, hooks: tuple[HookConfig, ...], now: datetime
+) -> None:
+    """One delivery row, due now, per hook in `hooks` that wants `kind`."""
+    wanted = [hook.name for hook in hooks if hook.wants(kind)]
+    if wanted:
+        conn.execute(
+            insert(deliveries),
+            [
+                {"event_id": event_id, "hook": name, "tries": 0, "next_try_at": now}
+                for name in wanted
+            ],
+        )
 
 
 def claim_due(
@@ -70,41 +78,45 @@ def claim_due(
     hooks: tuple[HookConfig, ...],
     now: datetime,
     skip: set[int],
-    limit: int,
+    room: dict[str, int],
 ) -> list[Try]:
-    """Claim deliveries whose next try is due (a hook no longer configured
-    keeps its rows, pending, until it is configured again)."""
-    by_name = {hook.name: hook for hook in hooks}
-    if not by_name or limit <= 0:
-        return []
-    rows = conn.execute(
-        select(deliveries.c.id, deliveries.c.hook, deliveries.c.tries, events.c.payload)
-        .join(events, events.c.id == deliveries.c.event_id)
-        .where(
-            deliveries.c.delivered_at.is_(None),
-            deliveries.c.next_try_at <= now,
-            deliveries.c.hook.in_(list(by_name)),
-        )
-        .order_by(deliveries.c.next_try_at, deliveries.c.id)
-        .limit(limit + len(skip))
-    ).all()
+    """Claim deliveries whose next try is due, up to `room[name]` of each
+    hook (its free in-flight slots), so one hook's backlog never takes
+    another's turn. A hook no longer configured keeps its rows, pending,
+    until it is configured again."""
     claimed: list[Try] = []
-    for delivery_id, name, tries, payload in rows:
-        if delivery_id in skip or len(claimed) >= limit:
+    for hook in hooks:
+        limit = room.get(hook.name, 0)
+        if limit <= 0:
             continue
-        hook = by_name[name]
-        hold = now + timedelta(seconds=hook.timeout_seconds + CLAIM_GRACE)
-        taken = conn.execute(
-            update(deliveries)
+        rows = conn.execute(
+            select(deliveries.c.id, deliveries.c.tries, events.c.payload)
+            .join(events, events.c.id == deliveries.c.event_id)
             .where(
-                deliveries.c.id == delivery_id,
-                deliveries.c.tries == tries,
                 deliveries.c.delivered_at.is_(None),
+                deliveries.c.next_try_at <= now,
+                deliveries.c.hook == hook.name,
             )
-            .values(tries=tries + 1, next_try_at=hold)
-        )
-        if taken.rowcount == 1:
-            claimed.append(Try(int(delivery_id), hook, int(tries) + 1, json.loads(payload)))
+            .order_by(deliveries.c.next_try_at, deliveries.c.id)
+            .limit(limit + len(skip))
+        ).all()
+        hold = now + timedelta(seconds=hook.timeout_seconds + CLAIM_GRACE)
+        taken_here = 0
+        for delivery_id, tries, payload in rows:
+            if delivery_id in skip or taken_here >= limit:
+                continue
+            taken = conn.execute(
+                update(deliveries)
+                .where(
+                    deliveries.c.id == delivery_id,
+                    deliveries.c.tries == tries,
+                    deliveries.c.delivered_at.is_(None),
+                )
+                .values(tries=tries + 1, next_try_at=hold)
+            )
+            if taken.rowcount == 1:
+                taken_here += 1
+                claimed.append(Try(int(delivery_id), hook, int(tries) + 1, json.loads(payload)))
     return claimed
 
 

@@ -106,3 +106,79 @@ def _rows(project: Project) -> list[tuple[object, ...]]:
         project.query(f"SELECT count(*) FROM {table}")[0]
         for table in ("tasks", "attempts", "transitions", "events")
     ]
+
+
+ONE_STAGE = """
+[[pipelines.default.stages]]
+name = "build"
+worker = ["sh", "-c", "echo deliverable > result.txt"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
+"""
+
+
+def test_prune_never_removes_a_workspace_even_when_state_root_is_the_workspace_root(
+    project: Project,
+) -> None:
+    # review finding: prune removes `state_root/<slug>` whole, and the config
+    # accepts a state_root equal to (or holding) workspace_root: with
+    # `state_root = workspace_root = "tasks"` a finished task's work product is
+    # deleted by `prune`. Either the config should refuse overlapping roots or
+    # prune should remove only the attempt folders it wrote.
+    project.write_config(ONE_STAGE, workspace_root="tasks", state_root="tasks")
+    assert project.cli("add", "t1", "--title", "t1").exit_code == 0
+    done = project.cli("tick")
+    assert project.state("t1") == "complete", done.output
+    deliverable = project.dir / "tasks" / "t1" / "result.txt"
+    assert deliverable.read_text() == "deliverable\n"
+    pruned = project.cli("prune", "--older-than", "0")
+    assert deliverable.exists(), pruned.output
+
+
+def test_metrics_textfile_in_a_missing_folder_is_an_error_message_not_a_traceback(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: `metrics --textfile` lets prometheus_client's OSError out
+    # as a Python traceback (exit 1) when the folder is missing or read-only.
+    done = project.run("metrics", "--textfile", str(tmp_path / "missing" / "o.prom"))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_prune_keeps_a_workspace_inside_state_root_and_files_it_did_not_write(
+    project: Project,
+) -> None:
+    # state_root holds workspace_root: the task's folder under state_root is
+    # not the workspace, but a slug naming the workspace root's folder is.
+    project.write_config(ONE_STAGE, workspace_root="data/work", state_root="data")
+    for slug in ("t1", "work"):
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    assert project.state("t1") == project.state("work") == "complete"
+    data = project.dir / "data"
+    notes = data / "t1" / "notes.txt"  # a file the tick did not write
+    notes.write_text("mine\n")
+    pruned = project.cli("prune", "--older-than", "0")
+    assert pruned.exit_code == 0, pruned.output
+    assert f"kept {data / 'work'}" in pruned.output
+    assert (data / "work" / "work" / "result.txt").read_text() == "deliverable\n"
+    assert (data / "work" / "t1" / "result.txt").read_text() == "deliverable\n"
+    assert not (data / "t1" / "build-001").exists()  # the attempt folder went
+    assert notes.read_text() == "mine\n"  # and with it only that
+    assert pruned.output.splitlines()[-1].endswith("in 1 folder")
+
+
+def test_metrics_textfile_errors_name_the_file_with_a_documented_status(
+    project: Project, tmp_path: Path
+) -> None:
+    missing = project.run("metrics", "--textfile", str(tmp_path / "missing" / "o.prom"))
+    assert missing.returncode == 74, missing.stderr
+    assert missing.stderr.strip() == (
+        f"Error: cannot write {tmp_path / 'missing' / 'o.prom'}: "
+        f"folder {tmp_path / 'missing'} does not exist"
+    )
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    not_folder = project.run("metrics", "--textfile", str(blocker / "o.prom"))
+    assert not_folder.returncode == 74, not_folder.stderr
+    assert not_folder.stderr.strip() == f"Error: cannot write {blocker / 'o.prom'}: Not a directory"
+    assert "Traceback" not in not_folder.stderr
