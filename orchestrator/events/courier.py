@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.events import store
 from orchestrator.events.hooks import HookConfig
@@ -150,11 +151,17 @@ class Courier:
     def _launch(self, attempt: store.Try) -> None:
         payload = {**attempt.payload, "links": self._links(attempt.payload)}
         data = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode() + b"\n"
-        env = {
-            **os.environ,
-            "ORCHESTRATOR_EVENT_KIND": str(payload.get("kind", "")),
-            "ORCHESTRATOR_EVENT_TASK": str(payload.get("task", "")),
-        }
+        # A hook is often a third party's script: like a worker, it never sees
+        # our ORCHESTRATOR_* settings (the database URL) nor what env_deny holds back.
+        env = runner.child_environment(
+            os.environ,
+            deny=self.settings.env_deny,
+            extra={},
+            orchestrator_vars={
+                "ORCHESTRATOR_EVENT_KIND": str(payload.get("kind", "")),
+                "ORCHESTRATOR_EVENT_TASK": str(payload.get("task", "")),
+            },
+        )
 
         def run() -> None:
             try:
