@@ -201,3 +201,54 @@ def test_an_attempt_recovered_as_crashed_is_an_event(project: Project, tmp_path:
     (event,) = received(out)
     assert event["kind"] == "crashed" and event["task"] == "t1" and event["attempt"] == 1
     assert event["outcome"] == "crashed" and event["stage"] == "research"
+
+
+def test_many_events_for_a_hanging_hook_delay_the_tick_by_one_timeout_at_most(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: Courier.close() keeps claiming new tries while it waits
+    # for those in flight, MAX_IN_FLIGHT (8) at a time, and the hanging hook's
+    # deliveries (ordered by next_try_at, id) take every slot: N events for a
+    # hook that hangs make the tick's end wait ceil(N/8) timeouts (and hold the
+    # other hooks' tries back meanwhile), not "never past a hook's timeout".
+    out = tmp_path / "fast.jsonl"
+    project.write_config(
+        DEFAULT_STAGES
+        + hook("slow", ["awaiting_approval"], ["sleep", "60"], timeout_seconds=4)
+        + hook("fast", ["awaiting_approval"], recorder(out))
+    )
+    specs = "\n".join(json.dumps({"slug": f"t{i:02d}", "title": "t"}) for i in range(40))
+    assert project.cli("add", "--from", "-", input=specs).exit_code == 0
+    started = time.monotonic()
+    result = project.run("tick", "--jobs", "8", timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert len(received(out)) == 40
+    assert elapsed < 12, elapsed  # one 4 s timeout plus the tick's own work
+
+
+def test_an_event_written_while_a_hook_was_configured_is_delivered_however_late(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: store.dispatch drops every event older than STALE_AFTER
+    # (1 day) on the assumption that it "was written while no hook was
+    # configured"; but a human command (`halt`, here) writes events with hooks
+    # configured and no courier running: if no tick runs for a day (a weekend,
+    # a paused cron) that event is never delivered - not at-least-once.
+    out = tmp_path / "hook.jsonl"
+    project.write_config(DEFAULT_STAGES + hook("rec", ["halted"], recorder(out)))
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    assert project.cli("halt", "t1", "--note", "stop").exit_code == 0
+    assert project.query("SELECT kind FROM events") == [("halted",)]
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import create_engine, update
+
+    from orchestrator.storage import tables
+
+    engine = create_engine(project.db_url)
+    with engine.begin() as conn:  # no tick ran for two days
+        conn.execute(update(tables.events).values(at=datetime.now(UTC) - timedelta(days=2)))
+    engine.dispose()
+    assert project.cli("tick").exit_code == 0
+    assert [e["kind"] for e in received(out)] == ["halted"]

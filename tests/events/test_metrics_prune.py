@@ -106,3 +106,39 @@ def _rows(project: Project) -> list[tuple[object, ...]]:
         project.query(f"SELECT count(*) FROM {table}")[0]
         for table in ("tasks", "attempts", "transitions", "events")
     ]
+
+
+ONE_STAGE = """
+[[pipelines.default.stages]]
+name = "build"
+worker = ["sh", "-c", "echo deliverable > result.txt"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
+"""
+
+
+def test_prune_never_removes_a_workspace_even_when_state_root_is_the_workspace_root(
+    project: Project,
+) -> None:
+    # review finding: prune removes `state_root/<slug>` whole, and the config
+    # accepts a state_root equal to (or holding) workspace_root: with
+    # `state_root = workspace_root = "tasks"` a finished task's work product is
+    # deleted by `prune`. Either the config should refuse overlapping roots or
+    # prune should remove only the attempt folders it wrote.
+    project.write_config(ONE_STAGE, workspace_root="tasks", state_root="tasks")
+    assert project.cli("add", "t1", "--title", "t1").exit_code == 0
+    done = project.cli("tick")
+    assert project.state("t1") == "complete", done.output
+    deliverable = project.dir / "tasks" / "t1" / "result.txt"
+    assert deliverable.read_text() == "deliverable\n"
+    pruned = project.cli("prune", "--older-than", "0")
+    assert deliverable.exists(), pruned.output
+
+
+def test_metrics_textfile_in_a_missing_folder_is_an_error_message_not_a_traceback(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: `metrics --textfile` lets prometheus_client's OSError out
+    # as a Python traceback (exit 1) when the folder is missing or read-only.
+    done = project.run("metrics", "--textfile", str(tmp_path / "missing" / "o.prom"))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr

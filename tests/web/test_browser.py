@@ -205,3 +205,67 @@ def test_signed_in_user_is_the_approvals_actor(
         context.close()
     rows = gated.query("SELECT actor FROM transitions WHERE event = 'approve'")
     assert rows == [("alice",)]
+
+
+def test_a_page_on_another_loopback_port_cannot_reject_a_gate(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # review finding: csrf_ok accepts any cookie value of 32+ characters (never
+    # issued by the server, not signed) and waves through `Origin: null`. A page
+    # on ANY other 127.0.0.1 port (a worker's dev server, say) sets its own
+    # `orch_csrf` cookie (cookies ignore ports), then posts a form through a
+    # 307 redirect: the browser sends Origin: null, the tossed cookie and the
+    # matching field, and the gate is rejected with the page's note - which
+    # becomes the next attempt's hint. Sign (HMAC) the token and refuse a null
+    # or missing Origin (check Sec-Fetch-Site) on POST.
+    import http.server
+    import threading
+
+    from web_support import free_port, gated_project, serving, tick_until_gate
+
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+    tick_until_gate(project, "doc")
+    with serving(project) as base:
+        tossed = "A" * 43
+        evil_page = f"""<!doctype html><body><script>
+document.cookie = "orch_csrf={tossed}; path=/";
+</script><form id=f method=post action="/redir">
+<input name=csrf value="{tossed}"><input name=note value="INJECTED HINT">
+</form><script>document.getElementById('f').submit()</script></body>"""
+
+        class Evil(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = evil_page.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                self.send_response(307)
+                self.send_header("Location", f"{base}/gate/doc/reject")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        port = free_port()
+        evil = http.server.HTTPServer(("127.0.0.1", port), Evil)
+        threading.Thread(target=evil.serve_forever, daemon=True).start()
+        try:
+            context = browser.new_context()
+            page = context.new_page()
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_load_state("load")
+            page.wait_for_timeout(1000)
+            context.close()
+        finally:
+            evil.shutdown()
+    rejected = project.query("SELECT actor, note FROM transitions WHERE event = 'reject'")
+    assert rejected == [], rejected
+    assert project.state("doc") == "research:awaiting_approval"

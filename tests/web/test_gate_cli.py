@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 from support import Project
 
@@ -91,3 +92,146 @@ def test_report_html_is_one_self_contained_file(project: Project) -> None:
     assert 'id="gate-g"' in text and 'id="task-x"' in text
     assert "<svg" in text  # the gate's score curve, inline
     assert _hash(project, "g") in text
+
+
+def _git(workspace: Path, *args: str) -> None:
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(workspace),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            *args,
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _git_workspace(project: Project, slug: str = "g") -> Path:
+    workspace = project.dir / "tasks" / slug
+    _git(workspace, "init", "-q")
+    (workspace / "plan.txt").write_text("one\n")
+    _git(workspace, "add", "plan.txt")
+    _git(workspace, "commit", "-qm", "one")
+    return workspace
+
+
+def test_diff_content_cannot_show_a_markdown_file_outside_the_workspace(
+    project: Project,
+) -> None:
+    # review finding: workspace_changes._git takes every diff line starting with
+    # "+++ b/" as a file name, including an ADDED CONTENT line "++ b/../x.md"
+    # (shown as "+++ b/../x.md"), and reads workspace / that name: any *.md file
+    # outside the workspace (or an absolute path) lands on the gate page and in
+    # the shareable `report --html`.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    secret = project.dir / "secret-outside.md"
+    secret.write_text("# TOP-SECRET-OUTSIDE-THE-WORKSPACE\n")
+    (workspace / "plan.txt").write_text("one\n++ b/../../secret-outside.md\n")
+    out = project.dir / "report.html"
+    done = project.cli("report", "--html", str(out))
+    assert done.exit_code == 0, done.stderr
+    assert "TOP-SECRET-OUTSIDE-THE-WORKSPACE" not in out.read_text("utf-8")
+
+
+def test_a_change_committed_after_the_look_changes_the_hash(project: Project) -> None:
+    # review finding: in a git workspace the hash covers `git diff HEAD` and the
+    # untracked files only, not HEAD itself: a change COMMITTED after the
+    # reviewer looked (or by the worker during the stage) is invisible to the
+    # gate page and leaves the hash unchanged, so `approve --expect` passes.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    seen = _hash(project, "g")
+    (workspace / "plan.txt").write_text("rm -rf everything\n")
+    _git(workspace, "commit", "-qam", "sneaky")
+    refused = project.cli("approve", "g", "--expect", seen)
+    assert refused.exit_code == 1, refused.output
+    assert "changed since you looked" in refused.stderr
+
+
+def test_a_fifo_in_the_workspace_does_not_hang_show(project: Project) -> None:
+    # review finding: workspace_changes._hash_file opens every changed entry that
+    # is not a symlink and reads it to EOF: a named pipe (or a .md FIFO for
+    # _add_markdown) left by a worker blocks `show`, the gate page's worker
+    # thread and `approve --expect` forever.
+    import os
+
+    _at_gate(project)
+    os.mkfifo(project.dir / "tasks" / "g" / "pipe")
+    try:
+        done = project.run("show", "g", timeout=20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("`show` hung on a FIFO in the workspace") from None
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_huge_sparse_file_does_not_stall_show(project: Project) -> None:
+    # review finding: _hash_file reads every changed file to its end on every
+    # `show`, gate page load and `approve --expect`: one 64 GiB sparse file (a
+    # second to make) costs a full read each time. A size cap with a
+    # (size, mtime, inode) stand-in past it would keep the page bounded.
+    _at_gate(project)
+    with (project.dir / "tasks" / "g" / "huge.bin").open("wb") as handle:
+        handle.truncate(64 << 30)
+    try:
+        done = project.run("show", "g", timeout=20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("`show` spent over 20 s hashing one sparse file") from None
+    assert done.returncode == 0, done.stderr
+
+
+def test_reading_a_gate_runs_no_command_from_the_workspace_git_config(project: Project) -> None:
+    # review finding: workspace_changes runs `git diff` / `git ls-files` in the
+    # worker-controlled repository with its own .git/config: core.fsmonitor (or a
+    # .gitattributes textconv driver) is a command git runs, so `show`, the gate
+    # page and `report --html` execute whatever the worker configured, in the
+    # reviewer's process. Pass `-c core.fsmonitor= --no-textconv` (and
+    # GIT_CONFIG_NOSYSTEM, a safe `-c` set) or read the tree without running hooks.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    marker = project.dir / "ran-from-git-config"
+    _git(workspace, "config", "core.fsmonitor", f"touch '{marker}'; false")
+    (workspace / "plan.txt").write_text("two\n")
+    assert project.cli("show", "g").exit_code == 0
+    assert not marker.exists()
+
+
+def test_report_html_references_no_remote_image_from_a_task_body(project: Project) -> None:
+    # review finding: Markdown images in a task body (or a changed .md file)
+    # render as <img src="https://..."> in the "self-contained, no network"
+    # report; only its <meta> CSP stops the fetch, and a viewer that ignores
+    # meta CSP (mail clients, previewers) pings the URL when the file is opened.
+    # Drop non-data: image sources when rendering for the report (or render
+    # images as links).
+    body = "See ![pixel](https://tracker.example/p.png?who=reviewer)"
+    assert project.cli("add", "x", "--title", "x", "--body", body).exit_code == 0
+    out = project.dir / "report.html"
+    done = project.cli("report", "--html", str(out))
+    assert done.exit_code == 0, done.stderr
+    assert "tracker.example" not in re.sub(r"<a [^>]*>", "", out.read_text("utf-8"))
+
+
+def test_a_file_deleted_after_the_look_changes_the_hash(project: Project) -> None:
+    # review finding: outside git, the gate lists and hashes only the files
+    # modified since the stage began; a deletion (by the worker during the
+    # stage, or by anyone after the reviewer looked) is neither shown nor
+    # hashed, so `approve --expect` passes on a workspace missing files.
+    # Hash the full listing (names, sizes, mtimes) or a manifest taken at the
+    # stage's start.
+    import os
+
+    workspace = project.dir / "tasks" / "g"
+    workspace.mkdir(parents=True)
+    keep = workspace / "tests.py"
+    keep.write_text("def test_it(): pass\n")
+    os.utime(keep, (1_000_000_000, 1_000_000_000))  # long before the stage
+    _at_gate(project)
+    seen = _hash(project, "g")
+    keep.unlink()
+    refused = project.cli("approve", "g", "--expect", seen)
+    assert refused.exit_code == 1, refused.output

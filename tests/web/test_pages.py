@@ -4,6 +4,7 @@ against a real `serve` process."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import urllib.error
@@ -144,3 +145,75 @@ def test_loopback_without_auth_answers_only_to_loopback_names(tmp_path: Path) ->
             ask = urllib.request.Request(base + "/", headers={"Host": host})
             with urllib.request.urlopen(ask, timeout=10) as answer:
                 assert answer.status == 200
+
+
+def test_the_shared_token_cannot_sign_in_as_a_users_file_user(
+    project: Project, tmp_path: Path
+) -> None:
+    # review finding: Auth.actor accepts Basic `ANY-NAME:TOKEN` and returns
+    # ANY-NAME as the actor; with --users and a token both configured, whoever
+    # holds the shared token approves in the history as "alice" (a user with a
+    # password of her own they do not know). The token's actor should be fixed
+    # (e.g. "token") or at least never a name from the users file.
+    from orchestrator.web.security import hash_password
+
+    project = gated_project(tmp_path / "gp", project.db_url)
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+    tick_until_gate(project, "doc")
+    users = tmp_path / "users"
+    users.write_text(f"alice:{hash_password('alice-own-password')}\n")
+    token_file = tmp_path / "token"
+    token_file.write_text("a-long-shared-token-0123456789\n")
+    with serving(project, "--users", str(users), "--token-file", str(token_file)) as base:
+        basic = base64.b64encode(b"alice:a-long-shared-token-0123456789").decode()
+        ask = urllib.request.Request(
+            base + "/gate/doc", headers={"Authorization": f"Basic {basic}"}
+        )
+        with urllib.request.urlopen(ask, timeout=10) as answer:
+            cookie = answer.headers["Set-Cookie"].split(";")[0]
+            page = answer.read().decode()
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        digest = re.search(r'name="expect" value="([^"]+)"', page)
+        assert token and digest
+        form = f"csrf={token.group(1)}&expect={digest.group(1)}".encode()
+        post = urllib.request.Request(
+            base + "/gate/doc/approve",
+            data=form,
+            headers={"Authorization": f"Basic {basic}", "Cookie": cookie},
+        )
+        with contextlib.suppress(urllib.error.HTTPError):
+            urllib.request.urlopen(post, timeout=10).close()
+    assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") != [("alice",)]
+
+
+def test_a_malformed_board_cursor_is_the_first_page_not_a_500(tmp_path: Path) -> None:
+    # review finding: data.parse_cursor checks `offset.isdigit()`, which is true
+    # for "²" (int() then raises) and for a 5000-digit number (over Python's
+    # int-string limit); a crafted `?from=` answers 500 instead of the first page.
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+    with serving(project) as base:
+        for cursor in ("ready:%C2%B2", "ready:" + "9" * 5000):
+            with urllib.request.urlopen(f"{base}/?from={cursor}", timeout=10) as answer:
+                assert answer.status == 200
+
+
+def test_a_non_ascii_credential_is_a_401_not_a_500(tmp_path: Path) -> None:
+    # review finding: Auth.actor feeds the raw header to hmac.compare_digest,
+    # which raises TypeError on non-ASCII str: `Authorization: Bearer é` (or a
+    # Basic password with an accent, or a non-ASCII csrf field in csrf_ok)
+    # answers 500 instead of 401/403. Compare bytes (.encode()).
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    token_file = tmp_path / "token"
+    token_file.write_text("a-long-shared-token-0123456789\n")
+    with serving(project, "--token-file", str(token_file)) as base:
+        basic = base64.b64encode("frank:mot-de-passe-é".encode()).decode()
+        for header in ("Bearer \u00e9t\u00e9", f"Basic {basic}"):
+            ask = urllib.request.Request(base + "/", headers={"Authorization": header})
+            try:
+                urllib.request.urlopen(ask, timeout=10).close()
+                raise AssertionError("answered a wrong credential")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 401, (header, exc.code)
