@@ -266,6 +266,7 @@ document.cookie = "orch_csrf={tossed}; path=/";
             context.close()
         finally:
             evil.shutdown()
+            evil.server_close()  # else an unclosed-socket warning fails the teardown
     rejected = project.query("SELECT actor, note FROM transitions WHERE event = 'reject'")
     assert rejected == [], rejected
     assert project.state("doc") == "research:awaiting_approval"
