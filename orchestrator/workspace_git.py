@@ -1,0 +1,162 @@
+"""A git workspace's changes, read without running anything the worker configured.
+
+The repository is the worker's, and so is its `.git/config` and
+`.gitattributes`: `core.fsmonitor`, hooks, textconv, external diff and
+clean/process filter drivers are all commands git would run in the
+reviewer's process. Every call here turns them off, ignores the system and
+global config, and never pages. Names come from `-z` listings (never from
+diff text, whose content lines can look like headers).
+
+The diff is against the commit the stage started from (the newest commit
+older than the stage's first attempt), so work the worker committed shows;
+HEAD's sha is in the hash, so a commit after the look changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+from orchestrator.workspace_changes import (
+    MARKDOWN_SUFFIXES,
+    SHOWN_BYTES,
+    WorkspaceChanges,
+    add_files,
+    add_markdown,
+    hash_file,
+)
+
+GIT_TIMEOUT = 30.0
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbce4904"
+SAFE_CONFIG = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "core.attributesFile=/dev/null",
+    "diff.external=",
+    "core.untrackedCache=false",
+)
+_DROPPED_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_EXTERNAL_DIFF", "GIT_PAGER")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        PAGER="cat",
+        LC_ALL="C",
+    )
+    return env
+
+
+class Git:
+    """One workspace's git, with the worker's commands switched off."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self.config = [arg for pair in SAFE_CONFIG for arg in ("-c", pair)]
+        self.config += self._filter_overrides()
+
+    def argv(self, *args: str) -> list[str]:
+        return ["git", "--no-pager", "-C", str(self.workspace), *self.config, *args]
+
+    def run(self, *args: str) -> bytes | None:
+        try:
+            done = subprocess.run(
+                self.argv(*args),
+                capture_output=True,
+                timeout=GIT_TIMEOUT,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                env=_env(),
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    def head_of(self, limit: int, *args: str) -> tuple[bytes, bool] | None:
+        """The first `limit` bytes of the output, and whether there was more:
+        a huge diff is cut at the pipe, not read whole."""
+        try:
+            with subprocess.Popen(
+                self.argv(*args),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+                env=_env(),
+            ) as proc:
+                assert proc.stdout is not None
+                data = proc.stdout.read(limit + 1)
+                if len(data) > limit:
+                    proc.kill()
+                    proc.wait(GIT_TIMEOUT)
+                    return data[:limit], True
+                code = proc.wait(GIT_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return (data, False) if code == 0 else None
+
+    def _filter_overrides(self) -> list[str]:
+        """`-c filter.X.clean=` (and process, smudge) for every filter driver
+        the repository's config names: an empty command is no filter."""
+        listed = Git.run(self, "config", "--name-only", "--get-regexp", r"^filter\.")
+        overrides: list[str] = []
+        drivers: set[str] = set()
+        for key in (listed or b"").decode("utf-8", "replace").splitlines():
+            driver, _, _ = key.removeprefix("filter.").rpartition(".")
+            drivers.add(driver)
+        for driver in sorted(drivers):
+            for setting in ("clean=", "smudge=", "process=", "required=false"):
+                overrides += ["-c", f"filter.{driver}.{setting}"]
+        return overrides
+
+
+def git_changes(workspace: Path, since: datetime | None) -> WorkspaceChanges | None:
+    """None when this is not a usable repository (the caller lists files instead)."""
+    git = Git(workspace)
+    head = git.run("rev-parse", "--verify", "-q", "HEAD")
+    head_sha = (head or b"").decode().strip()
+    base = _base(git, since) if head_sha else EMPTY_TREE
+    diff = git.head_of(SHOWN_BYTES, "diff", "--no-color", "--no-textconv", "--no-ext-diff", base)
+    names = git.run("diff", "--name-only", "-z", "--no-textconv", "--no-ext-diff", base)
+    untracked = git.run("ls-files", "--others", "--exclude-standard", "-z")
+    if diff is None or names is None or untracked is None:
+        return None
+    changes = WorkspaceChanges(kind="git", base=base if base == EMPTY_TREE else base[:12])
+    shown, changes.diff_truncated = diff
+    changes.diff = shown.decode("utf-8", "replace")
+    changes.digest_parts += [f"git-head:{head_sha}", f"git-base:{base}"]
+    changed = _split(names)
+    # Tracked changes hashed by content (the shown diff may be cut);
+    # listed on the page through the diff itself.
+    for name in changed:
+        digest, size = hash_file(workspace, name)
+        changes.digest_parts.append(f"tracked:{name}:{size}:{digest}")
+    changes.digest_parts.append("git-diff:" + hashlib.sha256(shown).hexdigest())
+    add_files(changes, workspace, _split(untracked))
+    for name in changed:
+        if name.endswith(MARKDOWN_SUFFIXES):
+            add_markdown(changes, workspace, name)
+    return changes
+
+
+def _base(git: Git, since: datetime | None) -> str:
+    """The newest commit before the stage began; HEAD without a start time;
+    the empty tree when every commit is the stage's."""
+    if since is None:
+        found = git.run("rev-parse", "--verify", "-q", "HEAD")
+    else:
+        found = git.run("rev-list", "-1", f"--before={int(since.timestamp())}", "HEAD")
+    sha = (found or b"").decode().strip()
+    return sha or EMPTY_TREE
+
+
+def _split(listing: bytes) -> list[str]:
+    return sorted(n for n in listing.decode("utf-8", "surrogateescape").split("\0") if n)
