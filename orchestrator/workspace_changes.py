@@ -39,7 +39,7 @@ class WorkspaceChanges:
     kind: str  # "git", "files" or "none" (no workspace yet)
     diff: str = ""  # shown part of the git diff
     diff_truncated: bool = False
-    base: str = ""  # git: what the diff is against (a commit, or the empty tree)
+    base: str = ""  # git: what the diff is against
     files: list[ChangedFile] = field(default_factory=list)  # untracked (git) or modified
     more_files: int = 0  # changed files past MAX_FILES, not listed
     markdown: dict[str, str] = field(default_factory=dict)  # path -> shown text

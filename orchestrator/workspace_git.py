@@ -9,6 +9,7 @@ diff text, whose content lines can look like headers).
 
 The diff is against the commit the stage started from (the newest commit
 older than the stage's first attempt), so work the worker committed shows;
+when every commit is newer, every tracked file is listed as the stage's.
 HEAD's sha is in the hash, so a commit after the look changes it.
 """
 
@@ -30,7 +31,6 @@ from orchestrator.workspace_changes import (
 )
 
 GIT_TIMEOUT = 30.0
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbce4904"
 SAFE_CONFIG = (
     "core.fsmonitor=false",
     "core.hooksPath=/dev/null",
@@ -121,41 +121,52 @@ class Git:
 def git_changes(workspace: Path, since: datetime | None) -> WorkspaceChanges | None:
     """None when this is not a usable repository (the caller lists files instead)."""
     git = Git(workspace)
-    head = git.run("rev-parse", "--verify", "-q", "HEAD")
-    head_sha = (head or b"").decode().strip()
-    base = _base(git, since) if head_sha else EMPTY_TREE
-    diff = git.head_of(SHOWN_BYTES, "diff", "--no-color", "--no-textconv", "--no-ext-diff", base)
-    names = git.run("diff", "--name-only", "-z", "--no-textconv", "--no-ext-diff", base)
+    head_sha = (git.run("rev-parse", "--verify", "-q", "HEAD") or b"").decode().strip()
+    base = _base(git, since) if head_sha else ""
+    flags = ("--no-color", "--no-textconv", "--no-ext-diff")
+    if base:  # the stage's work: what changed since its starting commit
+        against, label, every_tracked = [base], base[:12], False
+    elif head_sha:  # every commit is the stage's: each tracked file is its work
+        against, label, every_tracked = ["HEAD"], "HEAD (every commit is the stage's)", True
+    else:  # no commit yet: what is staged
+        against, label, every_tracked = ["--cached"], "nothing (no commit yet)", False
+    diff = git.head_of(SHOWN_BYTES, "diff", *flags, *against)
+    if every_tracked:
+        names = git.run("ls-files", "-z")
+    else:
+        names = git.run("diff", "--name-only", "-z", *flags, *against)
     untracked = git.run("ls-files", "--others", "--exclude-standard", "-z")
     if diff is None or names is None or untracked is None:
         return None
-    changes = WorkspaceChanges(kind="git", base=base if base == EMPTY_TREE else base[:12])
+    changes = WorkspaceChanges(kind="git", base=label)
     shown, changes.diff_truncated = diff
     changes.diff = shown.decode("utf-8", "replace")
     changes.digest_parts += [f"git-head:{head_sha}", f"git-base:{base}"]
-    changed = _split(names)
-    # Tracked changes hashed by content (the shown diff may be cut);
-    # listed on the page through the diff itself.
-    for name in changed:
+    changes.digest_parts.append("git-diff:" + hashlib.sha256(shown).hexdigest())
+    tracked = _split(names)
+    if every_tracked:
+        add_files(changes, workspace, sorted({*tracked, *_split(untracked)}))
+        return changes
+    # Tracked changes hashed by content (the shown diff may be cut); the
+    # page lists them through the diff itself.
+    for name in tracked:
         digest, size = hash_file(workspace, name)
         changes.digest_parts.append(f"tracked:{name}:{size}:{digest}")
-    changes.digest_parts.append("git-diff:" + hashlib.sha256(shown).hexdigest())
     add_files(changes, workspace, _split(untracked))
-    for name in changed:
+    for name in tracked:
         if name.endswith(MARKDOWN_SUFFIXES):
             add_markdown(changes, workspace, name)
     return changes
 
 
 def _base(git: Git, since: datetime | None) -> str:
-    """The newest commit before the stage began; HEAD without a start time;
-    the empty tree when every commit is the stage's."""
+    """The newest commit before the stage began (HEAD without a start time);
+    "" when every commit is the stage's."""
     if since is None:
         found = git.run("rev-parse", "--verify", "-q", "HEAD")
     else:
         found = git.run("rev-list", "-1", f"--before={int(since.timestamp())}", "HEAD")
-    sha = (found or b"").decode().strip()
-    return sha or EMPTY_TREE
+    return (found or b"").decode().strip()
 
 
 def _split(listing: bytes) -> list[str]:
