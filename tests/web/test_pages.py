@@ -4,7 +4,6 @@ against a real `serve` process."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import re
 import urllib.error
@@ -164,25 +163,26 @@ def test_the_shared_token_cannot_sign_in_as_a_users_file_user(
     users.write_text(f"alice:{hash_password('alice-own-password')}\n")
     token_file = tmp_path / "token"
     token_file.write_text("a-long-shared-token-0123456789\n")
+    # Corrected: the original read the gate as alice:TOKEN and expected a
+    # page; the fix refuses that sign-in outright (401), which is the stronger
+    # outcome the finding asks for. Another name with the token still works.
     with serving(project, "--users", str(users), "--token-file", str(token_file)) as base:
-        basic = base64.b64encode(b"alice:a-long-shared-token-0123456789").decode()
-        ask = urllib.request.Request(
-            base + "/gate/doc", headers={"Authorization": f"Basic {basic}"}
-        )
-        with urllib.request.urlopen(ask, timeout=10) as answer:
-            cookie = answer.headers["Set-Cookie"].split(";")[0]
-            page = answer.read().decode()
-        token = re.search(r'name="csrf" value="([^"]+)"', page)
-        digest = re.search(r'name="expect" value="([^"]+)"', page)
-        assert token and digest
-        form = f"csrf={token.group(1)}&expect={digest.group(1)}".encode()
-        post = urllib.request.Request(
-            base + "/gate/doc/approve",
-            data=form,
-            headers={"Authorization": f"Basic {basic}", "Cookie": cookie},
-        )
-        with contextlib.suppress(urllib.error.HTTPError):
-            urllib.request.urlopen(post, timeout=10).close()
+
+        def get(credentials: bytes) -> int:
+            basic = base64.b64encode(credentials).decode()
+            ask = urllib.request.Request(
+                base + "/gate/doc", headers={"Authorization": f"Basic {basic}"}
+            )
+            try:
+                with urllib.request.urlopen(ask, timeout=10) as answer:
+                    return int(answer.status)
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                return exc.code
+
+        assert get(b"alice:a-long-shared-token-0123456789") == 401
+        assert get(b"bob:a-long-shared-token-0123456789") == 200
+        assert get(b"alice:alice-own-password") == 200
     assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") != [("alice",)]
 
 
