@@ -235,3 +235,39 @@ def test_a_file_deleted_after_the_look_changes_the_hash(project: Project) -> Non
     keep.unlink()
     refused = project.cli("approve", "g", "--expect", seen)
     assert refused.exit_code == 1, refused.output
+
+
+def test_reading_a_gate_runs_no_filter_or_textconv_driver(project: Project) -> None:
+    # .gitattributes names the drivers, the repository's config gives their
+    # commands: a clean filter runs on `git diff` of a modified file, a
+    # textconv on its diff text.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    ran = project.dir / "ran"
+    (workspace / ".gitattributes").write_text("*.txt filter=evil diff=evil\n")
+    _git(workspace, "config", "filter.evil.clean", f"touch '{ran}-clean'; cat")
+    _git(workspace, "config", "filter.evil.required", "true")
+    _git(workspace, "config", "diff.evil.textconv", f"touch '{ran}-textconv'; cat")
+    (workspace / "plan.txt").write_text("two\n")
+    shown = project.cli("show", "g")
+    assert shown.exit_code == 0, shown.output
+    assert not Path(f"{ran}-clean").exists()
+    assert not Path(f"{ran}-textconv").exists()
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    assert "+two" in out.read_text("utf-8"), shown.output  # the diff is still shown
+    assert not list(project.dir.glob("ran-*"))
+
+
+def test_a_markdown_file_through_a_symlinked_folder_is_not_read(project: Project) -> None:
+    _at_gate(project)
+    outside = project.dir / "outside"
+    outside.mkdir()
+    (outside / "notes.md").write_text("# OUTSIDE-THROUGH-A-LINK\n")
+    (project.dir / "tasks" / "g" / "docs").symlink_to(outside)
+    (project.dir / "tasks" / "g" / "own.md").write_text("# OWN-NOTES\n")
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    text = out.read_text("utf-8")
+    assert "OWN-NOTES" in text
+    assert "OUTSIDE-THROUGH-A-LINK" not in text
