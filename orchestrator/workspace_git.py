@@ -165,7 +165,10 @@ def _base(git: Git, since: datetime | None) -> str:
     if since is None:
         found = git.run("rev-parse", "--verify", "-q", "HEAD")
     else:
-        found = git.run("rev-list", "-1", f"--before={int(since.timestamp())}", "HEAD")
+        # Commit times are whole seconds and --before includes its second: a
+        # commit in the stage's first second counts as the stage's.
+        before = int(since.timestamp()) - 1
+        found = git.run("rev-list", "-1", f"--before={before}", "HEAD")
     return (found or b"").decode().strip()
 
 

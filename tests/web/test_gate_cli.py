@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -92,6 +93,9 @@ def test_report_html_is_one_self_contained_file(project: Project) -> None:
     assert 'id="gate-g"' in text and 'id="task-x"' in text
     assert "<svg" in text  # the gate's score curve, inline
     assert _hash(project, "g") in text
+
+
+GIT_AS_T = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
 
 
 def _git(workspace: Path, *args: str) -> None:
@@ -271,3 +275,28 @@ def test_a_markdown_file_through_a_symlinked_folder_is_not_read(project: Project
     text = out.read_text("utf-8")
     assert "OWN-NOTES" in text
     assert "OUTSIDE-THROUGH-A-LINK" not in text
+
+
+def test_work_committed_during_the_stage_is_shown_against_the_starting_commit(
+    project: Project,
+) -> None:
+    workspace = project.dir / "tasks" / "g"
+    workspace.mkdir(parents=True)
+    _git(workspace, "init", "-q")
+    (workspace / "plan.txt").write_text("one\n")
+    _git(workspace, "add", "plan.txt")
+    old = "2001-09-09T01:46:40+00:00"  # long before the stage began
+    subprocess.run(
+        [*GIT_AS_T, "-C", str(workspace), "commit", "-qm", "before the stage"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "GIT_AUTHOR_DATE": old, "GIT_COMMITTER_DATE": old},
+    )
+    _at_gate(project)
+    (workspace / "plan.txt").write_text("one\nCOMMITTED-BY-THE-WORKER\n")
+    _git(workspace, "commit", "-qam", "the stage's work")
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    text = out.read_text("utf-8")
+    assert "+COMMITTED-BY-THE-WORKER" in text
+    assert "-one" not in text  # the base is the old commit, not the empty tree
