@@ -217,3 +217,42 @@ def test_a_non_ascii_credential_is_a_401_not_a_500(tmp_path: Path) -> None:
                 raise AssertionError("answered a wrong credential")
             except urllib.error.HTTPError as exc:
                 assert exc.code == 401, (header, exc.code)
+
+
+def test_a_post_is_judged_by_its_signed_token_and_its_origin(tmp_path: Path) -> None:
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+    tick_until_gate(project, "doc")
+    with serving(project) as base:
+        with urllib.request.urlopen(base + "/gate/doc", timeout=10) as answer:
+            cookie = answer.headers["Set-Cookie"].split(";")[0]
+            page = answer.read().decode()
+        found = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert found
+        token = found.group(1)
+        forged = "A" * 24 + "." + "0" * 64
+
+        def post(csrf: str, cookie: str, **headers: str) -> int:
+            ask = urllib.request.Request(
+                base + "/gate/doc/reject",
+                data=f"csrf={csrf}&note=why".encode(),
+                headers={"Cookie": cookie, **headers},
+            )
+            try:
+                with urllib.request.urlopen(ask, timeout=10) as answer:
+                    return int(answer.status)
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                return exc.code
+
+        host = base.split("://", 1)[1]
+        assert post(forged, f"orch_csrf={forged}") == 403  # a cookie we never signed
+        assert post(token, cookie, **{"Sec-Fetch-Site": "same-site"}) == 403
+        assert post(token, cookie, Origin="null") == 403
+        assert post(token, cookie, Origin="http://127.0.0.1:1") == 403
+        assert project.state("doc") == "research:awaiting_approval"
+        same = {"Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"}
+        assert post(token, cookie, **same) == 200  # 303 to the task page, followed
+    notes = project.query("SELECT note FROM transitions WHERE event = 'reject'")
+    assert notes == [("why",)]
