@@ -38,6 +38,7 @@ SAFE_CONFIG = (
     "core.attributesFile=/dev/null",
     "diff.external=",
     "core.untrackedCache=false",
+    "protocol.allow=never",  # no lazy fetch of a partial clone's missing objects
 )
 _DROPPED_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_EXTERNAL_DIFF", "GIT_PAGER")
 
@@ -65,7 +66,10 @@ class Git:
         self.config += self._filter_overrides()
 
     def argv(self, *args: str) -> list[str]:
-        return ["git", "--no-pager", "-C", str(self.workspace), *self.config, *args]
+        # --work-tree: a `core.worktree` in the worker's config would diff
+        # (and show) files outside the workspace, the reviewer's included.
+        where = ["-C", str(self.workspace), f"--work-tree={self.workspace}"]
+        return ["git", "--no-pager", *where, *self.config, *args]
 
     def run(self, *args: str) -> bytes | None:
         try:

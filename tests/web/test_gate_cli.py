@@ -300,3 +300,19 @@ def test_work_committed_during_the_stage_is_shown_against_the_starting_commit(
     text = out.read_text("utf-8")
     assert "+COMMITTED-BY-THE-WORKER" in text
     assert "-one" not in text  # the base is the old commit, not the empty tree
+
+
+def test_a_worktree_set_in_the_git_config_shows_no_file_outside_the_workspace(
+    project: Project,
+) -> None:
+    # The worker commits a path it guesses, then points core.worktree at the
+    # reviewer's folder: the diff would show that folder's file.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    elsewhere = project.dir / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "plan.txt").write_text("REVIEWERS-OWN-FILE\n")
+    _git(workspace, "config", "core.worktree", str(elsewhere))
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    assert "REVIEWERS-OWN-FILE" not in out.read_text("utf-8")
