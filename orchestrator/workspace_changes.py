@@ -51,13 +51,23 @@ def collect(workspace: Path, since: datetime | None) -> WorkspaceChanges:
     """The workspace's changes; `since` is when the stage began (None: all files)."""
     if not workspace.is_dir() or workspace.is_symlink():
         return WorkspaceChanges(kind="none", digest_parts=["none"])
-    if (workspace / ".git").exists():
+    if _own_git_dir(workspace):
         from orchestrator.workspace_git import git_changes
 
         changes = git_changes(workspace, since)
         if changes is not None:
             return changes
     return _files(workspace, since)
+
+
+def _own_git_dir(workspace: Path) -> bool:
+    """A `.git` folder of the workspace's own: a `.git` file or link, or a
+    `commondir`, would point git at another repository (the reviewer's,
+    say), whose committed files would then show as the diff."""
+    dot_git = workspace / ".git"
+    if dot_git.is_symlink() or not dot_git.is_dir():
+        return False
+    return not (dot_git / "commondir").exists() and not (dot_git / "commondir").is_symlink()
 
 
 def _files(workspace: Path, since: datetime | None) -> WorkspaceChanges:

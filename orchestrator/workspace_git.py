@@ -68,7 +68,12 @@ class Git:
     def argv(self, *args: str) -> list[str]:
         # --work-tree: a `core.worktree` in the worker's config would diff
         # (and show) files outside the workspace, the reviewer's included.
-        where = ["-C", str(self.workspace), f"--work-tree={self.workspace}"]
+        where = [
+            "-C",
+            str(self.workspace),
+            f"--git-dir={self.workspace / '.git'}",  # no search up the parents
+            f"--work-tree={self.workspace}",
+        ]
         return ["git", "--no-pager", *where, *self.config, *args]
 
     def run(self, *args: str) -> bytes | None:

@@ -316,3 +316,20 @@ def test_a_worktree_set_in_the_git_config_shows_no_file_outside_the_workspace(
     out = project.dir / "report.html"
     assert project.cli("report", "--html", str(out)).exit_code == 0
     assert "REVIEWERS-OWN-FILE" not in out.read_text("utf-8")
+
+
+def test_a_dot_git_file_pointing_elsewhere_is_not_followed(project: Project) -> None:
+    # `.git` as a file names another repository's folder: its committed files
+    # would show as deleted lines of the diff.
+    _at_gate(project)
+    other = project.dir / "reviewers-repo"
+    other.mkdir()
+    _git(other, "init", "-q")
+    (other / "private.txt").write_text("REVIEWERS-COMMITTED-SECRET\n")
+    _git(other, "add", "private.txt")
+    _git(other, "commit", "-qm", "mine")
+    workspace = project.dir / "tasks" / "g"
+    (workspace / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    assert "REVIEWERS-COMMITTED-SECRET" not in out.read_text("utf-8")
