@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -58,12 +60,17 @@ def _env() -> dict[str, str]:
 
 
 class Git:
-    """One workspace's git, with the worker's commands switched off."""
+    """One workspace's git, with the worker's commands switched off. All
+    calls share one deadline: a config `include.path` naming a FIFO hangs
+    every git command, and the gate must still answer."""
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace
+        self.deadline = time.monotonic() + GIT_TIMEOUT
         self.config = [arg for pair in SAFE_CONFIG for arg in ("-c", pair)]
-        self.config += self._filter_overrides()
+        overrides = self._filter_overrides()
+        self.usable = overrides is not None
+        self.config += overrides or []
 
     def argv(self, *args: str) -> list[str]:
         # --work-tree: a `core.worktree` in the worker's config would diff
@@ -76,23 +83,34 @@ class Git:
         ]
         return ["git", "--no-pager", *where, *self.config, *args]
 
-    def run(self, *args: str) -> bytes | None:
+    def call(self, *args: str) -> tuple[int, bytes] | None:
+        """(exit status, stdout), or None when git could not run in time."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return None
         try:
             done = subprocess.run(
                 self.argv(*args),
                 capture_output=True,
-                timeout=GIT_TIMEOUT,
+                timeout=left,
                 check=False,
                 stdin=subprocess.DEVNULL,
                 env=_env(),
             )
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return done.stdout if done.returncode == 0 else None
+        return done.returncode, done.stdout
+
+    def run(self, *args: str) -> bytes | None:
+        answer = self.call(*args)
+        return answer[1] if answer is not None and answer[0] == 0 else None
 
     def head_of(self, limit: int, *args: str) -> tuple[bytes, bool] | None:
         """The first `limit` bytes of the output, and whether there was more:
         a huge diff is cut at the pipe, not read whole."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return None
         try:
             with subprocess.Popen(
                 self.argv(*args),
@@ -101,24 +119,32 @@ class Git:
                 stdin=subprocess.DEVNULL,
                 env=_env(),
             ) as proc:
-                assert proc.stdout is not None
-                data = proc.stdout.read(limit + 1)
-                if len(data) > limit:
-                    proc.kill()
-                    proc.wait(GIT_TIMEOUT)
-                    return data[:limit], True
-                code = proc.wait(GIT_TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired):
+                timer = threading.Timer(left, proc.kill)  # a read blocks past any timeout
+                timer.start()
+                try:
+                    assert proc.stdout is not None
+                    data = proc.stdout.read(limit + 1)
+                    if len(data) > limit:
+                        proc.kill()
+                    code = proc.wait()
+                finally:
+                    timer.cancel()
+        except OSError:
             return None
+        if len(data) > limit:
+            return data[:limit], True
         return (data, False) if code == 0 else None
 
-    def _filter_overrides(self) -> list[str]:
+    def _filter_overrides(self) -> list[str] | None:
         """`-c filter.X.clean=` (and process, smudge) for every filter driver
-        the repository's config names: an empty command is no filter."""
-        listed = Git.run(self, "config", "--name-only", "--get-regexp", r"^filter\.")
+        the repository's config names: an empty command is no filter. None
+        when the config cannot be read: then no git command is safe to run."""
+        answer = self.call("config", "--name-only", "--get-regexp", r"^filter\.")
+        if answer is None or answer[0] not in (0, 1):  # 1: no such key
+            return None
         overrides: list[str] = []
         drivers: set[str] = set()
-        for key in (listed or b"").decode("utf-8", "replace").splitlines():
+        for key in answer[1].decode("utf-8", "replace").splitlines():
             driver, _, _ = key.removeprefix("filter.").rpartition(".")
             drivers.add(driver)
         for driver in sorted(drivers):
@@ -130,6 +156,8 @@ class Git:
 def git_changes(workspace: Path, since: datetime | None) -> WorkspaceChanges | None:
     """None when this is not a usable repository (the caller lists files instead)."""
     git = Git(workspace)
+    if not git.usable:
+        return None
     head_sha = (git.run("rev-parse", "--verify", "-q", "HEAD") or b"").decode().strip()
     base = _base(git, since) if head_sha else ""
     flags = ("--no-color", "--no-textconv", "--no-ext-diff")
