@@ -9,6 +9,7 @@ subqueries for the shown rows only.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -53,10 +54,15 @@ class Board:
     first: bool = True
 
 
+_OFFSET = re.compile("[0-9]{1,9}")
+
+
 def parse_cursor(cursor: str | None) -> tuple[str | None, int]:
     """`status:offset` -> (status, offset); anything malformed is the first page."""
     status, _, offset = (cursor or "").partition(":")
-    if status not in {s.value for s in SECTION_ORDER} or not offset.isdigit():
+    # ASCII digits only, and few: "²" passes isdigit() and a huge number
+    # overflows int() and the database's OFFSET; both are just the first page.
+    if status not in {s.value for s in SECTION_ORDER} or not _OFFSET.fullmatch(offset):
         return None, 0
     return status, int(offset)
 

@@ -4,10 +4,13 @@
   (`name:$argon2id$...` a line), or a shared token (Basic password or
   `Authorization: Bearer`). The authenticated name is the approval's actor.
   Without either, `serve` binds loopback only (see `command.py`).
-- CSRF: a random token in a SameSite=Strict cookie that every form posts
-  back (double submit); a POST without it, or from another Origin, is refused.
+- CSRF: a token signed by a per-process key, in a SameSite=Strict cookie
+  that every form posts back (signed double submit); a POST without it, with
+  a cookie we did not sign, or from another origin (`Origin`, including
+  `null`, or `Sec-Fetch-Site`) is refused.
 - Headers: a Content-Security-Policy that allows no script at all, plus
-  nosniff, no framing and no referrer.
+  nosniff, no framing and no referrer to other sites (`same-origin`: with
+  `no-referrer` a browser posts our own forms with `Origin: null`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 OPEN_PATHS = ("/healthz",)
@@ -104,17 +107,24 @@ class Auth:
             return None
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() == "bearer":
-            ok = self.token is not None and hmac.compare_digest(value.strip(), self.token)
-            return "token" if ok else None
+            return "token" if self._token_ok(value.strip()) else None
         if scheme.lower() != "basic":
             return None
         try:
             name, _, password = base64.b64decode(value.strip()).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return None
-        if self.token is not None and hmac.compare_digest(password, self.token):
+        # The token never speaks for a users-file name: its holder would approve
+        # as "alice" without alice's password.
+        if name not in self.users and self._token_ok(password):
             return name or "token"
         return name if self._password_ok(name, password) else None
+
+    def _token_ok(self, given: str) -> bool:
+        """Bytes, not str: compare_digest raises on a non-ASCII str (a 500)."""
+        if self.token is None:
+            return False
+        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.token.encode())
 
     def _password_ok(self, name: str, password: str) -> bool:
         hashed = self.users.get(name)
@@ -138,7 +148,26 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def csrf_cookie(scope: Scope) -> str | None:
+CSRF_KEY = secrets.token_bytes(32)  # per process: a restart asks for a reload
+
+
+def new_csrf_token(key: bytes = CSRF_KEY) -> str:
+    nonce = secrets.token_urlsafe(24)
+    return f"{nonce}.{_sign(key, nonce)}"
+
+
+def _sign(key: bytes, nonce: str) -> str:
+    return hmac.new(key, nonce.encode(), hashlib.sha256).hexdigest()
+
+
+def _signed(token: str, key: bytes) -> bool:
+    nonce, _, mac = token.partition(".")
+    return bool(nonce) and hmac.compare_digest(_sign(key, nonce).encode(), mac.encode())
+
+
+def csrf_cookie(scope: Scope, key: bytes = CSRF_KEY) -> str | None:
+    """The cookie's token when this server signed it. Another port on the same
+    host can set our cookie (cookies ignore ports), but cannot sign one."""
     raw = _header(scope, b"cookie")
     if not raw:
         return None
@@ -148,18 +177,31 @@ def csrf_cookie(scope: Scope) -> str | None:
     except Exception:  # a malformed Cookie header is just no cookie
         return None
     morsel = cookie.get(CSRF_COOKIE)
-    return morsel.value if morsel is not None and len(morsel.value) >= 32 else None
+    return morsel.value if morsel is not None and _signed(morsel.value, key) else None
 
 
-def csrf_ok(scope: Scope, posted: str | None) -> bool:
-    """The form's token must equal the cookie's, and a browser's Origin our Host."""
-    expected = csrf_cookie(scope)
-    if not expected or not posted or not hmac.compare_digest(expected, posted):
+def csrf_ok(scope: Scope, posted: str | None, key: bytes = CSRF_KEY) -> bool:
+    """A signed cookie token, the same token in the form, and a same-origin post.
+
+    A browser says where a request comes from: `Sec-Fetch-Site` (other than
+    same-origin, or none for a typed URL) and an `Origin` of another host, or
+    `null` (what a form redirected from another site sends) unless
+    Sec-Fetch-Site vouches for it, are refused. A client that sends neither
+    (curl, a script) is judged by the signed token alone."""
+    expected = csrf_cookie(scope, key)
+    if not expected or not posted:
+        return False
+    if not hmac.compare_digest(expected.encode(), posted.encode("utf-8", "surrogateescape")):
+        return False
+    site = (_header(scope, b"sec-fetch-site") or "").strip().lower()
+    if site and site not in ("same-origin", "none"):
         return False
     origin, host = _header(scope, b"origin"), _header(scope, b"host")
-    if origin and origin != "null" and host:
-        return origin.split("://", 1)[-1] == host
-    return True
+    if origin is None:
+        return True
+    if origin.strip().lower() == "null":  # a redirect or a sandbox; or a no-referrer page
+        return site == "same-origin"
+    return bool(host) and origin.split("://", 1)[-1] == host
 
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
@@ -198,7 +240,7 @@ class Guard:
         scope.setdefault("state", {})["actor"] = actor
         token = csrf_cookie(scope)
         fresh = token is None
-        token = token or secrets.token_urlsafe(32)
+        token = token or new_csrf_token()
         scope["state"]["csrf"] = token
 
         async def send_with_headers(message: Message) -> None:

@@ -260,12 +260,16 @@ document.cookie = "orch_csrf={tossed}; path=/";
         try:
             context = browser.new_context()
             page = context.new_page()
-            page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_load_state("load")
-            page.wait_for_timeout(1000)
+            # Wait on the forged post's answer itself, not a fixed sleep.
+            reject = f"{base}/gate/doc/reject"
+            with page.expect_response(lambda r: r.url == reject, timeout=30_000) as answer:
+                page.goto(f"http://127.0.0.1:{port}/")
+            assert answer.value.request.method == "POST"
+            assert answer.value.status == 403
             context.close()
         finally:
             evil.shutdown()
+            evil.server_close()  # else an unclosed-socket warning fails the teardown
     rejected = project.query("SELECT actor, note FROM transitions WHERE event = 'reject'")
     assert rejected == [], rejected
     assert project.state("doc") == "research:awaiting_approval"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -92,6 +93,9 @@ def test_report_html_is_one_self_contained_file(project: Project) -> None:
     assert 'id="gate-g"' in text and 'id="task-x"' in text
     assert "<svg" in text  # the gate's score curve, inline
     assert _hash(project, "g") in text
+
+
+GIT_AS_T = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
 
 
 def _git(workspace: Path, *args: str) -> None:
@@ -235,3 +239,97 @@ def test_a_file_deleted_after_the_look_changes_the_hash(project: Project) -> Non
     keep.unlink()
     refused = project.cli("approve", "g", "--expect", seen)
     assert refused.exit_code == 1, refused.output
+
+
+def test_reading_a_gate_runs_no_filter_or_textconv_driver(project: Project) -> None:
+    # .gitattributes names the drivers, the repository's config gives their
+    # commands: a clean filter runs on `git diff` of a modified file, a
+    # textconv on its diff text.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    ran = project.dir / "ran"
+    (workspace / ".gitattributes").write_text("*.txt filter=evil diff=evil\n")
+    _git(workspace, "config", "filter.evil.clean", f"touch '{ran}-clean'; cat")
+    _git(workspace, "config", "filter.evil.required", "true")
+    _git(workspace, "config", "diff.evil.textconv", f"touch '{ran}-textconv'; cat")
+    (workspace / "plan.txt").write_text("two\n")
+    shown = project.cli("show", "g")
+    assert shown.exit_code == 0, shown.output
+    assert not Path(f"{ran}-clean").exists()
+    assert not Path(f"{ran}-textconv").exists()
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    assert "+two" in out.read_text("utf-8"), shown.output  # the diff is still shown
+    assert not list(project.dir.glob("ran-*"))
+
+
+def test_a_markdown_file_through_a_symlinked_folder_is_not_read(project: Project) -> None:
+    _at_gate(project)
+    outside = project.dir / "outside"
+    outside.mkdir()
+    (outside / "notes.md").write_text("# OUTSIDE-THROUGH-A-LINK\n")
+    (project.dir / "tasks" / "g" / "docs").symlink_to(outside)
+    (project.dir / "tasks" / "g" / "own.md").write_text("# OWN-NOTES\n")
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    text = out.read_text("utf-8")
+    assert "OWN-NOTES" in text
+    assert "OUTSIDE-THROUGH-A-LINK" not in text
+
+
+def test_work_committed_during_the_stage_is_shown_against_the_starting_commit(
+    project: Project,
+) -> None:
+    workspace = project.dir / "tasks" / "g"
+    workspace.mkdir(parents=True)
+    _git(workspace, "init", "-q")
+    (workspace / "plan.txt").write_text("one\n")
+    _git(workspace, "add", "plan.txt")
+    old = "2001-09-09T01:46:40+00:00"  # long before the stage began
+    subprocess.run(
+        [*GIT_AS_T, "-C", str(workspace), "commit", "-qm", "before the stage"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "GIT_AUTHOR_DATE": old, "GIT_COMMITTER_DATE": old},
+    )
+    _at_gate(project)
+    (workspace / "plan.txt").write_text("one\nCOMMITTED-BY-THE-WORKER\n")
+    _git(workspace, "commit", "-qam", "the stage's work")
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    text = out.read_text("utf-8")
+    assert "+COMMITTED-BY-THE-WORKER" in text
+    assert "-one" not in text  # the base is the old commit, not the empty tree
+
+
+def test_a_worktree_set_in_the_git_config_shows_no_file_outside_the_workspace(
+    project: Project,
+) -> None:
+    # The worker commits a path it guesses, then points core.worktree at the
+    # reviewer's folder: the diff would show that folder's file.
+    _at_gate(project)
+    workspace = _git_workspace(project)
+    elsewhere = project.dir / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "plan.txt").write_text("REVIEWERS-OWN-FILE\n")
+    _git(workspace, "config", "core.worktree", str(elsewhere))
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    assert "REVIEWERS-OWN-FILE" not in out.read_text("utf-8")
+
+
+def test_a_dot_git_file_pointing_elsewhere_is_not_followed(project: Project) -> None:
+    # `.git` as a file names another repository's folder: its committed files
+    # would show as deleted lines of the diff.
+    _at_gate(project)
+    other = project.dir / "reviewers-repo"
+    other.mkdir()
+    _git(other, "init", "-q")
+    (other / "private.txt").write_text("REVIEWERS-COMMITTED-SECRET\n")
+    _git(other, "add", "private.txt")
+    _git(other, "commit", "-qm", "mine")
+    workspace = project.dir / "tasks" / "g"
+    (workspace / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    out = project.dir / "report.html"
+    assert project.cli("report", "--html", str(out)).exit_code == 0
+    assert "REVIEWERS-COMMITTED-SECRET" not in out.read_text("utf-8")

@@ -4,7 +4,6 @@ against a real `serve` process."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import re
 import urllib.error
@@ -164,25 +163,26 @@ def test_the_shared_token_cannot_sign_in_as_a_users_file_user(
     users.write_text(f"alice:{hash_password('alice-own-password')}\n")
     token_file = tmp_path / "token"
     token_file.write_text("a-long-shared-token-0123456789\n")
+    # Corrected: the original read the gate as alice:TOKEN and expected a
+    # page; the fix refuses that sign-in outright (401), which is the stronger
+    # outcome the finding asks for. Another name with the token still works.
     with serving(project, "--users", str(users), "--token-file", str(token_file)) as base:
-        basic = base64.b64encode(b"alice:a-long-shared-token-0123456789").decode()
-        ask = urllib.request.Request(
-            base + "/gate/doc", headers={"Authorization": f"Basic {basic}"}
-        )
-        with urllib.request.urlopen(ask, timeout=10) as answer:
-            cookie = answer.headers["Set-Cookie"].split(";")[0]
-            page = answer.read().decode()
-        token = re.search(r'name="csrf" value="([^"]+)"', page)
-        digest = re.search(r'name="expect" value="([^"]+)"', page)
-        assert token and digest
-        form = f"csrf={token.group(1)}&expect={digest.group(1)}".encode()
-        post = urllib.request.Request(
-            base + "/gate/doc/approve",
-            data=form,
-            headers={"Authorization": f"Basic {basic}", "Cookie": cookie},
-        )
-        with contextlib.suppress(urllib.error.HTTPError):
-            urllib.request.urlopen(post, timeout=10).close()
+
+        def get(credentials: bytes) -> int:
+            basic = base64.b64encode(credentials).decode()
+            ask = urllib.request.Request(
+                base + "/gate/doc", headers={"Authorization": f"Basic {basic}"}
+            )
+            try:
+                with urllib.request.urlopen(ask, timeout=10) as answer:
+                    return int(answer.status)
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                return exc.code
+
+        assert get(b"alice:a-long-shared-token-0123456789") == 401
+        assert get(b"bob:a-long-shared-token-0123456789") == 200
+        assert get(b"alice:alice-own-password") == 200
     assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") != [("alice",)]
 
 
@@ -217,3 +217,42 @@ def test_a_non_ascii_credential_is_a_401_not_a_500(tmp_path: Path) -> None:
                 raise AssertionError("answered a wrong credential")
             except urllib.error.HTTPError as exc:
                 assert exc.code == 401, (header, exc.code)
+
+
+def test_a_post_is_judged_by_its_signed_token_and_its_origin(tmp_path: Path) -> None:
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+    tick_until_gate(project, "doc")
+    with serving(project) as base:
+        with urllib.request.urlopen(base + "/gate/doc", timeout=10) as answer:
+            cookie = answer.headers["Set-Cookie"].split(";")[0]
+            page = answer.read().decode()
+        found = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert found
+        token = found.group(1)
+        forged = "A" * 24 + "." + "0" * 64
+
+        def post(csrf: str, cookie: str, **headers: str) -> int:
+            ask = urllib.request.Request(
+                base + "/gate/doc/reject",
+                data=f"csrf={csrf}&note=why".encode(),
+                headers={"Cookie": cookie, **headers},
+            )
+            try:
+                with urllib.request.urlopen(ask, timeout=10) as answer:
+                    return int(answer.status)
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                return exc.code
+
+        host = base.split("://", 1)[1]
+        assert post(forged, f"orch_csrf={forged}") == 403  # a cookie we never signed
+        assert post(token, cookie, **{"Sec-Fetch-Site": "same-site"}) == 403
+        assert post(token, cookie, Origin="null") == 403
+        assert post(token, cookie, Origin="http://127.0.0.1:1") == 403
+        assert project.state("doc") == "research:awaiting_approval"
+        same = {"Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"}
+        assert post(token, cookie, **same) == 200  # 303 to the task page, followed
+    notes = project.query("SELECT note FROM transitions WHERE event = 'reject'")
+    assert notes == [("why",)]
