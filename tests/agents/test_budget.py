@@ -193,3 +193,47 @@ def test_explain_a_budget_halted_task(tmp_path: Path, db_url: str) -> None:
     text = project.run("explain", "t1").stdout
     assert "cost      $1.2000 recorded; stage build budget $1.0000, $0.0000 left (reached)" in text
     assert "orchestrator resume t1 --budget USD" in text
+
+
+# review finding: a worker that leaves a FIFO at $ORCHESTRATOR_USAGE_FILE hangs
+# the tick for ever (read_usage_file opens it blocking; SIGTERM does not help).
+def test_a_fifo_usage_file_does_not_hang_the_tick(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+
+    worker = json.dumps(
+        ["sh", "-c", "mkfifo \"$ORCHESTRATOR_USAGE_FILE\"; echo '{\"pass\": true, \"score\": 1}'"]
+    )
+    project = make_project(tmp_path / "p", f"sqlite:///{tmp_path / 'o.db'}", stages(worker))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Fifo").returncode == 0
+    proc = project.popen("tick")
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the tick hung reading a FIFO left at $ORCHESTRATOR_USAGE_FILE")
+    assert proc.returncode == 0
+    assert project.state("t1") == "complete"
+
+
+# review finding: `add --budget nan|inf` is accepted (click's FloatRange lets NaN
+# and inf through). On PostgreSQL a NaN budget replaces the stage's limit and is
+# never reached (`spent >= nan` is false): the task spends without bound; an inf
+# budget makes `explain/show/list --json` print `Infinity`, which is not JSON.
+@pytest.mark.parametrize("amount", ["nan", "inf"])
+def test_add_refuses_a_budget_that_is_not_a_finite_number(
+    tmp_path: Path, db_url: str, amount: str
+) -> None:
+    project = make_project(tmp_path / "p", db_url, stages(paying(0.5), "max_cost_usd = 1.0"))
+    assert project.run("db", "upgrade").returncode == 0
+    added = project.run("add", "t1", "--title", "Unbounded", "--budget", amount)
+    if added.returncode == 0:
+        for _ in range(4):
+            assert project.run("tick").returncode == 0
+        # the stage's $1 limit must still hold, and the JSON must be JSON
+        assert halt_reason(project, "t1") == ("halted", "budget")
+        json.loads(project.run("explain", "t1", "--json").stdout)
+        json.loads(project.run("list", "--json").stdout)
