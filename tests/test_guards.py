@@ -233,3 +233,27 @@ def test_strict_verdict(project: Project, raw: str, strict: bool, outcome: str) 
     if outcome == "invalid_verdict":
         [(error,)] = project.query("SELECT error FROM attempts")
         assert error.startswith("strict_verdict:")
+
+
+# review finding: the config accepts any finite backoff (`max >= initial >= 0`),
+# but a wait past timedelta's range (~8.6e13 s) fails to record every attempt
+# ("Python int too large to convert to C int"), leaving it running until the
+# next tick recovers it, for ever.
+def test_a_huge_backoff_is_refused_or_recorded(project: Project) -> None:
+    project.write_config(
+        stage(
+            "work",
+            worker=["sh", "-c", "exit 75"],
+            verifier=PASS,
+            retry_exit_codes=[75],
+            backoff={"initial": 1e15, "factor": 1.0, "max": 1e15, "tries": 3},
+        )
+    )
+    added = project.run("add", "t1", "--title", "t")
+    if added.returncode != 0:
+        assert "backoff" in added.stderr  # refused by the config: fine
+        return
+    done = project.run("tick")
+    assert "could not be recorded" not in done.stderr
+    assert [o for _, o, _ in outcomes(project)] == ["backoff"]
+    assert project.state("t1") == "work"
