@@ -257,3 +257,21 @@ def test_a_huge_backoff_is_refused_or_recorded(project: Project) -> None:
     assert "could not be recorded" not in done.stderr
     assert [o for _, o, _ in outcomes(project)] == ["backoff"]
     assert project.state("t1") == "work"
+
+
+# review finding: in a git workspace an untracked file's content is hashed by
+# the name `git status --porcelain` prints, with only the quotes stripped; a
+# name git C-quotes (non-ASCII, a tab...) is then a path that does not exist,
+# hashed as "?", so new content in `résumé.md` is "no change" and the task
+# halts as no_progress although the agent rewrote the file every attempt.
+def test_new_content_in_an_untracked_non_ascii_file_counts_as_a_change(project: Project) -> None:
+    worker = ["sh", "-c", 'echo "draft {attempt}" > résumé.md']
+    project.write_config(
+        "[pipelines.default]\n"
+        'setup = ["sh", "-c", "git init -q {workspace}"]\n\n'
+        + stage("work", worker=worker, verifier=RISING, max_attempts=3, halt_after_no_change=1)
+    )
+    assert project.cli("add", "t1", "--title", "t").exit_code == 0
+    assert project.run("tick").returncode == 0
+    assert [bool(c) for _, _, c in outcomes(project)] == [True, True, True]
+    assert halt_reason(project) == "max_attempts"
