@@ -237,3 +237,23 @@ def test_add_refuses_a_budget_that_is_not_a_finite_number(
         assert halt_reason(project, "t1") == ("halted", "budget")
         json.loads(project.run("explain", "t1", "--json").stdout)
         json.loads(project.run("list", "--json").stdout)
+
+
+# review finding: a usage report's counts are taken as any finite number, but
+# the columns are INTEGER (int4 on PostgreSQL): `input_tokens` of 3e9 (PG) or
+# 1e300 (both) makes every attempt unrecordable ("could not be recorded"), so
+# a passing verdict is lost and the task crashes attempt after attempt.
+@pytest.mark.parametrize("tokens", ["3000000000", "1e300"])
+def test_a_huge_token_count_does_not_stop_the_attempt_being_recorded(
+    tmp_path: Path, db_url: str, tokens: str
+) -> None:
+    script = (
+        f"printf '{{\"input_tokens\": {tokens}, \"duration_ms\": {tokens}}}' "
+        "> \"$ORCHESTRATOR_USAGE_FILE\"; echo '{\"pass\": true, \"score\": 1}'"
+    )
+    project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Huge").returncode == 0
+    done = project.run("tick")
+    assert "could not be recorded" not in done.stderr, done.stderr
+    assert project.state("t1") == "complete"
