@@ -257,3 +257,24 @@ def test_a_huge_token_count_does_not_stop_the_attempt_being_recorded(
     done = project.run("tick")
     assert "could not be recorded" not in done.stderr, done.stderr
     assert project.state("t1") == "complete"
+
+
+# review finding: the reported `session_id` is stored as it came (only cut to
+# 255 characters), not cleaned as verdict strings are: a NUL (PostgreSQL text
+# refuses it) or a lone surrogate (cannot be encoded) makes the attempt
+# unrecordable, for ever.
+@pytest.mark.parametrize("session", ["a\\u0000b", "a\\ud800b"])
+def test_a_hostile_session_id_does_not_stop_the_attempt_being_recorded(
+    tmp_path: Path, db_url: str, session: str
+) -> None:
+    (tmp_path / "usage.json").write_text(f'{{"session_id": "{session}"}}')
+    script = (
+        f"cp {tmp_path / 'usage.json'} \"$ORCHESTRATOR_USAGE_FILE\"; "
+        "echo '{\"pass\": true, \"score\": 1}'"
+    )
+    project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Session").returncode == 0
+    done = project.run("tick")
+    assert "could not be recorded" not in done.stderr, done.stderr
+    assert project.state("t1") == "complete"
