@@ -141,7 +141,7 @@ def test_a_backoff_between_attempts_keeps_reasons_and_session(project: Project) 
     prompt = project.dir / "prompt.md"
     prompt.write_text(PROMPT)
     worker = (
-        'case {attempt} in 2) exit 75;; esac; cp {prompt_file} prompt-{attempt}.md; '
+        "case {attempt} in 2) exit 75;; esac; cp {prompt_file} prompt-{attempt}.md; "
         'printf \'{"session_id": "sess-{attempt}"}\' > "$ORCHESTRATOR_USAGE_FILE"; '
         'echo \'{"pass": false, "score": 0.{attempt}, "reasons": ["r{attempt}"]}\''
     )

@@ -275,3 +275,24 @@ def test_new_content_in_an_untracked_non_ascii_file_counts_as_a_change(project: 
     assert project.run("tick").returncode == 0
     assert [bool(c) for _, _, c in outcomes(project)] == [True, True, True]
     assert halt_reason(project) == "max_attempts"
+
+
+# review finding: the fingerprint "after" is taken once the verifier has run,
+# so a verifier that writes into the workspace (a report, coverage data, a
+# judge's log) makes every attempt "changed" and the guard never fires,
+# although the README promises it counts attempts "whose worker left the
+# workspace as it was".
+def test_a_verifier_writing_a_report_does_not_hide_a_worker_that_changed_nothing(
+    project: Project,
+) -> None:
+    verifier = [
+        "sh",
+        "-c",
+        'echo {attempt} > judge-report.txt; echo \'{"pass": false, "score": 0.{attempt}}\'',
+    ]
+    project.write_config(
+        stage("work", worker=["true"], verifier=verifier, max_attempts=6, halt_after_no_change=2)
+    )
+    assert project.cli("add", "t1", "--title", "t").exit_code == 0
+    assert project.run("tick").returncode == 0
+    assert halt_reason(project) == "no_progress"

@@ -203,7 +203,7 @@ def test_a_fifo_usage_file_does_not_hang_the_tick(tmp_path: Path) -> None:
     import subprocess
 
     worker = json.dumps(
-        ["sh", "-c", "mkfifo \"$ORCHESTRATOR_USAGE_FILE\"; echo '{\"pass\": true, \"score\": 1}'"]
+        ["sh", "-c", 'mkfifo "$ORCHESTRATOR_USAGE_FILE"; echo \'{"pass": true, "score": 1}\'']
     )
     project = make_project(tmp_path / "p", f"sqlite:///{tmp_path / 'o.db'}", stages(worker))
     assert project.run("db", "upgrade").returncode == 0
@@ -248,8 +248,8 @@ def test_a_huge_token_count_does_not_stop_the_attempt_being_recorded(
     tmp_path: Path, db_url: str, tokens: str
 ) -> None:
     script = (
-        f"printf '{{\"input_tokens\": {tokens}, \"duration_ms\": {tokens}}}' "
-        "> \"$ORCHESTRATOR_USAGE_FILE\"; echo '{\"pass\": true, \"score\": 1}'"
+        f'printf \'{{"input_tokens": {tokens}, "duration_ms": {tokens}}}\' '
+        '> "$ORCHESTRATOR_USAGE_FILE"; echo \'{"pass": true, "score": 1}\''
     )
     project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
     assert project.run("db", "upgrade").returncode == 0
@@ -269,8 +269,8 @@ def test_a_hostile_session_id_does_not_stop_the_attempt_being_recorded(
 ) -> None:
     (tmp_path / "usage.json").write_text(f'{{"session_id": "{session}"}}')
     script = (
-        f"cp {tmp_path / 'usage.json'} \"$ORCHESTRATOR_USAGE_FILE\"; "
-        "echo '{\"pass\": true, \"score\": 1}'"
+        f'cp {tmp_path / "usage.json"} "$ORCHESTRATOR_USAGE_FILE"; '
+        'echo \'{"pass": true, "score": 1}\''
     )
     project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
     assert project.run("db", "upgrade").returncode == 0
