@@ -278,3 +278,38 @@ def test_a_hostile_session_id_does_not_stop_the_attempt_being_recorded(
     done = project.run("tick")
     assert "could not be recorded" not in done.stderr, done.stderr
     assert project.state("t1") == "complete"
+
+
+# review finding: usage is read only when the tick records the attempt; an
+# attempt the next tick recovers (its tick killed, the host rebooted) records
+# no cost although its usage file is in its state folder, so what it spent
+# never counts toward the budget.
+def test_a_recovered_attempt_records_what_it_spent(tmp_path: Path, db_url: str) -> None:
+    import os
+    import signal
+    import time
+
+    script = (
+        "printf '{\"cost_usd\": 0.6}' > \"$ORCHESTRATOR_USAGE_FILE\"; touch reported; "
+        "[ {attempt} -gt 1 ] || sleep 30; echo '{\"pass\": false, \"score\": 0.1}'"
+    )
+    project = make_project(
+        tmp_path / "p",
+        db_url,
+        stages(json.dumps(["sh", "-c", script]), "max_cost_usd = 1.0"),
+        lease_seconds=2,
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Crash").returncode == 0
+    tick = project.popen("tick")
+    reported = tmp_path / "p" / "tasks" / "t1" / "reported"
+    deadline = time.monotonic() + 30
+    while not reported.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(tick.pid, signal.SIGKILL)
+    tick.communicate()
+    time.sleep(2.5)  # the lease runs out
+    assert project.run("tick").returncode == 0
+    rows = project.query("SELECT outcome, cost_usd FROM attempts ORDER BY id")
+    assert rows[0][0] == "crashed"
+    assert rows[0][1] == pytest.approx(0.6)
