@@ -290,8 +290,8 @@ def test_a_recovered_attempt_records_what_it_spent(tmp_path: Path, db_url: str) 
     import time
 
     script = (
-        "printf '{\"cost_usd\": 0.6}' > \"$ORCHESTRATOR_USAGE_FILE\"; touch reported; "
-        "[ {attempt} -gt 1 ] || sleep 30; echo '{\"pass\": false, \"score\": 0.1}'"
+        'printf \'{"cost_usd": 0.6}\' > "$ORCHESTRATOR_USAGE_FILE"; touch reported; '
+        '[ {attempt} -gt 1 ] || sleep 30; echo \'{"pass": false, "score": 0.1}\''
     )
     project = make_project(
         tmp_path / "p",
