@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 OutputFormat = Literal["text", "claude-json", "codex-jsonl"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "claude-json", "codex-jsonl")
+# The usage columns are INTEGER (int4 on PostgreSQL): a larger count is no count.
+MAX_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,16 @@ class Usage:
         return Usage(**summed)
 
     def columns(self) -> dict[str, Any]:
-        """The attempt's columns of the same names."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The attempt's columns of the same names. Sums (of turns, of two
+        commands) are checked again: one past the columns' range is dropped,
+        not allowed to make the attempt unrecordable."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in values.items():
+            if name == "cost_usd":
+                values[name] = _number(value)
+            elif name != "session_id":
+                values[name] = _count(value)
+        return values
 
 
 @dataclass(frozen=True)
@@ -198,9 +208,13 @@ def _number(value: object) -> float | None:
 
 
 def _count(value: object) -> int | None:
+    """A count the INTEGER columns can hold; anything else is no count, so
+    that a wild report cannot make the attempt unrecordable."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if not math.isfinite(value) or value < 0:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if not 0 <= value <= MAX_COUNT:
         return None
     return int(value)
 
