@@ -18,10 +18,13 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from orchestrator.domain.text import clean_text
+
 OutputFormat = Literal["text", "claude-json", "codex-jsonl"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "claude-json", "codex-jsonl")
 # The usage columns are INTEGER (int4 on PostgreSQL): a larger count is no count.
 MAX_COUNT = 2**31 - 1
+MAX_SESSION_ID = 255
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ def _count(value: object) -> int | None:
 
 
 def _text(value: object) -> str | None:
-    if not isinstance(value, str) or not value:
+    """Cleaned as every child's text is (no NUL, no lone surrogate), so the
+    column takes it on SQLite and PostgreSQL alike."""
+    if not isinstance(value, str):
         return None
-    return value[:255]
+    return clean_text(value, MAX_SESSION_ID) or None
