@@ -148,7 +148,11 @@ def _codex_jsonl(stdout: str) -> AgentOutput:
     turns = 0
     input_tokens: int | None = None
     output_tokens: int | None = None
-    failure: str | None = None
+    failed_turn: str | None = None
+    # A top-level `error` is also how Codex reports a stream reconnect it
+    # then recovers from: it is the run's failure only if no turn completed
+    # after it.
+    pending_error: str | None = None
     for line in stdout.splitlines():
         event = _json_object(line)
         if event is None:
@@ -162,6 +166,7 @@ def _codex_jsonl(stdout: str) -> AgentOutput:
                 message = item["text"]
         elif kind == "turn.completed":
             turns += 1
+            pending_error = None
             used = event.get("usage")
             if isinstance(used, dict):
                 input_tokens = (input_tokens or 0) + (_count(used.get("input_tokens")) or 0)
@@ -169,13 +174,17 @@ def _codex_jsonl(stdout: str) -> AgentOutput:
         elif kind in ("turn.failed", "error"):
             error = event.get("error")
             detail = error.get("message") if isinstance(error, dict) else event.get("message")
-            failure = _text(detail) or str(kind)
+            if kind == "turn.failed":
+                failed_turn = failed_turn or _text(detail) or str(kind)
+            else:
+                pending_error = _text(detail) or str(kind)
     usage = Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         turns=turns or None,
         session_id=session,
     )
+    failure = failed_turn or pending_error
     if failure is not None:
         return AgentOutput(message or "", usage, error=f"agent reported an error: {failure}")
     if message is None:
