@@ -14,6 +14,7 @@ The check costs a query only for a task that has a limit at all.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -82,8 +83,8 @@ def halt_if_over(
 
 def raise_budget(conn: Connection, task: repo.TaskSnapshot, amount: float) -> None:
     """Give the task its own budget; refused when it would halt it again at once."""
-    if not amount > 0:
-        raise RefusedError("--budget must be a positive number of US dollars")
+    if not (math.isfinite(amount) and amount > 0):
+        raise RefusedError("--budget must be a positive, finite number of US dollars")
     already = spent(conn, task.id)
     if amount <= already:
         raise RefusedError(

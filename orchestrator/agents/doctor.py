@@ -22,9 +22,11 @@ from orchestrator.doctor import Check, Level
 
 NAME = "agent"
 TIMEOUT = 30.0
-# program name -> the arguments before the flags that select its subcommand,
-# e.g. `codex exec ...` has its flags documented by `codex exec --help`.
-KNOWN = {"claude": 0, "codex": 1, "aider": 0}
+# program name -> the names of the subcommand a recipe runs, e.g. `codex
+# exec ...` has its flags documented by `codex exec --help`. Found by name,
+# not position: global options may come first (`codex -c k=v exec ...`), and
+# those are documented by the program's own `--help`.
+KNOWN: dict[str, tuple[str, ...]] = {"claude": (), "codex": ("exec", "e"), "aider": ()}
 
 
 @dataclass(frozen=True)
@@ -63,27 +65,40 @@ def _check_program(program: str, uses: list[_Use]) -> list[Check]:
     checks = [Check(Level.OK, NAME, f"{program}: {found}, version {version.splitlines()[0]}")]
     helps: dict[tuple[str, ...], str | None] = {}
     for use in uses:
-        sub = use.argv[1 : 1 + KNOWN[Path(program).name]]
-        if sub not in helps:
-            helps[sub] = _run([found, *sub, "--help"])
-        shown = " ".join((program, *sub, "--help"))
-        text = helps[sub]
-        if text is None:
-            checks.append(Check(Level.FAIL, NAME, f"{use.where}: `{shown}` did not answer"))
-            continue
-        missing = [flag for flag in flags_of(use.argv[len(sub) :]) if not _mentions(text, flag)]
-        if missing:
-            checks.append(
-                Check(
-                    Level.FAIL,
-                    NAME,
-                    f"{use.where}: {', '.join(missing)} not accepted by this {program} "
-                    f"(not in `{shown}`)",
+        for sub, flags in _parts(use.argv, KNOWN[Path(program).name]):
+            if sub not in helps:
+                helps[sub] = _run([found, *sub, "--help"])
+            shown = " ".join((program, *sub, "--help"))
+            text = helps[sub]
+            if text is None:
+                checks.append(Check(Level.FAIL, NAME, f"{use.where}: `{shown}` did not answer"))
+                continue
+            missing = [flag for flag in flags if not _mentions(text, flag)]
+            if missing:
+                checks.append(
+                    Check(
+                        Level.FAIL,
+                        NAME,
+                        f"{use.where}: {', '.join(missing)} not accepted by this {program} "
+                        f"(not in `{shown}`)",
+                    )
                 )
-            )
     if len(checks) == 1:
         checks[0] = Check(Level.OK, NAME, checks[0].detail + "; the stages' flags are accepted")
     return checks
+
+
+def _parts(
+    argv: tuple[str, ...], subcommands: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], list[str]]]:
+    """(subcommand, the flags its `--help` must show) for each part of
+    `argv`: the flags before the subcommand are the program's own."""
+    at = next((i for i, arg in enumerate(argv[1:], 1) if arg in subcommands), None)
+    if at is None:
+        return [((), flags_of(argv))]
+    parts: list[tuple[tuple[str, ...], list[str]]] = [((argv[at],), flags_of(argv[at:]))]
+    before = flags_of(argv[:at])
+    return [((), before), *parts] if before else parts
 
 
 def _mentions(help_text: str, flag: str) -> bool:

@@ -18,8 +18,13 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from orchestrator.domain.text import clean_text
+
 OutputFormat = Literal["text", "claude-json", "codex-jsonl"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "claude-json", "codex-jsonl")
+# The usage columns are INTEGER (int4 on PostgreSQL): a larger count is no count.
+MAX_COUNT = 2**31 - 1
+MAX_SESSION_ID = 255
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,16 @@ class Usage:
         return Usage(**summed)
 
     def columns(self) -> dict[str, Any]:
-        """The attempt's columns of the same names."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The attempt's columns of the same names. Sums (of turns, of two
+        commands) are checked again: one past the columns' range is dropped,
+        not allowed to make the attempt unrecordable."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in values.items():
+            if name == "cost_usd":
+                values[name] = _number(value)
+            elif name != "session_id":
+                values[name] = _count(value)
+        return values
 
 
 @dataclass(frozen=True)
@@ -135,7 +148,11 @@ def _codex_jsonl(stdout: str) -> AgentOutput:
     turns = 0
     input_tokens: int | None = None
     output_tokens: int | None = None
-    failure: str | None = None
+    failed_turn: str | None = None
+    # A top-level `error` is also how Codex reports a stream reconnect it
+    # then recovers from: it is the run's failure only if no turn completed
+    # after it.
+    pending_error: str | None = None
     for line in stdout.splitlines():
         event = _json_object(line)
         if event is None:
@@ -149,6 +166,7 @@ def _codex_jsonl(stdout: str) -> AgentOutput:
                 message = item["text"]
         elif kind == "turn.completed":
             turns += 1
+            pending_error = None
             used = event.get("usage")
             if isinstance(used, dict):
                 input_tokens = (input_tokens or 0) + (_count(used.get("input_tokens")) or 0)
@@ -156,13 +174,17 @@ def _codex_jsonl(stdout: str) -> AgentOutput:
         elif kind in ("turn.failed", "error"):
             error = event.get("error")
             detail = error.get("message") if isinstance(error, dict) else event.get("message")
-            failure = _text(detail) or str(kind)
+            if kind == "turn.failed":
+                failed_turn = failed_turn or _text(detail) or str(kind)
+            else:
+                pending_error = _text(detail) or str(kind)
     usage = Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         turns=turns or None,
         session_id=session,
     )
+    failure = failed_turn or pending_error
     if failure is not None:
         return AgentOutput(message or "", usage, error=f"agent reported an error: {failure}")
     if message is None:
@@ -198,14 +220,20 @@ def _number(value: object) -> float | None:
 
 
 def _count(value: object) -> int | None:
+    """A count the INTEGER columns can hold; anything else is no count, so
+    that a wild report cannot make the attempt unrecordable."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if not math.isfinite(value) or value < 0:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if not 0 <= value <= MAX_COUNT:
         return None
     return int(value)
 
 
 def _text(value: object) -> str | None:
-    if not isinstance(value, str) or not value:
+    """Cleaned as every child's text is (no NUL, no lone surrogate), so the
+    column takes it on SQLite and PostgreSQL alike."""
+    if not isinstance(value, str):
         return None
-    return value[:255]
+    return clean_text(value, MAX_SESSION_ID) or None

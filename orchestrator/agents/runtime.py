@@ -9,6 +9,8 @@ attempt that timed out or was stopped still records what it had spent.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,18 +57,41 @@ def with_reported_error(failure: str, fmt: OutputFormat, stdout: str) -> str:
 
 def read_usage_file(path: Path) -> Usage:
     """A missing, oversized or malformed report is no report: usage is
-    bookkeeping, and must never fail an attempt."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_USAGE_FILE_BYTES + 1)
-    except OSError:
-        return Usage()
-    if len(raw) > MAX_USAGE_FILE_BYTES:
+    bookkeeping, and must never fail an attempt. Only a regular file is
+    read: the command chose what is at that path, and a FIFO (or a device)
+    would block the tick for ever; a symlink could point anywhere."""
+    raw = _read_regular(path, MAX_USAGE_FILE_BYTES + 1)
+    if raw is None or len(raw) > MAX_USAGE_FILE_BYTES:
         return Usage()
     try:
         return usage_from_report(json.loads(raw))
     except ValueError:
         return Usage()
+
+
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """At most `limit` bytes of `path` if it is a regular file, else None.
+    Opened non-blocking so that even opening a FIFO cannot wait."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _command_usage(state_dir: Path, name: str, fmt: OutputFormat) -> Usage:

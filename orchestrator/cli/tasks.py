@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,25 @@ if TYPE_CHECKING:
     from orchestrator.actions import TaskSpec
 
 
+class Dollars(click.ParamType[float, Any]):
+    """A positive, finite amount of US dollars. click's FloatRange lets
+    `nan` and `inf` through: a NaN budget is never reached (`spent >= nan`
+    is false) and an infinite one prints as `Infinity`, which is not JSON."""
+
+    name = "usd"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            amount = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of US dollars", param, ctx)
+        if not math.isfinite(amount) or amount <= 0:
+            self.fail(f"{value!r} is not a positive, finite number of US dollars", param, ctx)
+        return amount
+
+
 @click.command()
 @click.argument("slug", required=False)
 @click.option("--title", help="One line saying what the task is.")
@@ -46,7 +66,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Dollars(),
     metavar="USD",
     help="The task's own budget: it halts as `budget` once its recorded cost reaches this.",
 )
@@ -247,7 +267,7 @@ halt = human_command(
 @click.option("--note", help="Why; stored on the transition.")
 @click.option(
     "--budget",
-    type=float,
+    type=Dollars(),
     metavar="USD",
     help="Give the task its own budget (US dollars of recorded cost, all stages); "
     "it must be above what the task has spent.",

@@ -9,8 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator import runner
+from orchestrator.agents import runtime as agent_runtime
 from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
+from orchestrator.domain.slug import slug_problem
 from orchestrator.events import outbox
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
@@ -85,7 +87,24 @@ class Recovery(Attempts):
                 raise
             except Exception as exc:  # it failed its tick too: closed as a crash
                 self._error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
-        self._retrying(lambda _again: self._close_crashed(attempt, why, kept))
+        usage = self._spent(attempt, slug)
+        self._retrying(lambda _again: self._close_crashed(attempt, why, kept, usage))
+
+    def _spent(self, attempt: repo.AttemptSnapshot, slug: str | None) -> dict[str, Any]:
+        """What the attempt's commands reported spending, from its state
+        folder as its tick would have read it: a crash must not make what
+        was spent vanish from the budget. Nothing when the folder is not
+        on this host or the config lost the attempt's stage."""
+        if attempt.host != self.host or slug is None or slug_problem(slug) is not None:
+            return {}
+        task = self._retrying(lambda _again: self._task(attempt.task_id))
+        pipeline = None if task is None else self.settings.pipeline(task.pipeline)
+        stage = None if pipeline is None else pipeline.stage(attempt.stage)
+        if stage is None:
+            return {}
+        folder = self._state_dir(slug, attempt.stage, attempt.number)
+        usage = agent_runtime.attempt_usage(folder, stage)
+        return {name: value for name, value in usage.items() if value is not None}
 
     def _record_kept(self, attempt: repo.AttemptSnapshot, kept: dict[str, Any]) -> bool:
         """Record a kept result through `_record`, fenced as its own tick's
@@ -163,7 +182,11 @@ class Recovery(Attempts):
         return read_kept(self._state_dir(slug, attempt.stage, attempt.number), attempt.lease_token)
 
     def _close_crashed(
-        self, attempt: repo.AttemptSnapshot, why: str, kept: dict[str, Any] | None = None
+        self,
+        attempt: repo.AttemptSnapshot,
+        why: str,
+        kept: dict[str, Any] | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         outcome = Outcome.CRASHED
         if kept is not None:
@@ -184,6 +207,7 @@ class Recovery(Attempts):
                 outcome=outcome.value,
                 error=f"{outcome.value}: {why}",
                 finished_at=now,
+                **(usage or {}),
             )
             if not closed:
                 return
