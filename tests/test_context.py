@@ -131,3 +131,35 @@ def test_context_after_a_rejection(project: Project) -> None:
     assert [n["event"] for n in later["notes"]] == ["reject", "approve"]
     assert later["notes"][1]["note"] == "good now" and later["notes"][1]["by"] == "bob"
     assert later["earlier_stages"]["research"]["attempt"] == 3
+
+
+# review finding: {reasons} and {prev_session} are taken from the attempt just
+# before (history[-1], number - 1) whatever it was; an attempt that "counts
+# toward nothing" (a backoff: rate limited) in between wipes them, so the
+# attempt after a rate limit is told no reasons and cannot resume the session.
+def test_a_backoff_between_attempts_keeps_reasons_and_session(project: Project) -> None:
+    prompt = project.dir / "prompt.md"
+    prompt.write_text(PROMPT)
+    worker = (
+        "case {attempt} in 2) exit 75;; esac; cp {prompt_file} prompt-{attempt}.md; "
+        'printf \'{"session_id": "sess-{attempt}"}\' > "$ORCHESTRATOR_USAGE_FILE"; '
+        'echo \'{"pass": false, "score": 0.{attempt}, "reasons": ["r{attempt}"]}\''
+    )
+    project.write_config(
+        stage(
+            "work",
+            max_attempts=2,
+            prompt=str(prompt),
+            worker=["sh", "-c", worker],
+            retry_exit_codes=[75],
+            backoff={"initial": 0, "factor": 1, "max": 0, "tries": 3},
+        )
+    )
+    assert project.cli("add", "t1", "--title", "t").exit_code == 0
+    for _ in range(3):
+        assert project.run("tick").returncode == 0
+    outcomes = [o for (o,) in project.query("SELECT outcome FROM attempts ORDER BY id")]
+    assert outcomes == ["failed", "backoff", "failed"]
+    third = (project.dir / "tasks" / "t1" / "prompt-3.md").read_text()
+    assert "- r1" in third
+    assert "session: [sess-1]" in third

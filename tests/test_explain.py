@@ -140,3 +140,22 @@ def test_explain_a_running_task(project: Project) -> None:
 def test_explain_an_unknown_task(project: Project) -> None:
     result = project.run("explain", "nope")
     assert result.returncode != 0 and "nope" in result.stderr
+
+
+# review finding: attempts.pid is written only when the attempt is recorded,
+# so `explain` of a running attempt always says "(pid None)" (JSON: null),
+# though the process note in its state folder has the pid from the start.
+def test_explain_a_running_task_names_its_pid(project: Project) -> None:
+    worker = ["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done"]
+    project.write_config(stage("work", worker=worker, verifier=PASS))
+    assert project.cli("add", "t1", "--title", "t").exit_code == 0
+    tick = project.popen("tick")
+    workspace = project.dir / "tasks" / "t1"
+    try:
+        wait_for((workspace / "started").exists, what="the worker to start")
+        text, data = explain(project)
+        assert isinstance(data["running"]["pid"], int)
+        assert "pid None" not in text
+    finally:
+        (workspace / "release").touch()
+        tick.communicate(timeout=60)

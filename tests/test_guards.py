@@ -233,3 +233,66 @@ def test_strict_verdict(project: Project, raw: str, strict: bool, outcome: str) 
     if outcome == "invalid_verdict":
         [(error,)] = project.query("SELECT error FROM attempts")
         assert error.startswith("strict_verdict:")
+
+
+# review finding: the config accepts any finite backoff (`max >= initial >= 0`),
+# but a wait past timedelta's range (~8.6e13 s) fails to record every attempt
+# ("Python int too large to convert to C int"), leaving it running until the
+# next tick recovers it, for ever.
+def test_a_huge_backoff_is_refused_or_recorded(project: Project) -> None:
+    project.write_config(
+        stage(
+            "work",
+            worker=["sh", "-c", "exit 75"],
+            verifier=PASS,
+            retry_exit_codes=[75],
+            backoff={"initial": 1e15, "factor": 1.0, "max": 1e15, "tries": 3},
+        )
+    )
+    added = project.run("add", "t1", "--title", "t")
+    if added.returncode != 0:
+        assert "backoff" in added.stderr  # refused by the config: fine
+        return
+    done = project.run("tick")
+    assert "could not be recorded" not in done.stderr
+    assert [o for _, o, _ in outcomes(project)] == ["backoff"]
+    assert project.state("t1") == "work"
+
+
+# review finding: in a git workspace an untracked file's content is hashed by
+# the name `git status --porcelain` prints, with only the quotes stripped; a
+# name git C-quotes (non-ASCII, a tab...) is then a path that does not exist,
+# hashed as "?", so new content in `résumé.md` is "no change" and the task
+# halts as no_progress although the agent rewrote the file every attempt.
+def test_new_content_in_an_untracked_non_ascii_file_counts_as_a_change(project: Project) -> None:
+    worker = ["sh", "-c", 'echo "draft {attempt}" > résumé.md']
+    project.write_config(
+        "[pipelines.default]\n"
+        'setup = ["sh", "-c", "git init -q {workspace}"]\n\n'
+        + stage("work", worker=worker, verifier=RISING, max_attempts=3, halt_after_no_change=1)
+    )
+    assert project.cli("add", "t1", "--title", "t").exit_code == 0
+    assert project.run("tick").returncode == 0
+    assert [bool(c) for _, _, c in outcomes(project)] == [True, True, True]
+    assert halt_reason(project) == "max_attempts"
+
+
+# review finding: the fingerprint "after" is taken once the verifier has run,
+# so a verifier that writes into the workspace (a report, coverage data, a
+# judge's log) makes every attempt "changed" and the guard never fires,
+# although the README promises it counts attempts "whose worker left the
+# workspace as it was".
+def test_a_verifier_writing_a_report_does_not_hide_a_worker_that_changed_nothing(
+    project: Project,
+) -> None:
+    verifier = [
+        "sh",
+        "-c",
+        'echo {attempt} > judge-report.txt; echo \'{"pass": false, "score": 0.{attempt}}\'',
+    ]
+    project.write_config(
+        stage("work", worker=["true"], verifier=verifier, max_attempts=6, halt_after_no_change=2)
+    )
+    assert project.cli("add", "t1", "--title", "t").exit_code == 0
+    assert project.run("tick").returncode == 0
+    assert halt_reason(project) == "no_progress"

@@ -193,3 +193,123 @@ def test_explain_a_budget_halted_task(tmp_path: Path, db_url: str) -> None:
     text = project.run("explain", "t1").stdout
     assert "cost      $1.2000 recorded; stage build budget $1.0000, $0.0000 left (reached)" in text
     assert "orchestrator resume t1 --budget USD" in text
+
+
+# review finding: a worker that leaves a FIFO at $ORCHESTRATOR_USAGE_FILE hangs
+# the tick for ever (read_usage_file opens it blocking; SIGTERM does not help).
+def test_a_fifo_usage_file_does_not_hang_the_tick(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+
+    worker = json.dumps(
+        ["sh", "-c", 'mkfifo "$ORCHESTRATOR_USAGE_FILE"; echo \'{"pass": true, "score": 1}\'']
+    )
+    project = make_project(tmp_path / "p", f"sqlite:///{tmp_path / 'o.db'}", stages(worker))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Fifo").returncode == 0
+    proc = project.popen("tick")
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the tick hung reading a FIFO left at $ORCHESTRATOR_USAGE_FILE")
+    assert proc.returncode == 0
+    assert project.state("t1") == "complete"
+
+
+# review finding: `add --budget nan|inf` is accepted (click's FloatRange lets NaN
+# and inf through). On PostgreSQL a NaN budget replaces the stage's limit and is
+# never reached (`spent >= nan` is false): the task spends without bound; an inf
+# budget makes `explain/show/list --json` print `Infinity`, which is not JSON.
+@pytest.mark.parametrize("amount", ["nan", "inf"])
+def test_add_refuses_a_budget_that_is_not_a_finite_number(
+    tmp_path: Path, db_url: str, amount: str
+) -> None:
+    project = make_project(tmp_path / "p", db_url, stages(paying(0.5), "max_cost_usd = 1.0"))
+    assert project.run("db", "upgrade").returncode == 0
+    added = project.run("add", "t1", "--title", "Unbounded", "--budget", amount)
+    if added.returncode == 0:
+        for _ in range(4):
+            assert project.run("tick").returncode == 0
+        # the stage's $1 limit must still hold, and the JSON must be JSON
+        assert halt_reason(project, "t1") == ("halted", "budget")
+        json.loads(project.run("explain", "t1", "--json").stdout)
+        json.loads(project.run("list", "--json").stdout)
+
+
+# review finding: a usage report's counts are taken as any finite number, but
+# the columns are INTEGER (int4 on PostgreSQL): `input_tokens` of 3e9 (PG) or
+# 1e300 (both) makes every attempt unrecordable ("could not be recorded"), so
+# a passing verdict is lost and the task crashes attempt after attempt.
+@pytest.mark.parametrize("tokens", ["3000000000", "1e300"])
+def test_a_huge_token_count_does_not_stop_the_attempt_being_recorded(
+    tmp_path: Path, db_url: str, tokens: str
+) -> None:
+    script = (
+        f'printf \'{{"input_tokens": {tokens}, "duration_ms": {tokens}}}\' '
+        '> "$ORCHESTRATOR_USAGE_FILE"; echo \'{"pass": true, "score": 1}\''
+    )
+    project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Huge").returncode == 0
+    done = project.run("tick")
+    assert "could not be recorded" not in done.stderr, done.stderr
+    assert project.state("t1") == "complete"
+
+
+# review finding: the reported `session_id` is stored as it came (only cut to
+# 255 characters), not cleaned as verdict strings are: a NUL (PostgreSQL text
+# refuses it) or a lone surrogate (cannot be encoded) makes the attempt
+# unrecordable, for ever.
+@pytest.mark.parametrize("session", ["a\\u0000b", "a\\ud800b"])
+def test_a_hostile_session_id_does_not_stop_the_attempt_being_recorded(
+    tmp_path: Path, db_url: str, session: str
+) -> None:
+    (tmp_path / "usage.json").write_text(f'{{"session_id": "{session}"}}')
+    script = (
+        f'cp {tmp_path / "usage.json"} "$ORCHESTRATOR_USAGE_FILE"; '
+        'echo \'{"pass": true, "score": 1}\''
+    )
+    project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Session").returncode == 0
+    done = project.run("tick")
+    assert "could not be recorded" not in done.stderr, done.stderr
+    assert project.state("t1") == "complete"
+
+
+# review finding: usage is read only when the tick records the attempt; an
+# attempt the next tick recovers (its tick killed, the host rebooted) records
+# no cost although its usage file is in its state folder, so what it spent
+# never counts toward the budget.
+def test_a_recovered_attempt_records_what_it_spent(tmp_path: Path, db_url: str) -> None:
+    import os
+    import signal
+    import time
+
+    script = (
+        'printf \'{"cost_usd": 0.6}\' > "$ORCHESTRATOR_USAGE_FILE"; touch reported; '
+        '[ {attempt} -gt 1 ] || sleep 30; echo \'{"pass": false, "score": 0.1}\''
+    )
+    project = make_project(
+        tmp_path / "p",
+        db_url,
+        stages(json.dumps(["sh", "-c", script]), "max_cost_usd = 1.0"),
+        lease_seconds=2,
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Crash").returncode == 0
+    tick = project.popen("tick")
+    reported = tmp_path / "p" / "tasks" / "t1" / "reported"
+    deadline = time.monotonic() + 30
+    while not reported.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(tick.pid, signal.SIGKILL)
+    tick.communicate()
+    time.sleep(2.5)  # the lease runs out
+    assert project.run("tick").returncode == 0
+    rows = project.query("SELECT outcome, cost_usd FROM attempts ORDER BY id")
+    assert rows[0][0] == "crashed"
+    assert rows[0][1] == pytest.approx(0.6)

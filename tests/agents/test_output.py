@@ -132,3 +132,22 @@ def test_usage_sums_and_fills() -> None:
         cost_usd=0.5, input_tokens=10, turns=1, session_id="w"
     )
     assert Usage().empty and not worker.empty
+
+
+# review finding: Codex CLI prints a transient stream error (it then retries,
+# `stream_max_retries` defaults to 5) as a top-level `{"type": "error"}` event
+# (codex-rs exec: EventMsg::StreamError -> ThreadEvent::Error). A run that
+# reconnected and then finished its turn is read as the agent's error and the
+# attempt becomes a worker_error, its verdict dropped.
+def test_codex_reconnect_notice_then_a_completed_turn_is_not_an_error() -> None:
+    lines = [
+        {"type": "thread.started", "thread_id": "t-1"},
+        {"type": "turn.started"},
+        {"type": "error", "message": "Reconnecting... 1/5 (stream disconnected before completion)"},
+        {"type": "item.completed", "item": {"id": "i0", "type": "agent_message", "text": VERDICT}},
+        {"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 2}},
+    ]
+    out = read_output("codex-jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    assert out.error is None
+    verdict = parse_verdict(out.message)
+    assert verdict is not None and verdict.score == 0.4

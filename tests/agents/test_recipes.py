@@ -99,3 +99,19 @@ def test_doctor_fails_an_agent_not_on_path(tmp_path: Path) -> None:
     done = orchestrator(tmp_path, "doctor", path=str(Path(sys.executable).parent))
     assert done.returncode == 1
     assert "fail  agent      default.research.worker: 'aider' not found on PATH" in done.stdout
+
+
+# review finding: doctor takes argv[1] as Codex's subcommand, so a recipe with
+# a global option before it (`codex -c key=value exec ...`, which Codex
+# accepts) is checked with `codex -c --help`, which fails: a false `fail`.
+def test_doctor_accepts_codex_global_options_before_exec(tmp_path: Path, codex_bin: Path) -> None:
+    path = os.pathsep.join([str(codex_bin.parent), os.environ["PATH"]])
+    assert orchestrator(tmp_path, "init", "--agent", "codex").returncode == 0
+    config = tmp_path / "orchestrator.toml"
+    config.write_text(
+        config.read_text().replace(
+            '["codex", "exec",', '["codex", "-c", "model_reasoning_effort=high", "exec",', 1
+        )
+    )
+    done = orchestrator(tmp_path, "doctor", path=path)
+    assert "fail  agent" not in done.stdout, done.stdout

@@ -201,3 +201,27 @@ def test_an_attempt_recovered_as_crashed_is_an_event(project: Project, tmp_path:
     (event,) = received(out)
     assert event["kind"] == "crashed" and event["task"] == "t1" and event["attempt"] == 1
     assert event["outcome"] == "crashed" and event["stage"] == "research"
+
+
+# review finding: a hook runs with the tick's whole environment (courier:
+# `{**os.environ, ...}`): it sees ORCHESTRATOR_DB_URL (the database's
+# credentials) and every key `env_deny` holds back from workers and verifiers,
+# while runner.child_environment promises "a child must never see our
+# credentials". A Slack hook is a third-party script; it needs neither.
+def test_a_hook_sees_neither_the_database_url_nor_denied_keys(
+    project: Project, tmp_path: Path
+) -> None:
+    out = tmp_path / "hook-env.txt"
+    dump = ["sh", "-c", f"env > '{out}'"]
+    project.write_config(DEFAULT_STAGES + hook("env", ["awaiting_approval"], dump))
+    config = project.config.read_text().replace(
+        "[orchestrator]\n", '[orchestrator]\nenv_deny = ["MY_API_KEY"]\n', 1
+    )
+    project.config.write_text(config)
+    assert project.run("add", "t1", "--title", "first").returncode == 0
+    done = project.run("tick", extra_env={"MY_API_KEY": "s3cret"})
+    assert done.returncode == 0, done.stderr
+    seen = out.read_text()
+    assert "ORCHESTRATOR_EVENT_KIND=awaiting_approval" in seen
+    assert "s3cret" not in seen
+    assert "ORCHESTRATOR_DB_URL" not in seen
