@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -20,6 +21,8 @@ from orchestrator.agents.budget import budget_of, spent
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
+from orchestrator.reports import attempt_dir
+from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.suggest import unknown_task
@@ -95,7 +98,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         data["running"] = {
             "attempt": open_attempt.number,
             "host": open_attempt.host,
-            "pid": open_attempt.pid,
+            "pid": _running_pid(settings.state_root, task.slug, open_attempt),
             "started_at": open_attempt.started_at.isoformat(),
             "lease_expires_at": open_attempt.lease_expires_at.isoformat(),
             "lease_seconds_left": round((open_attempt.lease_expires_at - now).total_seconds(), 1),
@@ -226,3 +229,19 @@ def _raise_budget(cost: dict[str, Any]) -> str:
     it again; how much more to spend is the person's call, so no figure."""
     spent_usd = cost["budget_spent_usd"] or cost["spent_usd"]
     return f" --budget USD  (USD above the ${spent_usd:.4f} spent)"
+
+
+def _running_pid(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> int | None:
+    """The running attempt's process: the row has a pid only once the
+    attempt is recorded, but each command notes its identity in the
+    attempt's state folder as it starts (the verifier's, when there is
+    one, is the later). None when no note is there yet, or the attempt
+    runs on a host whose state folder this one cannot see."""
+    if attempt.pid is not None:
+        return attempt.pid
+    folder = attempt_dir(state_root, slug, attempt)
+    for name in ("verifier", "worker", "setup"):
+        note = ProcessIdentity.read_note(folder / f"{name}.proc")
+        if note is not None:
+            return note.pid
+    return None
