@@ -31,7 +31,7 @@ _HALT_RULES = {
     "score_plateau": (
         "the plateau rule: the last scores did not improve enough on the best before them"
     ),
-    "max_attempts": "max_attempts: the run used every attempt the stage allows",
+    "max_attempts": "the run used every attempt the stage allows",
     "interrupted": "max_interrupts: attempts were interrupted too many times in a row",
     "unknown_stage": "the configuration has no such pipeline or stage any more",
     "manual": "a person halted it",
@@ -117,7 +117,8 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
             "detail": None if why is None else (why["reason"] or why["note"]),
             "at": None if why is None else why["at"].isoformat(),
             "resume": f"orchestrator resume {shlex.quote(task.slug)}"
-            + (_raise_budget(cost) if task.halt_reason == "budget" else ""),
+            + (" --budget USD" if task.halt_reason == "budget" else ""),
+            "resume_note": _raise_budget(cost) if task.halt_reason == "budget" else None,
         }
     data["next_tick"] = _next_tick(task, stage, data, settings)
     return data
@@ -170,7 +171,10 @@ def _next_tick(
 ) -> str:
     slug = shlex.quote(task.slug)
     if task.status is Status.HALTED:
-        return f"nothing: the task is halted; `{data['halt']['resume']}` makes it ready again"
+        note = data["halt"]["resume_note"]
+        return f"nothing: the task is halted; `{data['halt']['resume']}` makes it ready again" + (
+            f" ({note})" if note else ""
+        )
     if task.status in (Status.COMPLETE, Status.CANCELLED):
         return "nothing: the task is finished"
     if task.status is Status.AWAITING_APPROVAL:
@@ -226,9 +230,10 @@ def _cost(conn: Connection, task: repo.TaskSnapshot, stage: StageConfig | None) 
 
 def _raise_budget(cost: dict[str, Any]) -> str:
     """`resume` needs a budget above what was spent, or the next tick halts
-    it again; how much more to spend is the person's call, so no figure."""
+    it again; how much more to spend is the person's call, so no figure.
+    Kept apart from the command, which must stay one that can be pasted."""
     spent_usd = cost["budget_spent_usd"] or cost["spent_usd"]
-    return f" --budget USD  (USD above the ${spent_usd:.4f} spent)"
+    return f"USD above the ${spent_usd:.4f} spent"
 
 
 def _running_pid(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> int | None:
