@@ -40,9 +40,11 @@ class ContextFile:
 
     @property
     def reasons(self) -> str:
-        """The last verdict's reasons, one `- ` line each."""
-        history = self.data["history"]
-        last = history[-1]["reasons"] if history else []
+        """The run's last verdict's reasons, one `- ` line each. Attempts
+        without a verdict after it (a backoff, an error) are passed over:
+        a rate limit must not make the agent forget what the judge said."""
+        judged = [row for row in self.data["history"] if row["pass"] is not None]
+        last = judged[-1]["reasons"] if judged else []
         return "\n".join(f"- {reason}" for reason in last)
 
     @property
@@ -203,17 +205,23 @@ def _guards(stage: StageConfig, history: RunHistory) -> dict[str, Any]:
 
 
 def _prev_session(conn: Connection, task_id: int, stage: str, number: int) -> str | None:
-    """The previous attempt's recorded session id, where the schema records
-    one (`attempts.session_id`); None otherwise."""
+    """The last session id recorded by an earlier attempt at the stage, where
+    the schema records one (`attempts.session_id`); None otherwise. Not just
+    the attempt before: one that recorded none (a backoff, a crash) would
+    otherwise cut the agent off from the session it could resume."""
     column = tables.attempts.c.get("session_id")
     if column is None or number <= 1:
         return None
     attempts = tables.attempts
     value = conn.execute(
-        select(column).where(
+        select(column)
+        .where(
             attempts.c.task_id == task_id,
             attempts.c.stage == stage,
-            attempts.c.number == number - 1,
+            attempts.c.number < number,
+            column.is_not(None),
         )
+        .order_by(attempts.c.number.desc())
+        .limit(1)
     ).scalar()
     return None if value is None else str(value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -20,6 +21,8 @@ from orchestrator.agents.budget import budget_of, spent
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
+from orchestrator.reports import attempt_dir
+from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.suggest import unknown_task
@@ -28,7 +31,7 @@ _HALT_RULES = {
     "score_plateau": (
         "the plateau rule: the last scores did not improve enough on the best before them"
     ),
-    "max_attempts": "max_attempts: the run used every attempt the stage allows",
+    "max_attempts": "the run used every attempt the stage allows",
     "interrupted": "max_interrupts: attempts were interrupted too many times in a row",
     "unknown_stage": "the configuration has no such pipeline or stage any more",
     "manual": "a person halted it",
@@ -95,7 +98,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         data["running"] = {
             "attempt": open_attempt.number,
             "host": open_attempt.host,
-            "pid": open_attempt.pid,
+            "pid": _running_pid(settings.state_root, task.slug, open_attempt),
             "started_at": open_attempt.started_at.isoformat(),
             "lease_expires_at": open_attempt.lease_expires_at.isoformat(),
             "lease_seconds_left": round((open_attempt.lease_expires_at - now).total_seconds(), 1),
@@ -114,7 +117,8 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
             "detail": None if why is None else (why["reason"] or why["note"]),
             "at": None if why is None else why["at"].isoformat(),
             "resume": f"orchestrator resume {shlex.quote(task.slug)}"
-            + (_raise_budget(cost) if task.halt_reason == "budget" else ""),
+            + (" --budget USD" if task.halt_reason == "budget" else ""),
+            "resume_note": _raise_budget(cost) if task.halt_reason == "budget" else None,
         }
     data["next_tick"] = _next_tick(task, stage, data, settings)
     return data
@@ -167,7 +171,10 @@ def _next_tick(
 ) -> str:
     slug = shlex.quote(task.slug)
     if task.status is Status.HALTED:
-        return f"nothing: the task is halted; `{data['halt']['resume']}` makes it ready again"
+        note = data["halt"]["resume_note"]
+        return f"nothing: the task is halted; `{data['halt']['resume']}` makes it ready again" + (
+            f" ({note})" if note else ""
+        )
     if task.status in (Status.COMPLETE, Status.CANCELLED):
         return "nothing: the task is finished"
     if task.status is Status.AWAITING_APPROVAL:
@@ -223,6 +230,23 @@ def _cost(conn: Connection, task: repo.TaskSnapshot, stage: StageConfig | None) 
 
 def _raise_budget(cost: dict[str, Any]) -> str:
     """`resume` needs a budget above what was spent, or the next tick halts
-    it again; how much more to spend is the person's call, so no figure."""
+    it again; how much more to spend is the person's call, so no figure.
+    Kept apart from the command, which must stay one that can be pasted."""
     spent_usd = cost["budget_spent_usd"] or cost["spent_usd"]
-    return f" --budget USD  (USD above the ${spent_usd:.4f} spent)"
+    return f"USD above the ${spent_usd:.4f} spent"
+
+
+def _running_pid(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> int | None:
+    """The running attempt's process: the row has a pid only once the
+    attempt is recorded, but each command notes its identity in the
+    attempt's state folder as it starts (the verifier's, when there is
+    one, is the later). None when no note is there yet, or the attempt
+    runs on a host whose state folder this one cannot see."""
+    if attempt.pid is not None:
+        return attempt.pid
+    folder = attempt_dir(state_root, slug, attempt)
+    for name in ("verifier", "worker", "setup"):
+        note = ProcessIdentity.read_note(folder / f"{name}.proc")
+        if note is not None:
+            return note.pid
+    return None

@@ -11,6 +11,10 @@ from typing import Any, NoReturn, Protocol
 
 GUARD_KEYS = ("strict_verdict", "halt_after_no_change", "retry_exit_codes", "backoff")
 _BACKOFF_KEYS = ("initial", "factor", "max", "tries")
+# The longest wait (a year, in seconds): beyond it a wait means "never"
+# (which `halt` says better), and past ~1e13 s the time it ends cannot be
+# represented, so the attempt could not be recorded at all.
+MAX_BACKOFF = 365 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,8 +22,9 @@ class Backoff:
     """How long a worker that exited with a retry exit code waits, and how often.
 
     The wait before try n (1-based) is `initial * factor**(n-1)`, at most
-    `max` seconds; after `tries` waits in a row the next such exit is an
-    ordinary `worker_error`, which spends an attempt.
+    `max` seconds (and never more than a year, whatever built it); after
+    `tries` waits in a row the next such exit is an ordinary `worker_error`,
+    which spends an attempt.
     """
 
     initial: float = 60.0
@@ -30,9 +35,10 @@ class Backoff:
     def delay(self, waits_before: int) -> float:
         """The wait after `waits_before` earlier waits in a row."""
         try:
-            return float(min(self.max, self.initial * self.factor**waits_before))
+            wait = float(min(self.max, self.initial * self.factor**waits_before))
         except OverflowError:
-            return self.max
+            wait = self.max
+        return min(wait, MAX_BACKOFF)
 
 
 class _Checks(Protocol):
@@ -93,13 +99,21 @@ def _backoff(checks: _Checks, value: object, key: str, base: Backoff) -> Backoff
     raw = checks.table(value, key, _BACKOFF_KEYS)
     initial, factor, most, tries = base.initial, base.factor, base.max, base.tries
     if "initial" in raw:
-        initial = checks.number(raw["initial"], f"{key}.initial", low=0.0)
+        initial = _seconds(checks, raw["initial"], f"{key}.initial")
     if "factor" in raw:
         factor = checks.number(raw["factor"], f"{key}.factor", low=1.0)
     if "max" in raw:
-        most = checks.number(raw["max"], f"{key}.max", low=0.0)
+        most = _seconds(checks, raw["max"], f"{key}.max")
     if "tries" in raw:
         tries = checks.integer(raw["tries"], f"{key}.tries", 1)
     if most < initial:
         checks.fail(key, f"max ({most:g}) is less than initial ({initial:g})")
     return Backoff(initial=initial, factor=factor, max=most, tries=tries)
+
+
+def _seconds(checks: _Checks, value: object, key: str) -> float:
+    """A wait in seconds, from 0 to a year (`MAX_BACKOFF`)."""
+    seconds = checks.number(value, key, low=0.0)
+    if seconds > MAX_BACKOFF:
+        checks.fail(key, f"{seconds:g} seconds is more than a year ({MAX_BACKOFF:.0f})")
+    return seconds

@@ -2,8 +2,10 @@
 should a worker that asked to be retried later wait instead of spending an
 attempt.
 
-The engine calls these at two points (before the worker, after the
-attempt); the decision itself stays in `domain.decide`.
+The engine fingerprints the workspace at two points, just before the worker
+and just after it ends (before the verifier, whose reports, coverage data
+or logs are not the worker's progress), and judges the pair once the
+attempt's outcome is known; the decision itself stays in `domain.decide`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class WorkspaceWatch:
 
     def __init__(self) -> None:
         self._before: dict[int, str | None] = {}
+        self._after: dict[int, str | None] = {}
         self._lock = threading.Lock()
 
     def before(self, attempt_id: int, stage: StageConfig, workspace: Path) -> None:
@@ -51,17 +54,32 @@ class WorkspaceWatch:
         with self._lock:
             self._before[attempt_id] = seen
 
+    def worker_ended(self, attempt_id: int, workspace: Path) -> None:
+        """Fingerprint the workspace as the worker left it, before the
+        verifier runs: what the verifier writes is not the worker's doing."""
+        with self._lock:
+            if attempt_id not in self._before:
+                return
+        seen = fingerprint(workspace)
+        with self._lock:
+            self._after[attempt_id] = seen
+
     def after(
         self, attempt_id: int, workspace: Path, outcome: Outcome
     ) -> tuple[str | None, bool | None]:
-        """(fingerprint after, changed); (None, None) when not looked at."""
+        """(fingerprint after the worker, changed); (None, None) when not
+        looked at. Without a fingerprint taken when the worker ended (the
+        attempt stopped on the way), the workspace is looked at now."""
         with self._lock:
             if attempt_id not in self._before:
                 return None, None
             before = self._before.pop(attempt_id)
+            taken = attempt_id in self._after
+            after = self._after.pop(attempt_id, None)
         if outcome not in _RAN:
             return None, None
-        after = fingerprint(workspace)
+        if not taken:
+            after = fingerprint(workspace)
         if before is None or after is None:
             return after, None
         return after, after != before

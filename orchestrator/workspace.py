@@ -1,11 +1,15 @@
 """A fingerprint of a task's workspace, to tell whether an attempt changed it.
 
-In a git work tree: HEAD, plus a hash of `git status --porcelain` and of
-the diff against HEAD (staged and not), so a commit, an edit and a new
-untracked file all change it while rewriting a file with the same content
-does not. Elsewhere: a content hash of the tree, bounded (files, bytes) so
-a huge workspace costs a bounded time; past the bound, sizes and
-modification times stand in for the content.
+In a git work tree: HEAD, plus a hash of `git status --porcelain -z` and of
+the diff against HEAD (staged and not) and of each untracked file's content,
+so a commit, an edit and a new untracked file all change it while rewriting
+a file with the same content does not. Names are read NUL-separated (`-z`):
+git C-quotes a name with non-ASCII bytes or a tab otherwise, and the quoted
+form is not a path that could be opened.
+
+Elsewhere: a content hash of the tree, bounded (files, bytes) so a huge
+workspace costs a bounded time; past the bound, sizes and modification
+times stand in for the content.
 
 A fingerprint that cannot be made (git missing, a broken repository) is
 None: "not looked at", which neither extends nor breaks the no-change streak.
@@ -47,7 +51,7 @@ def _git_out(workspace: Path, *args: str) -> bytes | None:
 
 
 def _git(workspace: Path) -> str | None:
-    status = _git_out(workspace, "status", "--porcelain", "--untracked-files=all")
+    status = _git_out(workspace, "status", "--porcelain", "-z", "--untracked-files=all")
     if status is None:
         return None
     head = _git_out(workspace, "rev-parse", "--verify", "-q", "HEAD") or b"(no commit)"
@@ -57,10 +61,13 @@ def _git(workspace: Path) -> str | None:
         diff = _git_out(workspace, "diff", "--no-ext-diff", "--binary") or b""
     digest.update(b"\0" + diff)
     # Untracked files show in the status by name only: hash their content too.
-    for line in status.splitlines():
-        if line.startswith(b"?? "):
-            path = workspace / os.fsdecode(line[3:].strip(b'"'))
-            digest.update(b"\0" + line + b"\0" + _file_digest(path, MAX_BYTES))
+    untracked = _git_out(workspace, "ls-files", "-o", "-z", "--exclude-standard")
+    if untracked is None:
+        return None
+    for name in untracked.split(b"\0"):
+        if name:
+            path = workspace / os.fsdecode(name)
+            digest.update(b"\0" + name + b"\0" + _file_digest(path, MAX_BYTES))
     return "git:" + digest.hexdigest()
 
 

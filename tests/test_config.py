@@ -22,6 +22,7 @@ from orchestrator.config import (
 )
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.errors import ConfigError
+from orchestrator.guard_config import MAX_BACKOFF, Backoff
 
 FULL_EXAMPLE = """
 [orchestrator]
@@ -779,6 +780,14 @@ def test_guard_keys_are_read_and_defaults_fold_in(tmp_path: Path) -> None:
     assert [stage.backoff.delay(n) for n in range(4)] == [2.0, 6.0, 18.0, 30.0]
 
 
+def test_a_backoff_built_past_a_year_waits_a_year() -> None:
+    """The config refuses such a wait; one built in code is clamped, so its
+    end time can still be recorded."""
+    huge = Backoff(initial=1e15, factor=1e300, max=1e300, tries=3)
+    assert [huge.delay(n) for n in range(3)] == [MAX_BACKOFF] * 3
+    assert MAX_BACKOFF == 365 * 24 * 3600
+
+
 def test_guard_keys_default_off(tmp_path: Path) -> None:
     stage = load_settings(config=_guard_config(tmp_path, ""), environ={}).pipelines["p"].stages[0]
     assert stage.strict_verdict is False and stage.halt_after_no_change is None
@@ -796,6 +805,8 @@ def test_guard_keys_default_off(tmp_path: Path) -> None:
         ("backoff = { tries = 0 }", "backoff.tries: expected an integer >= 1"),
         ("backoff = { factor = 0.5 }", "backoff.factor: expected a number >= 1"),
         ("backoff = { wait = 1 }", "backoff.wait: unknown key"),
+        ("backoff = { max = 31536001 }", "backoff.max: 3.1536e+07 seconds is more than a year"),
+        ("backoff = { initial = 1e15, max = 1e15 }", "backoff.initial: 1e+15 seconds is more"),
     ],
 )
 def test_guard_keys_are_validated(tmp_path: Path, keys: str, message: str) -> None:

@@ -43,6 +43,7 @@ def test_explain_a_plateau_halted_task(project: Project) -> None:
 
     assert data["state"] == "work:halted" and data["halt_reason"] == "score_plateau"
     assert data["halt"]["resume"] == "orchestrator resume t1"
+    assert data["halt"]["resume_note"] is None
     assert data["halt"]["rule"].startswith("the plateau rule")
     assert data["attempts"] == {"used": 3, "max": 10, "left": 7}
     plateau = data["plateau"]
@@ -135,6 +136,16 @@ def test_explain_a_running_task(project: Project) -> None:
     assert tick.returncode == 0
     _, done = explain(project)
     assert done["running"] is None and done["next_tick"] == "nothing: the task is finished"
+
+
+def test_explain_a_task_out_of_attempts_names_the_rule_once(project: Project) -> None:
+    project.write_config(stage("work", worker=["true"], verifier=STUCK, max_attempts=1))
+    assert project.cli("add", "t1", "--title", "t").exit_code == 0
+    assert project.run("tick").returncode == 0
+    text, data = explain(project)
+    assert data["halt"]["reason"] == "max_attempts"
+    assert "halted    max_attempts: the run used every attempt the stage allows\n" in text
+    assert text.count("max_attempts:") == 1
 
 
 def test_explain_an_unknown_task(project: Project) -> None:

@@ -42,6 +42,8 @@ def render(data: dict[str, Any]) -> list[str]:
         if halt["detail"]:
             lines.append(f"            {halt['detail']}")
         lines.append(f"  resume    {halt['resume']}")
+        if halt["resume_note"]:
+            lines.append(f"            {halt['resume_note']}")
     lines.append(f"  next tick {data['next_tick']}")
     last = data["last_attempt"]
     if last is not None:

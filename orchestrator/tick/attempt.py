@@ -129,6 +129,7 @@ class Attempts(Briefing):
         if stage.worker is not None:
             self._watch.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)
+            self._watch.worker_ended(claim.attempt_id, workspace)
             worker_exit = worker.exit_code
             stopped = stopped_run(worker, guard, "worker")
             if stopped is not None:

@@ -180,8 +180,10 @@ def test_explain_a_budget_halted_task(tmp_path: Path, db_url: str) -> None:
     data = json.loads(project.run("explain", "t1", "--json").stdout)
     assert data["halt"]["reason"] == "budget"
     assert "max_cost_usd" in data["halt"]["rule"]
-    assert data["halt"]["resume"].startswith("orchestrator resume t1 --budget USD")
-    assert "$1.2000 spent" in data["halt"]["resume"]
+    # A command that can be pasted as it is; what USD must exceed is apart.
+    assert data["halt"]["resume"] == "orchestrator resume t1 --budget USD"
+    assert data["halt"]["resume_note"] == "USD above the $1.2000 spent"
+    assert "`orchestrator resume t1 --budget USD` makes it" in data["next_tick"]
     cost = data["cost"]
     assert cost["spent_usd"] == pytest.approx(1.2)
     assert (cost["budget_usd"], cost["budget_scope"], cost["budget_reached"]) == (
@@ -192,7 +194,8 @@ def test_explain_a_budget_halted_task(tmp_path: Path, db_url: str) -> None:
     assert cost["budget_left_usd"] == 0.0
     text = project.run("explain", "t1").stdout
     assert "cost      $1.2000 recorded; stage build budget $1.0000, $0.0000 left (reached)" in text
-    assert "orchestrator resume t1 --budget USD" in text
+    assert "  resume    orchestrator resume t1 --budget USD\n" in text
+    assert "            USD above the $1.2000 spent\n" in text
 
 
 # review finding: a worker that leaves a FIFO at $ORCHESTRATOR_USAGE_FILE hangs
