@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, select, text
+from sqlalchemy import Connection, Engine, Select, and_, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from orchestrator.agents.report import attempt_usage
@@ -149,28 +149,30 @@ def attempt_dir(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> P
     return state_root / slug / f"{attempt.stage}-{attempt.number:03d}"
 
 
+def transitions_query() -> Select[Any]:
+    """The history's rows (the task's slug with each transition), unordered:
+    `history` and the web page's history filter and page it each their way."""
+    t, tasks = repo.transitions, repo.tasks
+    return select(
+        tasks.c.slug.label("task"),
+        t.c.seq,
+        t.c.from_state,
+        t.c.to_state,
+        t.c.event,
+        t.c.actor,
+        t.c.reason,
+        t.c.note,
+        t.c.at,
+    ).join(tasks, tasks.c.id == t.c.task_id)
+
+
 def history(
     engine: Engine, slug: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Transitions, oldest first (all tasks, or one); `limit` keeps the
     newest rows, like `tail`: a history is read for what happened last."""
     t = repo.transitions
-    tasks = repo.tasks
-    query = (
-        select(
-            tasks.c.slug.label("task"),
-            t.c.seq,
-            t.c.from_state,
-            t.c.to_state,
-            t.c.event,
-            t.c.actor,
-            t.c.reason,
-            t.c.note,
-            t.c.at,
-        )
-        .join(tasks, tasks.c.id == t.c.task_id)
-        .order_by(t.c.id)
-    )
+    query = transitions_query().order_by(t.c.id)
     with read_tx(engine) as conn:
         if slug is not None:
             task = repo.get_task(conn, slug)

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from orchestrator.domain.pipeline import Status, state_string
+from orchestrator.reports import transitions_query
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.suggest import unknown_task
@@ -230,17 +231,7 @@ def history_page(
 ) -> HistoryPage:
     """Transitions, newest first, filtered by exact task slug, event and actor."""
     t, tasks = repo.transitions, repo.tasks
-    query = select(
-        tasks.c.slug.label("task"),
-        t.c.seq,
-        t.c.from_state,
-        t.c.to_state,
-        t.c.event,
-        t.c.actor,
-        t.c.reason,
-        t.c.note,
-        t.c.at,
-    ).join(tasks, tasks.c.id == t.c.task_id)
+    query = transitions_query()
     if task:
         query = query.where(tasks.c.slug == task)
     if event:
