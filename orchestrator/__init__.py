@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from orchestrator.actions import ActionResult, TaskSpec
-    from orchestrator.project import Project
-    from orchestrator.ticking import TickResult
+    from orchestrator.api.actions import ActionResult, TaskSpec
+    from orchestrator.api.project import Project
+    from orchestrator.api.ticking import TickResult
 
 _LAZY = {
-    "Project": "orchestrator.project",
-    "TaskSpec": "orchestrator.actions",
-    "ActionResult": "orchestrator.actions",
-    "TickResult": "orchestrator.ticking",
+    "Project": "orchestrator.api.project",
+    "TaskSpec": "orchestrator.api.actions",
+    "ActionResult": "orchestrator.api.actions",
+    "TickResult": "orchestrator.api.ticking",
 }
 
 

@@ -22,7 +22,7 @@ from orchestrator.config import (
 )
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.errors import ConfigError
-from orchestrator.guard_config import MAX_BACKOFF, Backoff
+from orchestrator.guards.config import MAX_BACKOFF, Backoff
 
 FULL_EXAMPLE = """
 [orchestrator]

@@ -50,7 +50,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
         "orchestrator/templates/init/orchestrator.toml",
         "orchestrator/templates/init/judges/pytest_judge.py",
         "orchestrator/templates/demo/prompts/demo.md",
-        "orchestrator/demo_agent.py",
+        "orchestrator/scaffold/demo_agent.py",
         "orchestrator/py.typed",
     ):
         assert expected in names, expected

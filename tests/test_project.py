@@ -127,7 +127,7 @@ def test_open_refuses_what_the_cli_refuses(
 
 # -- the lazy command registry ------------------------------------------------------
 
-HEAVY = ("sqlalchemy", "alembic", "orchestrator.tick", "orchestrator.project")
+HEAVY = ("sqlalchemy", "alembic", "orchestrator.tick", "orchestrator.api.project")
 
 
 def loaded_modules(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, set[str]]:
@@ -191,7 +191,7 @@ def test_reading_commands_do_not_load_the_tick(project: ProjectDir) -> None:
     """`list` opens the database but has no use for the engine or the runner."""
     status, modules = loaded_modules(["list"], project.dir, project.process_env())
     assert status == 0
-    assert "sqlalchemy" in modules and "orchestrator.project" in modules
+    assert "sqlalchemy" in modules and "orchestrator.api.project" in modules
     assert not {"orchestrator.tick", "orchestrator.runner", "alembic"} & modules
 
 

@@ -15,10 +15,11 @@ from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, text
 from support import check_invariants
 
-from orchestrator import demo_agent, scaffold
+from orchestrator import scaffold
 from orchestrator.cli import cli
 from orchestrator.config import load_settings
 from orchestrator.domain.verdict import parse_verdict
+from orchestrator.scaffold import demo_agent
 from orchestrator.storage import migrate, schema
 from orchestrator.storage.db import make_engine
 from orchestrator.storage.schema import HEAD

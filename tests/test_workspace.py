@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import workspace
-from orchestrator.workspace import fingerprint
+from orchestrator.workspace import fingerprint as workspace
+from orchestrator.workspace.fingerprint import fingerprint
 
 GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
 

@@ -19,7 +19,7 @@ from orchestrator.errors import RefusedError
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from orchestrator.project import Project
+    from orchestrator.api.project import Project
 
 
 @dataclass
@@ -58,7 +58,7 @@ class App:
         The engine is disposed when the command ends, unless `owned`: then the
         caller disposes it (`run` opens one per tick and must not pile them up).
         """
-        from orchestrator.project import open_engine
+        from orchestrator.api.project import open_engine
 
         settings = settings or self.settings()
         engine = open_engine(settings, check=check, jobs=jobs)
@@ -68,7 +68,7 @@ class App:
 
     def project(self) -> Project:
         """The library's face on this command's settings and database."""
-        from orchestrator.project import Project
+        from orchestrator.api.project import Project
 
         settings = self.settings()
         return Project(settings, self.engine(settings))

@@ -18,7 +18,7 @@ import click
 @click.pass_obj
 def metrics_command(app: Any, textfile: Path | None) -> None:
     """Print Prometheus metrics: tasks, attempts, ticks, approvals, hook deliveries."""
-    from orchestrator.metrics import render_metrics, write_textfile
+    from orchestrator.views.metrics import render_metrics, write_textfile
 
     settings = app.settings()
     engine = app.engine(settings)
@@ -45,7 +45,7 @@ def prune_command(app: Any, days: float, dry_run: bool) -> None:
     Only the attempt folders and setup marker the tick wrote; never anything
     in workspace_root. Database rows are never touched: history, scores and
     transitions stay."""
-    from orchestrator.prune import prune, size_text
+    from orchestrator.api.prune import prune, size_text
 
     settings = app.settings(require_config=True)
     result = prune(

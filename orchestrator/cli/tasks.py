@@ -25,7 +25,7 @@ from orchestrator.cli.output import (
 from orchestrator.errors import RefusedError
 
 if TYPE_CHECKING:
-    from orchestrator.actions import TaskSpec
+    from orchestrator.api.actions import TaskSpec
 
 
 class Dollars(click.ParamType[float, Any]):
@@ -86,7 +86,7 @@ def add(
 
     SLUG names the task and its workspace folder: 1-63 characters of a-z 0-9 . _ -.
     """
-    from orchestrator.actions import TaskSpec
+    from orchestrator.api.actions import TaskSpec
 
     if from_file is not None:
         if slug or title:
@@ -119,7 +119,7 @@ def add(
 
 def read_specs(source: str) -> list[TaskSpec]:
     """The tasks of a JSON-lines file (`-`: stdin), refusing the first bad line."""
-    from orchestrator.actions import TaskSpec
+    from orchestrator.api.actions import TaskSpec
     from orchestrator.domain.slug import slug_problem
 
     stream = sys.stdin if source == "-" else None
@@ -194,7 +194,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
         + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
     )
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
-    from orchestrator.sparkline import score_lines
+    from orchestrator.views.sparkline import score_lines
 
     for index, line in enumerate(score_lines(data["attempts"])):
         click.echo(f"{'  scores   ' if index == 0 else ' ' * 11} {line}")

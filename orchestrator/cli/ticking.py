@@ -2,7 +2,7 @@
 
 Nothing here imports SQLAlchemy until the host's tick lock is ours: a tick
 that finds it busy exits 75 in a fraction of a normal tick's time. What a
-tick's exit status is, is decided by `orchestrator.ticking`.
+tick's exit status is, is decided by `orchestrator.api.ticking`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from orchestrator.config import Settings, load_settings
 from orchestrator.errors import ConnectionLostError, LockBusyError, TickFailedError
 
 if TYPE_CHECKING:
-    from orchestrator.ticking import TickResult
+    from orchestrator.api.ticking import TickResult
 
 
 def _tick_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -94,7 +94,7 @@ def _run_one_tick(
     """One tick under the lock, with `options` for `TickOptions` (built here:
     the library imports SQLAlchemy, which the busy-lock path must not). Raises
     the error of the tick's exit status after printing its summary."""
-    from orchestrator.ticking import TickOptions, run_tick
+    from orchestrator.api.ticking import TickOptions, run_tick
 
     # Quiet (cron) still logs what happened, one stamped line per attempt
     # result, state change or recovery; a tick that did nothing says nothing.
@@ -109,7 +109,7 @@ def _run_one_tick(
     # pool per tick left open would hold PostgreSQL connections until it dies.
     engine = app.engine(settings, owned=True, jobs=options.get("jobs", 1))
     try:
-        from orchestrator.progress import live_progress
+        from orchestrator.tick.progress import live_progress
 
         # One live line per running attempt on a terminal; cron's output stays plain.
         with live_progress(enabled=not quiet and not options.get("dry_run")) as progress:

@@ -19,7 +19,7 @@ from orchestrator.events.hooks import HookConfig
 if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
 
-from orchestrator.guard_config import GUARD_KEYS, Backoff
+from orchestrator.guards.config import GUARD_KEYS, Backoff
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"

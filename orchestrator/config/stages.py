@@ -13,7 +13,7 @@ from orchestrator.config.model import _DEFAULTS_KEYS, _STAGE_KEYS, COMPLETE, Sta
 from orchestrator.config.values import _key, _ValueReader
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
-from orchestrator.guard_config import guard_defaults, read_guards
+from orchestrator.guards.config import guard_defaults, read_guards
 
 
 class _StageReader(_ValueReader):

@@ -27,7 +27,7 @@ def run_doctor(config: str | None, db_url: str | None) -> DoctorReport:
     checks += _command_checks(settings)
     checks += _prompt_checks(settings)
     checks += _judge_checks(settings)
-    from orchestrator.agents.doctor import agent_checks
+    from orchestrator.doctor.agents import agent_checks
 
     checks += agent_checks(settings)
     return DoctorReport(tuple(checks), config_loaded=True)

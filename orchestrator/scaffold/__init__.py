@@ -7,7 +7,7 @@ judge scripts, then creates the database. The files come from
 `orchestrator/templates/`, shipped in the wheel.
 
 `demo` builds a throw-away project whose stages run the simulated agent in
-`orchestrator.demo_agent`, and drives it through every kind of outcome in a
+`orchestrator.scaffold.demo_agent`, and drives it through every kind of outcome in a
 few seconds, printing each step as the commands a person would type. It
 drives a `Project`, the library face the CLI uses, under the same tick lock
 a cron tick takes, so what it shows is what `orchestrator tick` does.

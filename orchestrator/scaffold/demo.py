@@ -120,7 +120,7 @@ class Demo:
         # it must never add its tasks to a real project's database.
         environ = {k: v for k, v in os.environ.items() if k not in (CONFIG_ENV, DB_URL_ENV)}
         self.settings = load_settings(config=self.config, environ=environ, cwd=directory)
-        from orchestrator.project import Project
+        from orchestrator.api.project import Project
         from orchestrator.storage.db import make_engine
 
         self.engine = make_engine(
@@ -156,7 +156,7 @@ class Demo:
         )
         self.say(f"Pipeline: {stages} -> complete")
         self.say(
-            "Each stage runs a simulated agent (python -m orchestrator.demo_agent) and a "
+            "Each stage runs a simulated agent (python -m orchestrator.scaffold.demo_agent) and a "
             "verifier that prints a JSON verdict."
         )
         self.create()

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator import context_file, guards
+from orchestrator.agents import context_file
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import host_error
+from orchestrator.guards import watch as guards
 from orchestrator.tick.kept import database_fault
 from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.workspace import Workspaces

@@ -14,7 +14,7 @@ from orchestrator.domain.text import clean_text
 from orchestrator.tick.model import Claim
 
 if TYPE_CHECKING:
-    from orchestrator.context_file import ContextFile
+    from orchestrator.agents.context_file import ContextFile
 
 _PROMPT_FIELD = re.compile(
     r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score"

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
-from orchestrator import guards, runner
+from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import ConnectionLostError, OrchestratorError
 from orchestrator.events import outbox
 from orchestrator.events.courier import Courier
-from orchestrator.progress import NoProgress, Progress
+from orchestrator.guards import watch as guards
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
 from orchestrator.testing import fault_point
@@ -35,6 +35,7 @@ from orchestrator.tick.model import (
     TickError,
     TickReport,
 )
+from orchestrator.tick.progress import NoProgress, Progress
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 GET handlers are plain functions (Starlette runs them in its thread pool, as
 our database calls block); the POST handlers read the form, check the CSRF
-token first, and run the same `orchestrator.actions` the CLI runs.
+token first, and run the same `orchestrator.api.actions` the CLI runs.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from orchestrator import actions
+from orchestrator.api import actions
 from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError, RefusedError, UnknownTaskError
-from orchestrator.gate import check_expected
 from orchestrator.storage.db import read_tx
+from orchestrator.views.gate import check_expected
 from orchestrator.web.data import SECTION_ORDER
 from orchestrator.web.pages import Pages
 from orchestrator.web.render import Links, css
@@ -131,10 +131,10 @@ def _plain_routes(engine: Engine) -> list[Route]:
         return _text("ok")
 
     def metrics(_request: Request) -> Response:
-        """Prometheus text from `orchestrator.metrics.render_metrics` when that
+        """Prometheus text from `orchestrator.views.metrics.render_metrics` when that
         module is installed; until then the route says so (501)."""
         try:
-            module = importlib.import_module("orchestrator.metrics")
+            module = importlib.import_module("orchestrator.views.metrics")
         except ImportError:
             return _text("metrics are not available in this version\n", 501)
         body = str(module.render_metrics(engine))

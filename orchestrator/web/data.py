@@ -17,10 +17,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from orchestrator.domain.pipeline import Status, state_string
-from orchestrator.reports import transitions_query
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
-from orchestrator.suggest import unknown_task
+from orchestrator.views.reports import transitions_query
+from orchestrator.views.suggest import unknown_task
 
 # The approval queue first, then what moves, then what is settled.
 SECTION_ORDER = (

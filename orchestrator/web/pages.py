@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from orchestrator.config import Settings
 from orchestrator.domain.pipeline import RECORDED_EVENTS
-from orchestrator.gate import GateView, gate_view
+from orchestrator.views.gate import GateView, gate_view
 from orchestrator.web import data
 from orchestrator.web.render import Links, environment
 from orchestrator.web.svg import Point, score_curve

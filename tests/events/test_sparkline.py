@@ -6,7 +6,7 @@ import json
 
 from support import Project
 
-from orchestrator.sparkline import score_lines, sparkline
+from orchestrator.views.sparkline import score_lines, sparkline
 
 # Scores 0.3, 0.6, 0.9; passes at the third attempt.
 VERIFY = (

@@ -64,8 +64,8 @@ def test_hash_follows_a_git_workspace_diff(project: Project) -> None:
     edited = _hash(project, "g")
     assert edited != clean
     from orchestrator.config import load_settings
-    from orchestrator.gate import gate_view
     from orchestrator.storage.db import make_engine
+    from orchestrator.views.gate import gate_view
 
     settings = load_settings(config=str(project.config), db_url=project.db_url)
     engine = make_engine(project.db_url)

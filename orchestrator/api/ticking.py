@@ -18,10 +18,10 @@ from sqlalchemy import Engine
 from orchestrator.config import Settings
 from orchestrator.errors import Interrupted, TickFailedError
 from orchestrator.events.outbox import with_hooks
-from orchestrator.progress import Progress
 from orchestrator.storage.db import read_tx
-from orchestrator.suggest import require_task
 from orchestrator.tick import Ticker, TickOptions, TickReport
+from orchestrator.tick.progress import Progress
+from orchestrator.views.suggest import require_task
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from orchestrator.domain.text import clean_text
 from orchestrator.errors import IllegalTransitionError, RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx, write_tx
-from orchestrator.suggest import unknown_task
 from orchestrator.testing import fault_point
+from orchestrator.views.suggest import unknown_task
 
 MAX_TITLE_BYTES = 1024
 MAX_BODY_BYTES = 1_048_576

@@ -20,7 +20,7 @@ from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
-from orchestrator.suggest import did_you_mean, unknown_task
+from orchestrator.views.suggest import did_you_mean, unknown_task
 
 
 def _jsonable(value: Any) -> Any:

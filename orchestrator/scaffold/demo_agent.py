@@ -7,9 +7,9 @@ way: as child processes, with the prompt on stdin and the `ORCHESTRATOR_*`
 environment the tick gives every child. Each call takes a few tens of
 milliseconds and uses only the standard library.
 
-    python -m orchestrator.demo_agent work     # a worker: prompt on stdin
-    python -m orchestrator.demo_agent verify   # a verifier: prints a verdict
-    python -m orchestrator.demo_agent review   # a worker that is its own verifier
+    python -m orchestrator.scaffold.demo_agent work     # a worker: prompt on stdin
+    python -m orchestrator.scaffold.demo_agent verify   # a verifier: prints a verdict
+    python -m orchestrator.scaffold.demo_agent review   # a worker that is its own verifier
 
 How well the "agent" does is scripted by a line in the task's body, which
 reaches the worker through the prompt's `{body}` placeholder:
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         return verify()
     if command == "review":
         return review(sys.stdin.read())
-    print("usage: python -m orchestrator.demo_agent work|verify|review", file=sys.stderr)
+    print("usage: python -m orchestrator.scaffold.demo_agent work|verify|review", file=sys.stderr)
     return 2
 
 

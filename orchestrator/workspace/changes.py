@@ -1,12 +1,12 @@
 """What a stage changed in a task's workspace, for the reviewer at its gate.
 
 A git repository answers with its diff against the commit the stage began
-from plus its untracked files (`orchestrator.workspace_git`); any other
+from plus its untracked files (`orchestrator.workspace.git`); any other
 folder with the files modified since the stage began. The workspace is the
 worker's: nothing here follows a link out of it, opens anything but a
 regular file, or reads more than a cap, so a FIFO, a sparse terabyte or a
 crafted name cannot hang or leak through the gate. The approval hash
-(`orchestrator.gate`) covers every changed file by digest, or by
+(`orchestrator.views.gate`) covers every changed file by digest, or by
 (size, mtime, inode) past `HASH_BYTES`.
 """
 
@@ -52,7 +52,7 @@ def collect(workspace: Path, since: datetime | None) -> WorkspaceChanges:
     if not workspace.is_dir() or workspace.is_symlink():
         return WorkspaceChanges(kind="none", digest_parts=["none"])
     if _own_git_dir(workspace):
-        from orchestrator.workspace_git import git_changes
+        from orchestrator.workspace.git import git_changes
 
         changes = git_changes(workspace, since)
         if changes is not None:

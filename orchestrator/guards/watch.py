@@ -19,7 +19,7 @@ from orchestrator.config import StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
-from orchestrator.workspace import fingerprint
+from orchestrator.workspace.fingerprint import fingerprint
 
 # Outcomes after which the worker may have touched the workspace.
 _RAN = frozenset(

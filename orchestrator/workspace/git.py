@@ -23,7 +23,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator.workspace_changes import (
+from orchestrator.workspace.changes import (
     MARKDOWN_SUFFIXES,
     SHOWN_BYTES,
     WorkspaceChanges,

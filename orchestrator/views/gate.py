@@ -19,11 +19,11 @@ from sqlalchemy import Engine, func, select
 
 from orchestrator.config import Settings
 from orchestrator.errors import RefusedError
-from orchestrator.reports import attempt_dir
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
-from orchestrator.suggest import unknown_task
-from orchestrator.workspace_changes import WorkspaceChanges, collect
+from orchestrator.views.reports import attempt_dir
+from orchestrator.views.suggest import unknown_task
+from orchestrator.workspace.changes import WorkspaceChanges, collect
 
 TAIL_BYTES = 4096
 CAPTURES = ("worker.out", "worker.err", "verifier.out", "verifier.err")

@@ -19,17 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from orchestrator import actions, reports
-from orchestrator.actions import ActionResult, TaskSpec
+from orchestrator.api import actions
+from orchestrator.api.actions import ActionResult, TaskSpec
 from orchestrator.config import Settings, config_fingerprint, load_settings
 from orchestrator.events.outbox import with_hooks
 from orchestrator.locking import TickLock
 from orchestrator.storage import db as storage_db
 from orchestrator.storage.db import read_tx
 from orchestrator.storage.schema import require_head
+from orchestrator.views import reports
 
 if TYPE_CHECKING:
-    from orchestrator.ticking import TickResult
+    from orchestrator.api.ticking import TickResult
 
 
 def open_engine(settings: Settings, *, check: bool = True, jobs: int = 1) -> Engine:
@@ -115,7 +116,7 @@ class Project:
         With `expect` (an approval hash from `task()` or the gate page), refuse
         if what the gate shows changed since it was hashed."""
         if expect:
-            from orchestrator.gate import check_expected
+            from orchestrator.views.gate import check_expected
 
             check_expected(self.engine, self.settings, slug, expect)
         return actions.approve(self.engine, slug, actions.actor_name(by), note)
@@ -164,7 +165,7 @@ class Project:
         gets each attempt result or state change, `warn` each error the tick
         went on past; the result's `exit_status` is the command's."""
         # Imported here: `list` or `show` need not load the engine.
-        from orchestrator.ticking import TickOptions, run_tick
+        from orchestrator.api.ticking import TickOptions, run_tick
 
         self._reread_config()
         options = TickOptions(max_tasks, max_seconds, jobs, task, dry_run)
@@ -203,14 +204,14 @@ class Project:
         at a gate also carries the `approval_hash` that `approve(expect=)` checks."""
         data = reports.show_task(self.engine, slug, self.settings.state_root)
         if data["status"] == "awaiting_approval":
-            from orchestrator.gate import gate_view
+            from orchestrator.views.gate import gate_view
 
             data["approval_hash"] = gate_view(self.engine, self.settings, slug).digest
         return data
 
     def explain(self, slug: str) -> dict[str, Any]:
         """Why the task is where it is and what the next tick will do, as `explain --json`."""
-        from orchestrator.explain import explain_task
+        from orchestrator.views.explain import explain_task
 
         return explain_task(self.engine, self.settings, slug)
 

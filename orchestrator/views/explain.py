@@ -21,11 +21,11 @@ from orchestrator.agents.budget import budget_of, spent
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
-from orchestrator.reports import attempt_dir
 from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
-from orchestrator.suggest import unknown_task
+from orchestrator.views.reports import attempt_dir
+from orchestrator.views.suggest import unknown_task
 
 _HALT_RULES = {
     "score_plateau": (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from orchestrator.agents.recipes import flags_of
 from orchestrator.config import Settings
-from orchestrator.doctor import Check, Level
+from orchestrator.doctor.report import Check, Level
 
 NAME = "agent"
 TIMEOUT = 30.0

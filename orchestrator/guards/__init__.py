@@ -1,0 +1,1 @@
+"""The runaway guards: their configuration and the watch a tick keeps."""
