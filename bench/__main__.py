@@ -2,7 +2,7 @@
 
 Each benchmark times a measured command and its reference round by round,
 interleaved, and prints the median ratio with its min-max: these machines
-are noisy, so absolute times mean little. Targets (README, "Performance"):
+are noisy, so absolute times mean little. Targets (docs/explanation/performance.md):
 
   noop      no-op tick, empty database / import click, filelock, sqlalchemy.orm  <= 1.25
   busy      tick finding the lock held / no-op tick                               <= 0.35

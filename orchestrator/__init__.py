@@ -1,6 +1,6 @@
 """orchestrator: a durable, verifier-gated workflow orchestrator.
 
-`Project` is the library's face (see the README, "Use from Python"). It is
+`Project` is the library's face (see docs/reference/python.md). It is
 imported on first use: `import orchestrator.config` and a tick that finds
 the lock busy must not pay for SQLAlchemy.
 """

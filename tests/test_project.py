@@ -1,5 +1,5 @@
-"""The library face: `Project` does what the commands do, the README's
-example runs as written, and the CLI loads only what a command needs."""
+"""The library face: `Project` does what the commands do, the manual's
+example (docs/reference/python.md) runs as written, and the CLI loads only what a command needs."""
 
 from __future__ import annotations
 
@@ -28,13 +28,12 @@ from orchestrator.errors import (
 from orchestrator.locking import TickLock
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+PYTHON_PAGE = (ROOT / "docs" / "reference" / "python.md").read_text(encoding="utf-8")
 
 
 def readme_example() -> str:
-    """The one Python block of the README's "Use from Python" section."""
-    section = README.split("\n## Use from Python\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    """The one Python block of the manual's "Use from Python" page."""
+    blocks = re.findall(r"```python\n(.*?)```", PYTHON_PAGE, flags=re.DOTALL)
     assert len(blocks) == 1, "the section shows exactly one Python example"
     return blocks[0]
 

@@ -6,8 +6,8 @@ the approver's notes and what the earlier stages concluded. All of it is
 read through the storage layer in one read transaction and written, once,
 as a versioned JSON file in the attempt's state folder
 (`{context_file}`, `ORCHESTRATOR_CONTEXT_FILE`). The format is documented
-in the README ("The context file"); fields are only ever added within a
-version.
+in docs/reference/configuration.md ("The context file"); fields are only
+ever added within a version.
 """
 
 from __future__ import annotations

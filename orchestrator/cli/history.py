@@ -47,7 +47,7 @@ def sql(app: App, query: str, fmt: str | None) -> None:
     """Run one read-only SQL QUERY against the history.
 
     Tables: tasks, attempts, transitions, ticks; views: task_states,
-    score_history, timeline (README, "SQL schema"). The database refuses
+    score_history, timeline (docs/reference/sql.md). The database refuses
     writes; a bad query exits 1.
     """
     columns, rows = app.project().sql(query)

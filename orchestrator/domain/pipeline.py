@@ -1,10 +1,10 @@
-"""The state machine as one table (README, "States and transitions").
+"""The state machine as one table (docs/explanation/state-machine.md).
 
 A task's state is a stage plus a status. Every change of state is an *event*
 applied to that pair; `TRANSITIONS` is the single list of legal edges, and
 both the engine and the human commands go through `next_state`, so a state
 the table does not allow can never be written. The table is data, so tests
-walk every (status, event) pair and the README's diagram can be checked
+walk every (status, event) pair and the manual's diagram can be checked
 against it.
 """
 

@@ -1,10 +1,10 @@
 """The schema as SQLAlchemy Core tables. Table and column names are a
-contract: users query them directly (README, "SQL schema").
+contract: users query them directly (docs/reference/sql.md).
 
 This is the one definition of the schema: the code, Alembic's
 `target_metadata` (so `alembic check` and the migration tests compare the
-migrated database against it) and the test that the README documents every
-column all read it. No ORM classes are mapped onto it: the tick must not
+migrated database against it) and the test that docs/reference/sql.md
+documents every column all read it. No ORM classes are mapped onto it: the tick must not
 import `sqlalchemy.orm` (~60 ms a tick, which cron pays 1,440 times a day),
 and a second, typed copy of every column would be one more place to edit for
 each new column.

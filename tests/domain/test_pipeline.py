@@ -21,7 +21,7 @@ from orchestrator.errors import IllegalTransitionError
 
 STAGES = ("research", "implement", "referee")
 
-# The README's state diagram, written out independently of the table.
+# The state diagram of docs/explanation/state-machine.md, written out independently of the table.
 EXPECTED: dict[tuple[Status, Event], State] = {
     (Status.READY, Event.CLAIM): State("implement", Status.RUNNING),
     (Status.RUNNING, Event.STAGE_PASSED): State("referee", Status.READY),

@@ -1,4 +1,4 @@
-"""detect_plateau: the README's plateau rule, table by table, then as properties."""
+"""detect_plateau: the plateau rule of docs/explanation/verdicts-and-plateau.md, table by table, then as properties."""
 
 from __future__ import annotations
 
