@@ -35,7 +35,7 @@ def readme_example() -> str:
     """The one Python block of the manual's "Use from Python" page."""
     blocks = re.findall(r"```python\n(.*?)```", PYTHON_PAGE, flags=re.DOTALL)
     assert len(blocks) == 1, "the section shows exactly one Python example"
-    return blocks[0]
+    return str(blocks[0])
 
 
 def test_the_readme_example_runs_as_written(project: ProjectDir) -> None:

@@ -1,4 +1,5 @@
-"""detect_plateau: the plateau rule of docs/explanation/verdicts-and-plateau.md, table by table, then as properties."""
+"""detect_plateau: the plateau rule (docs/explanation/verdicts-and-plateau.md),
+table by table, then as properties."""
 
 from __future__ import annotations
 
