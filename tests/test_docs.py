@@ -46,7 +46,9 @@ def page(name: str) -> str:
 
 
 def sections(text: str, level: str = "##") -> Iterator[tuple[str, str]]:
-    """(heading, body up to the next heading) for each heading of this level."""
+    """(heading, body up to the next heading) for each heading of this level;
+    fenced blocks are left out (a `# comment` in one is no heading)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
     parts = re.split(rf"^{level} (.+)$", text, flags=re.MULTILINE)
     for heading, body in zip(parts[1::2], parts[2::2], strict=True):
         yield heading.strip(), re.split(r"^#+ ", body, flags=re.MULTILINE)[0]
