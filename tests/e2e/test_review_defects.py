@@ -441,7 +441,8 @@ def test_the_readme_git_worktree_setup_survives_a_stopped_setup(
     project: Project, tmp_path: Path
 ) -> None:
     """A setup stopped half-way leaves a registered worktree and a branch;
-    the recipe the README gives must set the task up on the next try."""
+    the worktree recipe of docs/how-to/worktrees.md must set the task up on
+    the next try."""
     if shutil.which("git") is None:
         pytest.skip("needs git")
     repo = tmp_path / "repo"

@@ -1,7 +1,7 @@
 """Database faults through the real CLI (SQLite).
 
 Each case runs `list`, `tick` or `approve` as a real process against a broken
-database and requires the exit status the README documents, exactly one
+database and requires the documented exit status (docs/reference/exit-status.md), exactly one
 `Error: ...` line on stderr and no traceback, and no partial write: a
 missing file is not created, a damaged one is left byte for byte as it was,
 and rows committed before the fault are intact afterwards.

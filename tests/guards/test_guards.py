@@ -280,7 +280,7 @@ def test_new_content_in_an_untracked_non_ascii_file_counts_as_a_change(project: 
 # review finding: the fingerprint "after" is taken once the verifier has run,
 # so a verifier that writes into the workspace (a report, coverage data, a
 # judge's log) makes every attempt "changed" and the guard never fires,
-# although the README promises it counts attempts "whose worker left the
+# although the configuration reference promises it counts attempts "whose worker left the
 # workspace as it was".
 def test_a_verifier_writing_a_report_does_not_hide_a_worker_that_changed_nothing(
     project: Project,
