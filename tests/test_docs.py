@@ -26,6 +26,7 @@ from sqlalchemy import inspect
 from orchestrator import errors
 from orchestrator.cli import cli
 from orchestrator.config import model
+from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event
 from orchestrator.events import hooks, kinds
 from orchestrator.guards import config as guard_config
@@ -347,6 +348,20 @@ def test_the_legend_names_no_event_the_code_lacks() -> None:
     legend = dict(sections(STATE_MACHINE))["Events"]
     named = {spans(cells[0])[0] for cells in first_cells(legend)}
     assert named == {*(e.value for e in Event), "add"}
+
+
+def test_the_outcomes_table_matches_the_code() -> None:
+    table = dict(sections(STATE_MACHINE))["Outcomes"]
+    named = {spans(cells[0])[0] for cells in first_cells(table)}
+    assert named == {o.value for o in Outcome}
+
+
+@pytest.mark.parametrize("reason", [r.value for r in HaltReason])
+def test_halt_reason_is_in_the_schema_reference(reason: str) -> None:
+    tasks = documented_relations(page("sql.md"))["tasks"]
+    assert "halt_reason" in tasks
+    row = re.search(r"^\| `halt_reason` \|(.*)$", page("sql.md"), re.MULTILINE)
+    assert row and f"`{reason}`" in row[1], f"halt reason {reason} undocumented"
 
 
 # Environment variables ------------------------------------------------------
