@@ -121,9 +121,12 @@ class Project:
             check_expected(self.engine, self.settings, slug, expect)
         return actions.approve(self.engine, slug, actions.actor_name(by), note)
 
-    def reject(self, slug: str, note: str, *, by: str | None = None) -> ActionResult:
-        """Send a gate back: its stage runs again with `note` as the hint."""
-        return actions.reject(self.engine, slug, actions.actor_name(by), note)
+    def reject(
+        self, slug: str, note: str, *, by: str | None = None, to: str | None = None
+    ) -> ActionResult:
+        """Send a gate back: its stage, or `to` (an earlier stage of the task's
+        pipeline), runs again with `note` as the hint."""
+        return actions.reject(self.engine, self.settings, slug, actions.actor_name(by), note, to)
 
     def halt(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
         """Stop `slug` where it is; a running attempt stops within seconds."""
