@@ -204,12 +204,15 @@ class Project:
 
     def task(self, slug: str) -> dict[str, Any]:
         """One task with its transitions and attempts, as `show --json`; a task
-        at a gate also carries the `approval_hash` that `approve(expect=)` checks."""
+        at a gate also carries the `approval_hash` that `approve(expect=)` checks
+        and the `answer` its agent gave (the text out of its JSON envelope)."""
         data = reports.show_task(self.engine, slug, self.settings.state_root)
         if data["status"] == "awaiting_approval":
             from orchestrator.views.gate import gate_view
 
-            data["approval_hash"] = gate_view(self.engine, self.settings, slug).digest
+            view = gate_view(self.engine, self.settings, slug)
+            data["approval_hash"] = view.digest
+            data["answer"] = None if view.answer is None else view.answer.text
         return data
 
     def explain(self, slug: str) -> dict[str, Any]:

@@ -156,6 +156,14 @@ def next_state(state: State, event: Event, stage_names: Sequence[str]) -> State:
     return State(state.stage, Status(target.value))
 
 
+def reject_choices(stage: str, stage_names: Sequence[str]) -> tuple[str, ...]:
+    """The stages `reject --to` may name at a gate of `stage`: the earlier
+    stages of the pipeline, in order, then the gate's own."""
+    if stage not in stage_names:
+        return ()
+    return tuple(stage_names[: stage_names.index(stage) + 1])
+
+
 def reject_state(state: State, to: str | None, stage_names: Sequence[str]) -> State:
     """Where `reject` sends a task at a gate: its own stage again (`to` None
     or that stage), or `to`, an earlier stage of its pipeline. A flaw found
@@ -163,12 +171,8 @@ def reject_state(state: State, to: str | None, stage_names: Sequence[str]) -> St
     again = next_state(state, Event.REJECT, stage_names)  # raises unless at a gate
     if to is None or to == state.stage:
         return again
-    choices = (
-        list(stage_names[: stage_names.index(state.stage) + 1])
-        if state.stage in stage_names
-        else []
-    )
-    if to not in choices[:-1]:
+    choices = reject_choices(state.stage, stage_names)
+    if to not in choices:
         listed = ", ".join(choices) or "none (the pipeline lost this stage)"
         raise InvalidChoiceError(
             f"reject --to {to!r}: not an earlier stage of {state.stage!r} in the task's "
