@@ -208,9 +208,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
     if data.get("approval_hash"):
         click.echo(f"  approval  {data['approval_hash']}   (approve --expect it)")
     if data.get("answer"):
-        click.echo(
-            "\nanswer (the agent's final message; its raw output is in the attempt's folder):"
-        )
+        click.echo("\nanswer (the agent's final message, out of its raw output):")
         for line in _wrapped(data["answer"], shutil.get_terminal_size().columns - 4):
             click.echo(f"    {line}".rstrip())
     click.echo("\ntransitions:")
