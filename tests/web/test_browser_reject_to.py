@@ -52,3 +52,22 @@ def test_answer_fits_and_reject_to_implement_runs_implement_next(
         states = row.locator("td.state").all_inner_texts()
         assert states == ["code_review:awaiting_approval", "implement"]
         assert f"rejected to implement; note: {NOTE}" in row.inner_text()
+
+
+def test_a_stage_the_page_did_not_offer_is_refused(
+    tmp_path: Path,
+    page: Page,  # noqa: F811 - the fixture
+) -> None:
+    project = answering_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'o.db'}", "text")
+    with serving(project) as base:
+        page.goto(base + "/gate/pager")
+        # A hand-made form: the server checks the stage, not the page.
+        page.evaluate(
+            "() => { const s = document.querySelector('#reject-to');"
+            " s.add(new Option('later', 'docs')); s.value = 'docs'; }"
+        )
+        page.fill("#note", NOTE)
+        page.click("#reject")
+        flash = page.locator("#flash").inner_text()
+        assert "reject --to 'docs'" in flash and "implement, code_review" in flash
+        assert project.state("pager") == "code_review:awaiting_approval"
