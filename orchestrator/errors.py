@@ -34,6 +34,14 @@ class IllegalTransitionError(RefusedError):
     """The state machine has no edge for this event from the task's state."""
 
 
+class InvalidChoiceError(RefusedError):
+    """An option's value is not one the task allows, e.g. `reject --to` naming
+    a stage that is not an earlier one of its pipeline (EX_USAGE). The message
+    lists the values that would do."""
+
+    exit_code = 64
+
+
 class NoVerdictError(OrchestratorError):
     """`verdict` found no JSON verdict in its input (EX_DATAERR)."""
 
