@@ -36,10 +36,8 @@ class IllegalTransitionError(RefusedError):
 
 class InvalidChoiceError(RefusedError):
     """An option's value is not one the task allows, e.g. `reject --to` naming
-    a stage that is not an earlier one of its pipeline (EX_USAGE). The message
-    lists the values that would do."""
-
-    exit_code = 64
+    a stage that is not an earlier one of its pipeline. Refused (1), like an
+    unknown stage anywhere else; the message lists the values that would do."""
 
 
 class NoVerdictError(OrchestratorError):

@@ -128,7 +128,7 @@ def test_reject_to_a_stage_not_earlier_names_the_choices(to: str) -> None:
     with pytest.raises(InvalidChoiceError) as raised:
         reject_state(GATE, to, STAGES)
     assert "research, implement, referee" in str(raised.value)
-    assert raised.value.exit_code == 64
+    assert raised.value.exit_code == 1
 
 
 def test_reject_to_a_later_stage_is_refused() -> None:

@@ -113,13 +113,13 @@ def test_reject_to_its_own_stage_is_todays_reject(project: Project, tmp_path: Pa
 
 
 @pytest.mark.parametrize("to", ["docs", "nosuch", "complete", "code_review:running"])
-def test_reject_to_a_stage_that_is_not_earlier_exits_64(
+def test_reject_to_a_stage_that_is_not_earlier_is_refused(
     project: Project, tmp_path: Path, to: str
 ) -> None:
     at_review(project, tmp_path)
     before = project.counts()
     done = project.run("reject", "pager", "--note", NOTE, "--to", to)
-    assert done.returncode == 64, (done.stdout, done.stderr)
+    assert done.returncode == 1, (done.stdout, done.stderr)
     assert done.stderr.count("\n") == 1  # one line
     assert done.stderr.startswith("Error: reject --to")
     assert "choose one of: implement, code_review" in done.stderr
