@@ -120,7 +120,9 @@ def test_swapped_worker_out_neither_hangs_the_tick_nor_recovery(
         if kind == "fifo"
         else f"os.symlink({target}, state / 'worker.out')"
     )
-    verifier = python(HEADER + STATE + "(state / 'worker.out').unlink()\n" + swap + "\n" + PASS_LINE)
+    verifier = python(
+        HEADER + STATE + "(state / 'worker.out').unlink()\n" + swap + "\n" + PASS_LINE
+    )
     project = new_project(
         stage("work", worker=worker, verifier=verifier, output="claude-json")
         + stage("more", worker=worker, verifier=PASS_VERDICT, output="claude-json")
