@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -102,3 +103,31 @@ def test_fresh_folder_refuses_an_existing_one(tmp_path: Path) -> None:
     (tmp_path / "state" / "t1" / "work-002").symlink_to(tmp_path)
     with pytest.raises(safefs.FolderExists):
         safefs.fresh_folder(tmp_path / "state" / "t1" / "work-002")
+
+
+# Modules whose every file is in a workspace or a state folder: none of them
+# may open one but through safefs (a later edit would reopen items 3-7, 11).
+WORKER_REACHABLE = (
+    "workspace/fingerprint.py",
+    "workspace/changes.py",
+    "views/gate.py",
+    "agents/runtime.py",
+    "agents/context_file.py",
+    "tick/kept.py",
+    "tick/steps.py",
+)
+
+
+def test_no_plain_file_calls_where_a_worker_can_reach() -> None:
+    package = Path(safefs.__file__).parent
+    plain = re.compile(
+        r"(?<!safefs)\.(read_text|read_bytes|write_text|write_bytes|open)\(|(?<![\w.])open\("
+    )
+    offenders = [
+        f"{name}: {match.group(0)}"
+        for name in WORKER_REACHABLE
+        for match in plain.finditer((package / name).read_text())
+    ]
+    assert offenders == []
+    assert plain.search("path.read_text()") and plain.search("os.open(p)")
+    assert not plain.search("safefs.read_bytes(p, 1)")
