@@ -52,12 +52,20 @@ def unlimited() -> Budget:
     return Budget(1 << 62)
 
 
+def _real_parent(path: Path) -> None:
+    """`O_NOFOLLOW` covers the last name only: a folder swapped for a link
+    (an attempt's, by its worker) would lead the open out of it."""
+    if path.parent.is_symlink():
+        raise NotRegularFile(errno.ELOOP, "its folder is a link", str(path.parent))
+
+
 def open_regular(path: Path) -> int:
     """A read-only descriptor of `path` if it is a regular file, not a link.
 
     `O_NONBLOCK` makes the open of a FIFO return at once; `fstat` on the
     descriptor (not an earlier `lstat` of the name) decides, so nothing
     swapped in between is read; then reads block normally again."""
+    _real_parent(path)
     fd = os.open(path, _READ_FLAGS)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -156,6 +164,7 @@ def digest(path: Path, limit: int, budget: Budget) -> tuple[str, int]:
 
 def write_new(path: Path, data: bytes) -> None:
     """Create `path`, which must not exist (not even as a dangling link)."""
+    _real_parent(path)
     fd = os.open(path, _NEW_FLAGS, 0o666)
     try:
         view = memoryview(data)
@@ -192,6 +201,7 @@ def write_into(path: Path, data: bytes) -> None:
     """Overwrite the start of an existing regular file in place (its blocks
     were reserved earlier), refusing a link, a FIFO or a file with another
     name (a hard link planted from outside): OSError then."""
+    _real_parent(path)
     fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)

@@ -131,3 +131,18 @@ def test_no_plain_file_calls_where_a_worker_can_reach() -> None:
     assert offenders == []
     assert plain.search("path.read_text()") and plain.search("os.open(p)")
     assert not plain.search("safefs.read_bytes(p, 1)")
+
+
+def test_a_folder_swapped_for_a_link_is_not_entered(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "worker.out").write_text("outside")
+    (tmp_path / "state").mkdir()
+    attempt = tmp_path / "state" / "work-001"
+    attempt.symlink_to(outside)
+    with pytest.raises(OSError):
+        safefs.read_tail(attempt / "worker.out", 100)
+    with pytest.raises(OSError):
+        safefs.replace(attempt / "worker.out", b"capture")
+    assert sorted(p.name for p in outside.iterdir()) == ["worker.out"]
+    assert (outside / "worker.out").read_text() == "outside"
