@@ -220,9 +220,9 @@ class FolderExists(FileExistsError):
 
 
 def fresh_folder(path: Path) -> None:
-    """Make `path` new: its parents may exist (made as needed, but none may
-    be a link), the folder itself must not. An existing one is some other
-    hand's (nothing of ours reuses an attempt's folder) and is not used."""
+    """Make `path` new: its parents are made as needed (the one it sits in
+    may not be a link), the folder itself must not exist. An existing one
+    is some other hand's (nothing of ours reuses an attempt's folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.parent.is_symlink():
         raise NotRegularFile(errno.ELOOP, "a link, not a folder", str(path.parent))

@@ -146,3 +146,13 @@ def test_a_folder_swapped_for_a_link_is_not_entered(tmp_path: Path) -> None:
         safefs.replace(attempt / "worker.out", b"capture")
     assert sorted(p.name for p in outside.iterdir()) == ["worker.out"]
     assert (outside / "worker.out").read_text() == "outside"
+
+
+def test_fresh_folder_refuses_a_linked_parent(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "t1").symlink_to(outside)
+    with pytest.raises(safefs.NotRegularFile):
+        safefs.fresh_folder(tmp_path / "state" / "t1" / "work-001")
+    assert list(outside.iterdir()) == []

@@ -71,8 +71,8 @@ def reserve_kept(folder: Path, claim: Claim) -> None:
         return  # never a path from a bad slug (`Attempts._execute` refuses the attempt)
     try:
         safefs.fresh_folder(folder)
-    except safefs.FolderExists:
-        raise
+    except (safefs.FolderExists, safefs.NotRegularFile):
+        raise  # the task's folder a link: making ours would follow it out
     except OSError:
         return
     with contextlib.suppress(OSError):
