@@ -78,7 +78,6 @@ def test_fingerprint_reads_no_fifo_and_no_device(
     assert project.cli("add", "t1", "--title", "fifo").exit_code == 0
     started = time.monotonic()
     result = run(project, "tick", timeout=DEADLINE)
-    report.count(HOSTILE, result.returncode == 0)
     finished(result, "tick")
     assert time.monotonic() - started < DEADLINE
     assert query(project.db_url, "SELECT outcome FROM attempts") == [("passed",)]
@@ -138,7 +137,6 @@ def test_swapped_worker_out_neither_hangs_the_tick_nor_recovery(
     assert died.returncode == CRASH_RC, died.stderr
     plant(project.dir / "state" / "t2" / "work-001" / "worker.out", kind)
     recovered = run(project, "tick", "--task", "t2", timeout=DEADLINE)
-    report.count(HOSTILE, ticked.returncode == 0 and recovered.returncode == 0)
     finished(recovered, "recovery")
     rows = query(
         project.db_url,
@@ -166,7 +164,6 @@ def test_process_note_as_fifo_hangs_neither_explain_nor_recovery(
         plant(folder / name, "fifo")
     explained = run(project, "explain", "t1", timeout=DEADLINE)
     recovered = run(project, "tick", timeout=DEADLINE)
-    report.count(HOSTILE, explained.returncode == 0 and recovered.returncode == 0)
     finished(explained, "explain")
     finished(recovered, "recovery")
     assert query(project.db_url, "SELECT number, outcome FROM attempts ORDER BY id")[0] == (
@@ -212,7 +209,6 @@ def test_gate_shows_nothing_through_links_and_fifos(
     leaked = "TOP-SECRET" in shown.stdout or "TOP-SECRET" in page.read_text()
     expected = approval_hash(shown.stdout)
     approved = run(project, "approve", "t1", "--expect", expected, timeout=DEADLINE)
-    report.count(HOSTILE, not leaked and approved.returncode == 0)
     report.escaped(int(leaked))
     assert not leaked
     finished(approved, "approve --expect")
@@ -251,7 +247,6 @@ def test_a_gate_look_reads_a_bounded_total(
     baseline = look()
     sparse(996, 4)
     many = look()
-    report.count(HOSTILE, many < 5 * baseline + 1.0)
     assert many < 5 * baseline + 1.0, (many, baseline)
 
     from orchestrator import safefs
@@ -301,7 +296,6 @@ def test_a_planted_next_attempt_folder_is_not_written_through(
         if project.state("t1") == "complete":
             break
     untouched = all(v.read_text() == "precious\n" for v in victims.values())
-    report.count(HOSTILE, untouched)
     report.escaped(sum(v.read_text() != "precious\n" for v in victims.values()))
     assert untouched
     rows = query(project.db_url, "SELECT number, outcome, error FROM attempts ORDER BY id")
@@ -330,7 +324,6 @@ def test_capture_files_replace_links_the_worker_planted(
     assert project.cli("add", "t1", "--title", "links").exit_code == 0
     finished(run(project, "tick", timeout=DEADLINE), "tick")
     untouched = outside.read_text() == "precious\n"
-    report.count(HOSTILE, untouched)
     report.escaped(int(not untouched))
     assert untouched
     folder = project.dir / "state" / "t1" / "work-001"
