@@ -160,3 +160,12 @@ class Settings:
 
     def pipeline(self, name: str) -> PipelineConfig | None:
         return self.pipelines.get(name)
+
+    @property
+    def child_deny(self) -> tuple[str, ...]:
+        """What no child inherits: `env_deny` and every stage's `secrets`.
+        A secret goes back only into the stages that name it
+        (`agents.runtime.stage_extra_env`), never to another stage, a
+        `setup` or a hook, whether or not `env_deny` holds it too."""
+        names = {name for p in self.pipelines.values() for st in p.stages for name in st.secrets}
+        return self.env_deny + tuple(sorted(names - set(self.env_deny)))

@@ -151,10 +151,10 @@ class Courier:
         payload = {**attempt.payload, "links": self._links(attempt.payload)}
         data = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode() + b"\n"
         # A hook is often a third party's script: like a worker, it never sees
-        # our ORCHESTRATOR_* settings (the database URL) nor what env_deny holds back.
+        # our ORCHESTRATOR_* settings (the database URL), env_deny, nor any stage's secrets.
         env = runner.child_environment(
             os.environ,
-            deny=self.settings.env_deny,
+            deny=self.settings.child_deny,
             extra={},
             orchestrator_vars={
                 "ORCHESTRATOR_EVENT_KIND": str(payload.get("kind", "")),

@@ -91,7 +91,7 @@ class Commands(Recording):
         if base is None:
             base = runner.child_environment(
                 os.environ,
-                deny=self.settings.env_deny,
+                deny=self.settings.child_deny,
                 extra=agent_runtime.stage_extra_env(stage, os.environ),
                 orchestrator_vars={},
             )
