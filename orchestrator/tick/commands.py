@@ -92,7 +92,9 @@ class Commands(Recording):
             base = runner.child_environment(
                 os.environ,
                 deny=self.settings.child_deny,
-                extra=agent_runtime.stage_extra_env(stage, os.environ),
+                extra=agent_runtime.stage_extra_env(
+                    stage, self.settings.secret_sources(os.environ)
+                ),
                 orchestrator_vars={},
             )
             self._environments[key] = base
