@@ -166,9 +166,9 @@ def test_doctor_fails_a_secret_set_nowhere_and_says_where_cron_looks(
     doctor = cron_run(project, "doctor")
     assert doctor.returncode == 1
     assert (
-        f"TOKEN set in neither the environment nor env_file; a cron tick looks in env_file {env_file}"
-        in doctor.stdout
-    )
+        "TOKEN set in neither the environment nor env_file; "
+        f"a cron tick looks in env_file {env_file}"
+    ) in doctor.stdout
 
 
 @pytest.mark.parametrize(

@@ -324,8 +324,13 @@ def test_a_hook_failing_past_1024_tries_backs_off_and_spoils_no_other_result(
     )
     project.write_config(
         DEFAULT_STAGES
-        + hook("flaky", ["awaiting_approval"], ["sh", "-c", flaky], retry_seconds=0.2,
-               max_retry_seconds=1)
+        + hook(
+            "flaky",
+            ["awaiting_approval"],
+            ["sh", "-c", flaky],
+            retry_seconds=0.2,
+            max_retry_seconds=1,
+        )
         + hook("rec", ["awaiting_approval", "halted"], ["sh", "-c", rec])
     )
     assert project.cli("add", "t1", "--title", "first").exit_code == 0
