@@ -27,7 +27,7 @@ from datetime import datetime
 from sqlalchemy import Connection, func, or_, select, update
 
 from orchestrator.config import PipelineConfig, StageConfig
-from orchestrator.domain.decide import HaltReason
+from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event, State, Status
 from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
@@ -89,7 +89,7 @@ def budget_of(
 # What an attempt's worker or verifier ran far enough to spend on: it
 # exited, or was stopped or lost while it ran. A command that never started
 # (or a backoff, which spends nothing by its contract) is not asked about.
-_RAN = ("timeout", "interrupted", "crashed")
+_RAN = (Outcome.TIMEOUT.value, Outcome.INTERRUPTED.value, Outcome.CRASHED.value)
 
 
 def unknown_costs(
@@ -105,7 +105,7 @@ def unknown_costs(
         return ()
     a, t = repo.attempts, repo.transitions
     since = conn.execute(
-        select(func.max(t.c.at)).where(t.c.task_id == task.id, t.c.event == "resume")
+        select(func.max(t.c.at)).where(t.c.task_id == task.id, t.c.event == Event.RESUME.value)
     ).scalar()
     query = (
         select(a.c.stage, a.c.number)
@@ -114,7 +114,7 @@ def unknown_costs(
             a.c.stage.in_(reporting),
             a.c.finished_at.is_not(None),
             a.c.cost_usd.is_(None),
-            a.c.outcome != "backoff",
+            a.c.outcome != Outcome.BACKOFF.value,
             or_(
                 a.c.worker_exit.is_not(None),
                 a.c.verifier_exit.is_not(None),
