@@ -120,7 +120,9 @@ class Claims(TickRow):
                 self._halt_unknown(conn, task, now)
                 fault_point("after_halt_unknown")
                 continue
-            over = agent_budget.halt_if_over(conn, task, stage, now=now, actor=ACTOR)
+            over = agent_budget.halt_if_over(
+                conn, task, stage, now=now, actor=ACTOR, pipeline=pipeline
+            )
             if over is not None:
                 with self._tick_lock:
                     self.report.halted += 1
