@@ -29,6 +29,7 @@ from orchestrator.tick.steps import (
     no_verdict,
     stopped_run,
 )
+from orchestrator.workspace.start import note_start
 
 
 class Attempts(Briefing):
@@ -126,6 +127,7 @@ class Attempts(Briefing):
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
+        self._retrying(lambda _: note_start(self.engine, claim.attempt_id, claim.token, workspace))
         if stage.worker is not None:
             self._watch.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)

@@ -23,7 +23,8 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
-from orchestrator.workspace.changes import WorkspaceChanges, collect
+from orchestrator.workspace.changes import collect
+from orchestrator.workspace.listing import StageStart, WorkspaceChanges
 
 TAIL_BYTES = 4096
 CAPTURES = ("worker.out", "worker.err", "verifier.out", "verifier.err")
@@ -57,9 +58,10 @@ def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
                 a.c.task_id == task.id, a.c.stage == task.stage, a.c.run == task.run
             )
         ).scalar_one_or_none()
+        commit = repo.stage_start_commit(conn, task.id, task.stage, task.run)
     attempt = attempts[-1] if attempts else None
     tails = _tails(attempt_dir(settings.state_root, slug, attempt)) if attempt else {}
-    changes = collect(settings.workspace_root / slug, started)
+    changes = collect(settings.workspace_root / slug, StageStart(started, commit))
     digest = _digest(task, attempt, tails, changes)
     return GateView(task, attempt, tails, started, changes, digest)
 
