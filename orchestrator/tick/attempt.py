@@ -127,6 +127,7 @@ class Attempts(Briefing):
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
+        # Where this stage's diff at its gate begins (the first attempt's).
         self._retrying(lambda _: note_start(self.engine, claim.attempt_id, claim.token, workspace))
         if stage.worker is not None:
             self._watch.before(claim.attempt_id, stage, workspace)

@@ -184,15 +184,22 @@ class SafeGit:
 
     def _filter_drivers(self) -> list[str] | None:
         """Every filter driver the repository's config (includes too) names;
-        None when the config cannot be read: then no git command is safe."""
-        done = self._run(["config", "--null", "--name-only", "--get-regexp", r"^filter\."], 1 << 20)
-        if done.status not in (0, 1):  # 1: no such key
+        None when the config cannot be read, or our overrides did not come
+        last (a git before 2.31 ignores `GIT_CONFIG_COUNT`): then no git
+        command is safe to run."""
+        pattern = r"^(filter\..*|core\.hookspath)$"
+        done = self._run(["config", "--null", "--get-regexp", pattern], 1 << 20)
+        if done.status != 0:
             return None
         drivers: set[str] = set()
-        for key in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
-            if key:
+        hooks_path = None
+        for record in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            key, _, value = record.partition("\n")
+            if key == "core.hookspath":
+                hooks_path = value
+            elif key.startswith("filter."):
                 drivers.add(key.removeprefix("filter.").rpartition(".")[0])
-        return sorted(drivers)
+        return sorted(drivers) if hooks_path == os.devnull else None
 
 
 def _read(proc: subprocess.Popen[bytes], limit: int, deadline: float) -> tuple[bytes, bytes, str]:

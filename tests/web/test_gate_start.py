@@ -15,7 +15,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from support import Project
+from support import Project, check_invariants
 
 GIT_AS_T = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
 OLD = "2001-09-09T01:46:40+00:00"  # long before any stage
@@ -98,6 +98,7 @@ def test_a_back_dated_commit_of_the_worker_is_diffed_against_the_stage_start(
     _to_gate(project)
     [(recorded,)] = project.query("SELECT start_commit FROM attempts")
     assert recorded == start  # HEAD when the worker started, not what it made
+    assert check_invariants(project.db_url) == []
     assert _git(workspace, "rev-parse", "HEAD") != start
     page = _page(project)
     assert "+CHANGED-BY-THE-WORKER" in page

@@ -18,6 +18,7 @@ from __future__ import annotations
 from orchestrator.storage.repo.attempt_rows import START_NO_COMMIT as START_NO_COMMIT
 from orchestrator.storage.repo.attempt_rows import START_PENDING as START_PENDING
 from orchestrator.storage.repo.attempt_rows import LastAttempt as LastAttempt
+from orchestrator.storage.repo.attempt_rows import any_unfinished as any_unfinished
 from orchestrator.storage.repo.attempt_rows import attempt_with_token as attempt_with_token
 from orchestrator.storage.repo.attempt_rows import close_attempt as close_attempt
 from orchestrator.storage.repo.attempt_rows import last_attempt as last_attempt

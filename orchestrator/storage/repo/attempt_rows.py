@@ -194,5 +194,12 @@ def unfinished_attempts(conn: Connection) -> list[AttemptSnapshot]:
     return [_attempt(row) for row in rows]
 
 
+def any_unfinished(conn: Connection) -> bool:
+    """Whether an attempt is open; reads no column but `id`, so it also works
+    on a database an upgrade is about to give new columns."""
+    row = conn.execute(select(attempts.c.id).where(attempts.c.finished_at.is_(None)).limit(1))
+    return row.first() is not None
+
+
 def lease_expiry(now: datetime, lease_seconds: float) -> datetime:
     return now + timedelta(seconds=lease_seconds)
