@@ -87,11 +87,24 @@ def _worktree_config(workspace: Path, script: Path) -> None:
     _git(workspace, "config", "--worktree", "core.fsmonitor", str(script))
 
 
+def _submodule(workspace: Path, script: Path) -> None:
+    """A dirty submodule whose own config names the fsmonitor: a plain
+    `git status` runs `git status` inside it, with that config."""
+    other = workspace.parent.parent / "sub-origin"
+    _git(workspace.parent, "init", "-q", str(other))
+    _git(other, "commit", "-q", "--allow-empty", "-m", "sub")
+    _git(workspace, "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(other), "sub")
+    _git(workspace, "commit", "-qm", "with a submodule")
+    (workspace / "sub" / "dirty.txt").write_text("dirty\n")
+    _git(workspace / "sub", "config", "core.fsmonitor", str(script))
+
+
 PLANTS = [
     Plant("core.fsmonitor", _config("core.fsmonitor {}"), ("status",)),
     Plant("include.path", _include(conditional=False), ("status",)),
     Plant("includeIf", _include(conditional=True), ("status",)),
     Plant("config.worktree", _worktree_config, ("status",)),
+    Plant("submodule's core.fsmonitor", _submodule, ("status",)),
     Plant("hooks", _hooks("hooks"), ("commit", "--allow-empty", "-qm", "x")),
     Plant("core.hooksPath", _hooks("elsewhere-hooks"), ("commit", "--allow-empty", "-qm", "x")),
     Plant("core.pager", _config("core.pager {}"), ("-p", "log", "-1"), tty=True),
