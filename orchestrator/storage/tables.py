@@ -175,6 +175,11 @@ attempts = Table(
     # the attempt changed it; NULL when not looked at.
     Column("workspace_hash", String(80)),
     Column("workspace_changed", Boolean),
+    # The commit the workspace was at when the worker started (0006):
+    # `repo.START_PENDING` until then, `repo.START_NO_COMMIT` without one;
+    # NULL on attempts from before the record. The gate diffs against the
+    # first attempt's of the stage's run.
+    Column("start_commit", String(64)),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),

@@ -29,6 +29,7 @@ from orchestrator.tick.steps import (
     no_verdict,
     stopped_run,
 )
+from orchestrator.workspace.start import note_start
 
 
 class Attempts(Briefing):
@@ -130,6 +131,8 @@ class Attempts(Briefing):
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
+        # Where this stage's diff at its gate begins (the first attempt's).
+        self._retrying(lambda _: note_start(self.engine, claim.attempt_id, claim.token, workspace))
         if stage.worker is not None:
             self._watch.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)

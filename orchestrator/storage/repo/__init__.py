@@ -15,14 +15,19 @@ SQLite takes to answer them, and a tick of 100 attempts runs ~1,100 of them.
 
 from __future__ import annotations
 
+from orchestrator.storage.repo.attempt_rows import START_NO_COMMIT as START_NO_COMMIT
+from orchestrator.storage.repo.attempt_rows import START_PENDING as START_PENDING
 from orchestrator.storage.repo.attempt_rows import LastAttempt as LastAttempt
+from orchestrator.storage.repo.attempt_rows import any_unfinished as any_unfinished
 from orchestrator.storage.repo.attempt_rows import attempt_with_token as attempt_with_token
 from orchestrator.storage.repo.attempt_rows import close_attempt as close_attempt
 from orchestrator.storage.repo.attempt_rows import last_attempt as last_attempt
 from orchestrator.storage.repo.attempt_rows import lease_expiry as lease_expiry
 from orchestrator.storage.repo.attempt_rows import open_attempt as open_attempt
 from orchestrator.storage.repo.attempt_rows import record_late_result as record_late_result
+from orchestrator.storage.repo.attempt_rows import record_start_commit as record_start_commit
 from orchestrator.storage.repo.attempt_rows import renew_lease as renew_lease
+from orchestrator.storage.repo.attempt_rows import stage_start_commit as stage_start_commit
 from orchestrator.storage.repo.attempt_rows import unfinished_attempts as unfinished_attempts
 from orchestrator.storage.repo.claims import backoff_until as backoff_until
 from orchestrator.storage.repo.claims import find_claimable as find_claimable

@@ -90,6 +90,7 @@ class AttemptSnapshot:
     started_at: datetime
     finished_at: datetime | None
     tick_id: int | None = None
+    start_commit: str | None = None
 
 
 _TASK_COLUMNS = [tasks.c[name] for name in TaskSnapshot.__dataclass_fields__]
