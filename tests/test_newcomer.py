@@ -626,3 +626,66 @@ def test_a_verifier_killed_by_a_signal_is_named_so(tmp_path: Path) -> None:
     assert attempt["error"] == (
         "no JSON verdict in the verifier's output (verifier killed by signal 9): dying"
     )
+
+
+# == The third hour: what a new user still trips on after the first success =========
+
+
+def test_no_config_says_where_it_looked_and_offers_cd_or_config_before_init(
+    tmp_path: Path,
+) -> None:
+    elsewhere = tmp_path / "somewhere-else"
+    elsewhere.mkdir()
+    result = invoke(["list"], elsewhere)
+    assert result.exit_code == 78
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert f"found in {elsewhere}" in message
+    cd, config, init = (message.index(s) for s in ("`cd`", "--config PATH", "orchestrator init"))
+    assert cd < init and config < init, message  # the existing project comes first
+
+
+def paid_project(tmp_path: Path, cost: float) -> Project:
+    """One stage whose worker reports `cost` and whose verdict fails at 0.1."""
+    script = (
+        f"printf '{{\"cost_usd\": {cost}}}' > \"$ORCHESTRATOR_USAGE_FILE\"; "
+        "echo '{\"pass\": false, \"score\": 0.1}'"
+    )
+    stages = f"""
+[[pipelines.default.stages]]
+name = "build"
+max_attempts = 2
+worker = {json.dumps(["sh", "-c", script])}
+"""
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "cheap", "--title", "T").returncode == 0
+    assert project.run("tick").returncode == 0
+    return project
+
+
+def test_small_costs_print_the_same_everywhere_and_never_as_zero(tmp_path: Path) -> None:
+    project = paid_project(tmp_path, 0.0006)
+    listed = project.run("list").stdout
+    scores = project.run("scores", "cheap").stdout
+    shown = project.run("show", "cheap").stdout
+    explained = project.run("explain", "cheap").stdout
+    assert "$0.0012" in listed  # the task's two attempts
+    assert scores.count("$0.0006") == 2
+    assert shown.count("$0.0006") == 2 and "cost      $0.0012" in shown
+    assert "$0.0012 recorded" in explained
+    for text in (listed, scores, shown):
+        assert "0.00 " not in text and not re.search(r"\b0\.00\b(?!\d)", text), text
+    # Scripts keep the number as recorded.
+    assert json.loads(project.run("scores", "cheap", "--json").stdout)[0]["cost_usd"] == 0.0006
+    assert "0.0006" in project.run("scores", "cheap", "--csv").stdout.splitlines()[1]
+
+
+def test_money_format_keeps_tiny_costs_apart_from_none() -> None:
+    from orchestrator.views.money import money
+
+    assert money(0.0006) == "$0.0006"
+    assert money(12.34) == "$12.3400"
+    assert money(0.0) == "$0.0000"
+    assert money(0.00004) == "<$0.0001"
+    assert money(None) == ""
