@@ -689,3 +689,17 @@ def test_money_format_keeps_tiny_costs_apart_from_none() -> None:
     assert money(0.0) == "$0.0000"
     assert money(0.00004) == "<$0.0001"
     assert money(None) == ""
+
+
+def test_show_names_only_the_capture_files_that_exist(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "quiet", "--title", "T").returncode == 0
+    assert project.run("tick").returncode == 0
+    shown = project.run("show", "quiet").stdout
+    line = next(x for x in shown.splitlines() if x.startswith("output of attempt"))
+    named = line.split("(", 1)[1].split(";", 1)[0].split(", ")
+    [folder] = (project.dir / "state").glob("**/research-001")
+    on_disk = {p.name for p in folder.iterdir()}
+    assert named and set(named) <= on_disk, (named, on_disk)
+    assert "worker.err" not in named and "worker.err" not in on_disk  # printed nothing there
