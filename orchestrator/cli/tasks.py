@@ -25,7 +25,14 @@ from orchestrator.cli.output import (
 from orchestrator.errors import RefusedError
 
 # What an attempt's folder may hold, in the order `show` names them.
-ATTEMPT_FILES = ("worker.out", "worker.err", "verifier.out", "verifier.err", "prompt.md", "context.json")
+ATTEMPT_FILES = (
+    "worker.out",
+    "worker.err",
+    "verifier.out",
+    "verifier.err",
+    "prompt.md",
+    "context.json",
+)
 
 if TYPE_CHECKING:
     from orchestrator.api.actions import TaskSpec
