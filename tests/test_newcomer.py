@@ -554,9 +554,10 @@ def test_dry_run_says_setup_runs_first(tmp_path: Path) -> None:
     assert project.cli("db", "upgrade").exit_code == 0
     assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
     dry = project.cli("tick", "--dry-run").stdout
+    workspace = project.dir / "tasks" / "fix-calc"
     assert (
         "fix-calc: would run implement attempt 1: setup ['git', 'worktree', 'add', "
-        "'{workspace}'] first (no workspace yet); worker ['true']"
+        f"'{workspace}'] first (no workspace yet); worker ['true']"
     ) in dry
     (project.dir / "tasks" / "fix-calc").mkdir(parents=True)
     assert "setup" not in project.cli("tick", "--dry-run").stdout
@@ -703,3 +704,53 @@ def test_show_names_only_the_capture_files_that_exist(tmp_path: Path) -> None:
     on_disk = {p.name for p in folder.iterdir()}
     assert named and set(named) <= on_disk, (named, on_disk)
     assert "worker.err" not in named and "worker.err" not in on_disk  # printed nothing there
+
+
+def test_dry_run_prints_the_commands_with_their_placeholders_filled(tmp_path: Path) -> None:
+    stages = """
+    [[pipelines.default.stages]]
+    name = "implement"
+    worker = ["sh", "{config_dir}/work.sh", "{task}", "{stage}", "{attempt}", "{workspace}"]
+    verifier = ["sh", "{config_dir}/judge.sh", "--task={task}"]
+    """
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.cli("db", "upgrade").exit_code == 0
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    dry = project.cli("tick", "--dry-run").stdout
+    here, workspace = project.dir, project.dir / "tasks" / "fix-calc"
+    assert (
+        f"worker ['sh', '{here}/work.sh', 'fix-calc', 'implement', '1', '{workspace}']; "
+        f"verifier ['sh', '{here}/judge.sh', '--task=fix-calc']"
+    ) in dry, dry
+    assert "{" not in dry
+
+
+NOT_LOGGED_IN = (
+    '{"type": "result", "subtype": "success", "is_error": true, '
+    '"result": "Not logged in \\u00b7 Please run /login", "total_cost_usd": 0}'
+)
+
+
+def test_the_cron_log_and_explain_say_what_the_agent_said(tmp_path: Path) -> None:
+    script = f"cat > /dev/null; echo '{NOT_LOGGED_IN}'; exit 1"
+    stages = f"""
+[[pipelines.default.stages]]
+name = "bug_find"
+max_attempts = 3
+output = "claude-json"
+worker = {json.dumps(["sh", "-c", script])}
+verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 1}}'"]
+"""
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "login", "--title", "T").returncode == 0
+    logged = project.run("tick", "--quiet", "--max-tasks", "1")
+    [line] = logged.stdout.splitlines()
+    assert re.fullmatch(
+        STAMP + r"login: bug_find attempt 1 worker_error \(worker exited 1; agent reported an "
+        r"error: Not logged in · Please run /login\) -> bug_find",
+        line,
+    ), line
+    explained = project.run("explain", "login").stdout
+    assert "agent reported an error: Not logged in · Please run /login" in explained
+    assert "(success)" not in explained and "(success)" not in line
