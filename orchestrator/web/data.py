@@ -182,6 +182,14 @@ class TaskPage:
     transitions: list[dict[str, Any]]
 
 
+def task_row(engine: Engine, slug: str) -> repo.TaskSnapshot:
+    with read_tx(engine) as conn:
+        task = repo.get_task(conn, slug)
+        if task is None:
+            raise unknown_task(conn, slug)
+    return task
+
+
 def task_page(engine: Engine, slug: str) -> TaskPage:
     """A task's attempts grouped by stage, in the order the stages first ran."""
     with read_tx(engine) as conn:

@@ -85,9 +85,16 @@ class Pages:
     def gate_view(self, slug: str) -> GateView:
         return gate_view(self.engine, self.settings, slug)
 
-    def gate(self, links: Links, slug: str, **extra: Any) -> str:
+    def gate(self, links: Links, slug: str, **extra: Any) -> tuple[str, int]:
+        """The gate page and its status: 409 with a pointer to the task page
+        when the task waits at no gate (no hash to approve, no files read)."""
+        task = data.task_row(self.engine, slug)
+        if task.status.value != "awaiting_approval":
+            html = self.render("not_at_gate.html", links, task=task, page_title=slug, **extra)
+            return html, 409
         view = self.gate_view(slug)
-        return self.render("gate.html", links, gate=view, page_title=f"gate {slug}", **extra)
+        html = self.render("gate.html", links, gate=view, page_title=f"gate {slug}", **extra)
+        return html, 200
 
     def history(self, links: Links, filters: dict[str, str], page: int = 1, **extra: Any) -> str:
         rows = data.history_page(self.engine, page=page, **filters)

@@ -376,3 +376,50 @@ def test_score_curves_show_every_attempt_at_laptop_and_phone_widths(
             print(f"screenshots: {tmp_path} and {SCREENSHOTS}")
     finally:
         context.close()
+
+
+def test_approve_takes_a_note_and_the_note_box_sits_above_both_buttons(
+    gated: Project, page: Page
+) -> None:
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        note, approve, reject = (
+            page.locator(s).bounding_box() for s in ("#note", "#approve", "#reject")
+        )
+        assert note is not None and approve is not None and reject is not None
+        assert note["y"] + note["height"] <= approve["y"]  # the box first, then the buttons
+        assert abs(approve["y"] - reject["y"]) < 2 and approve["x"] < reject["x"]  # one row
+        page.fill("#note", "Looks right; ship the <i>small</i> fix")
+        page.click("#approve")
+        assert "Approved" in page.locator("#flash").inner_text()
+    assert gated.state("doc") == "research:approved"
+    [(note_text,)] = gated.query("SELECT note FROM transitions WHERE event = 'approve'")
+    assert note_text == "Looks right; ship the <i>small</i> fix"
+    assert "Looks right" in gated.run("show", "doc").stdout
+
+
+def test_reject_without_a_note_is_refused_on_the_page(gated: Project, page: Page) -> None:
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        page.click("#reject")
+        assert "needs a --note" in page.locator("#flash").inner_text()
+    assert gated.state("doc") == "research:awaiting_approval"
+
+
+def test_the_gate_of_a_task_not_at_a_gate_says_so_and_links_the_task(
+    gated: Project, page: Page
+) -> None:
+    workspace = gated.dir / "tasks" / "doc"
+    (workspace / ".git").write_text("gitdir: /elsewhere/.git/worktrees/doc\n")
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        assert ".git" not in page.inner_text("main")  # at the gate: never listed
+        assert gated.run("approve", "doc").returncode == 0
+        answer = page.goto(base + "/gate/doc")
+        assert answer is not None and answer.status == 409
+        text = page.inner_text("main")
+        assert "doc is not at a gate" in text and "research:approved" in text
+        assert "approval hash" not in text and ".git" not in text and "notes.md" not in text
+        assert page.locator("#approve").count() == 0
+        page.get_by_role("link", name="the task page").click()
+        assert page.url == base + "/task/doc"
