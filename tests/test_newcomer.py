@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
+import time
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -649,8 +651,8 @@ def test_no_config_says_where_it_looked_and_offers_cd_or_config_before_init(
 def paid_project(tmp_path: Path, cost: float) -> Project:
     """One stage whose worker reports `cost` and whose verdict fails at 0.1."""
     script = (
-        f"printf '{{\"cost_usd\": {cost}}}' > \"$ORCHESTRATOR_USAGE_FILE\"; "
-        "echo '{\"pass\": false, \"score\": 0.1}'"
+        f'printf \'{{"cost_usd": {cost}}}\' > "$ORCHESTRATOR_USAGE_FILE"; '
+        'echo \'{"pass": false, "score": 0.1}\''
     )
     stages = f"""
 [[pipelines.default.stages]]
@@ -754,3 +756,40 @@ verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 1}}'"]
     explained = project.run("explain", "login").stdout
     assert "agent reported an error: Not logged in · Please run /login" in explained
     assert "(success)" not in explained and "(success)" not in line
+
+
+def test_idle_ticks_keep_a_last_tick_figure_for_metrics_doctor_and_the_board(
+    tmp_path: Path,
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "crontab").write_text(FAKE_CRONTAB)
+    (bin_dir / "crontab").chmod(0o755)
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_CRONTAB_FILE": str(tmp_path / "c")}
+    assert invoke(["init"], folder).exit_code == 0
+    no_cron = invoke(["doctor"], folder, **env).stdout
+    assert not re.search(r"^\w+ +ticks ", no_cron, re.M)  # no cron, no tick: nothing to say
+
+    assert invoke(["cron", "--install"], folder, **env).exit_code == 0
+    doctor = invoke(["doctor"], folder, **env).stdout
+    assert re.search(r"warn  ticks +cron ticks every 1 min, but no tick yet on this host", doctor)
+
+    idle = invoke(["tick", "--quiet"], folder, **env)
+    assert (idle.exit_code, idle.stdout) == (0, "")  # the log stays quiet ...
+    doctor = invoke(["doctor"], folder, **env).stdout
+    assert re.search(r"ok    ticks +cron ticks every 1 min; last tick \d+ s ago", doctor), doctor
+    metrics = invoke(["metrics"], folder).stdout
+    stamp = re.search(r"^orchestrator_tick_last_timestamp_seconds (\S+)$", metrics, re.M)
+    assert stamp is not None and abs(float(stamp.group(1)) - time.time()) < 120
+
+    # Three intervals without a tick: doctor says cron may be dead.
+    with sqlite3.connect(folder / "orchestrator.db") as db:
+        [(value,)] = db.execute("SELECT finished_at FROM ticks").fetchall()
+        old = "2020-01-01" + str(value)[10:]
+        db.execute("UPDATE ticks SET started_at = ?, finished_at = ?", (old, old))
+    db.close()
+    doctor = invoke(["doctor"], folder, **env).stdout
+    assert re.search(r"warn  ticks +cron ticks every 1 min, but last tick \d+ d ago", doctor)
+    assert "orchestrator.log" in doctor
