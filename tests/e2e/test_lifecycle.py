@@ -51,8 +51,11 @@ def test_gate_hint_reject_approve_complete(project: Project, tmp_path: Path) -> 
     assert project.state("t1") == "research:awaiting_approval"
 
     before = project.counts()
-    tick(project)  # nothing to do: nothing written
-    assert project.counts() == before
+    tick(project)  # nothing to do: only the tick's time is noted, in an idle row
+    idle = project.counts()
+    assert idle == {**before, "ticks": before["ticks"] + 1}
+    tick(project)
+    assert project.counts() == idle  # the idle row moves forward
 
     ok(project, "reject", "t1", "--note", "cite your sources", "--by", "bob")
     assert project.state("t1") == "research"
