@@ -187,10 +187,13 @@ class TickRow:
 
     def _close_tick(self, exit_code: int) -> None:
         if self._tick_id is None:
-            # An idle tick moves this host's idle row forward (one small
+            # A clean idle tick moves this host's idle row forward (one small
             # UPDATE), so `doctor`, `metrics` and the board can tell a quiet
-            # cron from a dead one.
-            self._retrying(lambda _again: self._note_idle_tick(exit_code))
+            # cron from a dead one. A failed one writes nothing: its error is
+            # in the log already, and a database that just failed (full,
+            # damaged, from the future) is not written to on the way out.
+            if exit_code == 0:
+                self._retrying(lambda _again: self._note_idle_tick(exit_code))
             return
         self._retrying(lambda _again: self._close_tick_tx(exit_code))
 
