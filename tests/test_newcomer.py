@@ -793,3 +793,12 @@ def test_idle_ticks_keep_a_last_tick_figure_for_metrics_doctor_and_the_board(
     doctor = invoke(["doctor"], folder, **env).stdout
     assert re.search(r"warn  ticks +cron ticks every 1 min, but last tick \d+ d ago", doctor)
     assert "orchestrator.log" in doctor
+
+
+def test_doctor_reads_back_the_interval_of_every_schedule_cron_writes() -> None:
+    from orchestrator.scaffold.cron import cron_schedule, schedule_seconds
+
+    for every in (1, 2, 5, 15, 30, 59, 60, 120, 180, 360, 720, 1440):
+        assert schedule_seconds(cron_schedule(every)) == every * 60, every
+    for hand_made in ("5 * * * *", "*/0 * * * *", "* * * * 1", "0 9-17 * * *", "@hourly"):
+        assert schedule_seconds(hand_made) is None, hand_made
