@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.views.money import money
+
 if TYPE_CHECKING:
     from orchestrator.cli.app import App
 
@@ -101,8 +103,8 @@ def render(data: dict[str, Any]) -> list[str]:
     budget = (
         ""
         if cost["budget_usd"] is None
-        else f"; {cost['budget_scope']} budget ${cost['budget_usd']:.4f}, "
-        f"${cost['budget_left_usd']:.4f} left" + (" (reached)" if cost["budget_reached"] else "")
+        else f"; {cost['budget_scope']} budget {money(cost['budget_usd'])}, "
+        f"{money(cost['budget_left_usd'])} left" + (" (reached)" if cost["budget_reached"] else "")
     )
-    lines.append(f"  cost      ${cost['spent_usd']:.4f} recorded{budget}")
+    lines.append(f"  cost      {money(cost['spent_usd'])} recorded{budget}")
     return lines

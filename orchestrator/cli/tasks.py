@@ -26,6 +26,16 @@ from orchestrator.cli.output import (
 )
 from orchestrator.errors import RefusedError
 
+# What an attempt's folder may hold, in the order `show` names them.
+ATTEMPT_FILES = (
+    "worker.out",
+    "worker.err",
+    "verifier.out",
+    "verifier.err",
+    "prompt.md",
+    "context.json",
+)
+
 if TYPE_CHECKING:
     from orchestrator.api.actions import TaskSpec
 
@@ -233,10 +243,13 @@ def show(app: App, slug: str, as_json: bool) -> None:
             )
         )
         last = data["attempts"][-1]
+        folder = Path(last["state_dir"])
+        # Only the files that are there: a stream that printed nothing may have
+        # left no file, and a path that is not there sends a reader hunting.
+        written = [name for name in ATTEMPT_FILES if (folder / name).is_file()]
         click.echo(
-            f"\noutput of attempt {last['stage']} {last['number']}: "
-            f"{shown_path(Path(last['state_dir']))}/ (worker.out, worker.err, verifier.out, "
-            "verifier.err, prompt.md, context.json; the other attempts' folders are beside it)"
+            f"\noutput of attempt {last['stage']} {last['number']}: {shown_path(folder)}/ "
+            f"({', '.join(written) or 'no files'}; the other attempts' folders are beside it)"
         )
 
 

@@ -114,7 +114,8 @@ tasks = Table(
 # first one they may take: the index must hold exactly that order.
 Index("ix_tasks_claim", tasks.c.status, tasks.c.priority.desc(), tasks.c.id)
 
-# One tick that did work (idle ticks write nothing).
+# One tick that did work; a run of idle ticks shares one row per host, moved
+# forward by each (claimed = recovered = advanced = 0, started = finished).
 ticks = Table(
     "ticks",
     metadata,

@@ -87,7 +87,8 @@ def files_changes(
     listing = hashlib.sha256()
     for root, dirs, files in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if d != ".git")
-        for name in sorted(files):
+        # A `.git` file (a worktree's, a submodule's) is git's, not the work's.
+        for name in sorted(f for f in files if f != ".git"):
             path = Path(root) / name
             try:
                 info = path.lstat()
