@@ -170,29 +170,43 @@ class Worktree:
         return self.git(["rev-parse", "--verify", "HEAD"]).strip()
 
     def find_stage_commit(self, attempt_key: str) -> str | None:
-        """The commit since the base whose trailer names this attempt."""
-        out = self.git(["log", "--format=%H%x00%B%x00", f"{self.base_commit}..HEAD"])
-        fields = out.split("\0")
-        for sha, body in zip(fields[0::2], fields[1::2], strict=False):
-            if f"\n{TRAILER}: {attempt_key}\n" in "\n" + body + "\n":
-                return sha.strip()
-        return None
+        """The commit on HEAD whose trailer names this attempt."""
+        out = self.git(
+            [
+                "log",
+                "-n",
+                "1",
+                "--format=%H",
+                "--fixed-strings",
+                f"--grep={TRAILER}: {attempt_key}",
+                "HEAD",
+            ]
+        )
+        return out.strip() or None
 
-    def commit_stage(self, message: str, attempt_key: str, identity: Identity) -> str | None:
+    def commit_stage(self, message: str, attempt_key: str, identity: Identity) -> str:
         """Commit everything the worker changed (tracked, untracked,
-        deletions; ignored files stay out) with the attempt's trailer: the
-        new commit, the one a killed tick already made, or None when there
-        was nothing left to commit (the worker committed, or changed nothing)."""
+        deletions; ignored files stay out) with the attempt's trailer, and
+        return the commit: the new one, or the one a killed tick already
+        made. A stage that changed nothing (a reviewer) still gets its
+        commit, empty, so the branch holds one commit per passed stage; a
+        worker's own commits stay beneath it."""
         done = self.find_stage_commit(attempt_key)
         if done is not None:
             return done
         self.git(["add", "--all", "--", "."])
-        staged = self.git(["diff", "--cached", "--name-only", "-z", "--no-ext-diff"])
-        if not staged.strip("\0"):
-            return None
         body = f"{message}\n\n{TRAILER}: {attempt_key}\n"
         self.git(
-            ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "--cleanup=verbatim", "-F", "-"],
+            [
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "--no-verify",
+                "--no-gpg-sign",
+                "--cleanup=verbatim",
+                "-F",
+                "-",
+            ],
             env=identity.environment(),
             stdin=body,
         )

@@ -145,15 +145,16 @@ def test_a_commit_is_never_made_twice(repo: Path, tmp_path: Path) -> None:
     assert git(wt.workspace, "rev-list", "--count", f"{wt.base_commit}..HEAD").strip() == "1"
 
 
-def test_nothing_to_commit_when_the_worker_committed(repo: Path, tmp_path: Path) -> None:
+def test_the_workers_own_commits_stay_under_the_stage_commit(repo: Path, tmp_path: Path) -> None:
     wt = tree(repo, tmp_path)
     wt.ensure()
     (wt.workspace / "new.txt").write_text("new\n")
     git(wt.workspace, "add", "new.txt")
     git(wt.workspace, "commit", "-qm", "the worker's own")
     mine = wt.head()
-    assert wt.commit_stage("m", "t1/implement/1", IDENTITY) is None
-    assert wt.head() == mine
+    stage = wt.commit_stage("implement passed", "t1/implement/1", IDENTITY)
+    assert git(wt.workspace, "rev-parse", f"{stage}^").strip() == mine
+    assert git(wt.workspace, "diff", "--name-only", mine, stage) == ""  # empty: all was committed
 
 
 def test_hooks_and_filters_the_worker_configured_never_run(repo: Path, tmp_path: Path) -> None:

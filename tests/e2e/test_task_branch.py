@@ -1,0 +1,139 @@
+"""A task is a branch: a pipeline with `repository` and no setup, through
+real ticks on a real repository (worktree, stage commits, crash points)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from e2e.e2e_support import PASS, stage
+from support import Project, check_invariants, write_config
+
+# Commits one file itself, changes one, adds one, deletes one; leaves a log
+# file the repository ignores. Run again (after a kill), it does no more.
+IMPLEMENT = (
+    "echo committed > committed.txt && git add committed.txt && "
+    "(git diff --cached --quiet || "
+    "git -c user.name=w -c user.email=w@w commit -q -m 'the worker commits') && "
+    "echo changed > keep.txt && echo new > untracked.txt && rm -f gone.txt && "
+    "echo noise > debug.log"
+)
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env |= {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env |= {"GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout
+
+
+def make_repo(folder: Path) -> Path:
+    repo = folder / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "keep.txt").write_text("keep\n")
+    (repo / "gone.txt").write_text("gone\n")
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base")
+    return repo
+
+
+def branch_project(project: Project, implement: str = IMPLEMENT) -> Path:
+    repo = make_repo(project.dir)
+    stages = stage("implement", worker=["sh", "-c", implement], verifier=PASS)
+    stages += stage("code_review", worker=["true"], verifier=PASS, gate=True)
+    write_config(project.config, '[pipelines.default]\nrepository = "repo"\n\n' + stages)
+    return repo
+
+
+def test_each_passed_stage_is_one_commit_on_the_task_branch(project: Project) -> None:
+    repo = branch_project(project)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    base = git(repo, "rev-parse", "main").strip()
+    assert project.query("SELECT branch, base_branch FROM tasks") == [("task/fix", "main")]
+    for _ in range(2):
+        done = project.run("tick")
+        assert done.returncode == 0, done.stderr
+    assert project.state("fix") == "code_review:awaiting_approval"
+    workspace = project.dir / "tasks" / "fix"
+    assert git(workspace, "branch", "--show-current").strip() == "task/fix"
+    log = git(repo, "log", "--format=%s", f"{base}..task/fix").splitlines()
+    assert log == [
+        "fix: code_review (attempt 1)",
+        "fix: implement (attempt 1)",
+        "the worker commits",
+    ]
+    changed = git(repo, "diff", "--name-status", base, "task/fix")
+    assert sorted(changed.splitlines()) == [
+        "A\tcommitted.txt",
+        "A\tuntracked.txt",
+        "D\tgone.txt",
+        "M\tkeep.txt",
+    ]
+    assert (workspace / "debug.log").exists()  # ignored: in the folder, in no commit
+    recorded = project.query("SELECT stage, commit_sha FROM attempts ORDER BY id")
+    tips = git(repo, "log", "--format=%H", "-n", "2", "task/fix").split()
+    assert recorded == [("implement", tips[1]), ("code_review", tips[0])]
+    assert project.query("SELECT base_commit FROM tasks") == [(base,)]
+    assert git(repo, "rev-parse", "main").strip() == base  # the base is never touched
+    assert check_invariants(project.db_url) == []
+
+
+def test_the_base_is_the_branch_checked_out_at_add(project: Project) -> None:
+    repo = branch_project(project)
+    git(repo, "checkout", "-q", "-b", "develop")
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    git(repo, "checkout", "-q", "main")
+    assert project.query("SELECT base_branch FROM tasks") == [("develop",)]
+
+
+def test_a_repository_that_is_not_one_is_a_config_error(project: Project) -> None:
+    branch_project(project)
+    text = project.config.read_text().replace('repository = "repo"', 'repository = "nowhere"')
+    project.config.write_text(text)
+    done = project.run("add", "fix", "--title", "Fix it")
+    assert done.returncode == 78
+    assert "repository" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("point", ["after_base_recorded", "after_worktree_add"])
+def test_a_kill_while_the_worktree_is_made_is_finished_by_the_next_tick(
+    project: Project, point: str
+) -> None:
+    repo = branch_project(project)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": point})
+    assert killed.returncode != 0
+    for _ in range(3):
+        project.run("tick")
+    assert project.state("fix") == "code_review:awaiting_approval"
+    assert git(repo, "worktree", "list").count("[task/fix]") == 1
+    assert len(git(repo, "log", "--format=%H", "main..task/fix").split()) == 3
+    assert check_invariants(project.db_url) == []
+
+
+def test_a_kill_between_the_stage_commit_and_its_record_commits_once(project: Project) -> None:
+    repo = branch_project(project)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    killed = project.run(
+        "tick",
+        extra_env={"ORCHESTRATOR_TEST_FAULT": "after_stage_commit"},
+    )
+    assert killed.returncode != 0
+    for _ in range(4):
+        project.run("tick")
+    rows = project.query("SELECT stage, number, outcome, error FROM attempts ORDER BY id")
+    assert project.state("fix") == "code_review:awaiting_approval", rows
+    subjects = git(repo, "log", "--format=%s", "main..task/fix").splitlines()
+    # The killed attempt's commit stays; the rerun adds its own, empty one,
+    # never a second copy of the work.
+    changes = git(repo, "log", "--format=%s", "--name-only", "main..task/fix")
+    assert changes.count("untracked.txt") == 1
+    assert subjects[0] == "fix: code_review (attempt 1)"
+    assert check_invariants(project.db_url) == []
