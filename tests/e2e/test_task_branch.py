@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from e2e.e2e_support import PASS, stage
 from support import Project, check_invariants, write_config
 
