@@ -136,3 +136,33 @@ def test_a_kill_between_the_stage_commit_and_its_record_commits_once(project: Pr
     assert changes.count("untracked.txt") == 1
     assert subjects[0] == "fix: code_review (attempt 1)"
     assert check_invariants(project.db_url) == []
+
+
+def test_diff_shows_the_whole_change_and_one_stages_part(project: Project) -> None:
+    branch_project(project)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    assert project.run("tick").returncode == 0  # implement passes: committed
+    workspace = project.dir / "tasks" / "fix"
+    (workspace / "late.txt").write_text("after the stage\n")  # untracked, uncommitted
+    whole = project.run("diff", "fix")
+    assert whole.returncode == 0, whole.stderr
+    for name in ("committed.txt", "untracked.txt", "gone.txt", "keep.txt", "late.txt"):
+        assert f"b/{name}" in whole.stdout or f"a/{name}" in whole.stdout, name
+    assert "deleted file mode" in whole.stdout and "debug.log" not in whole.stdout
+    stat = project.run("diff", "fix", "--stat")
+    assert "5 files changed" in stat.stdout
+    part = project.run("diff", "fix", "--stage", "implement")
+    assert "b/committed.txt" in part.stdout and "late.txt" not in part.stdout
+    # The worker's index is as it was.
+    assert git(workspace, "status", "--porcelain") == "?? late.txt\n"
+    shown = project.run("show", "fix")
+    assert "branch    task/fix (from main)" in shown.stdout
+    assert f"worktree  {workspace}" in shown.stdout
+
+
+def test_diff_of_a_folder_task_says_it_is_not_a_branch(project: Project) -> None:
+    write_config(project.config, stage("implement", worker=["true"], verifier=PASS))
+    assert project.run("add", "plain", "--title", "T").returncode == 0
+    done = project.run("diff", "plain")
+    assert done.returncode == 1 and "not a branch" in done.stderr
+    assert project.run("diff", "nope").returncode == 1
