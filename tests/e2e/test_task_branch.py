@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from e2e.e2e_support import PASS, stage
+from e2e.e2e_support import PASS, execute, stage
 from support import Project, check_invariants, write_config
 
 # Commits one file itself, changes one, adds one, deletes one; leaves a log
@@ -166,3 +166,51 @@ def test_diff_of_a_folder_task_says_it_is_not_a_branch(project: Project) -> None
     done = project.run("diff", "plain")
     assert done.returncode == 1 and "not a branch" in done.stderr
     assert project.run("diff", "nope").returncode == 1
+
+
+def finish(project: Project, slug: str) -> Path:
+    """Run a branch task to `complete` (approving its gate)."""
+    assert project.run("add", slug, "--title", "Fix it").returncode == 0
+    for _ in range(2):
+        project.run("tick")
+    assert project.run("approve", slug, "--by", "t").returncode == 0
+    project.run("tick")
+    assert project.state(slug) == "complete"
+    return project.dir / "tasks" / slug
+
+
+def test_prune_finished_removes_worktrees_and_keeps_branches(project: Project) -> None:
+    repo = branch_project(project)
+    workspace = finish(project, "fix")
+    tip = git(repo, "rev-parse", "task/fix").strip()
+    dry = project.run("prune", "--finished", "--dry-run")
+    assert dry.returncode == 0 and "would remove worktree" in dry.stdout and workspace.exists()
+    done = project.run("prune", "--finished")
+    assert done.returncode == 0, done.stderr
+    assert f"removed worktree {workspace} (branch task/fix stays)" in done.stdout
+    assert not workspace.exists() and git(repo, "rev-parse", "task/fix").strip() == tip
+    assert "task/fix" not in git(repo, "worktree", "list")
+    shown = project.run("show", "fix").stdout
+    assert "(removed)" in shown and tip[:12] in shown
+    assert "4 files changed" in project.run("diff", "fix", "--stat").stdout  # from the branch
+    again = project.run("prune", "--finished")
+    assert again.returncode == 0 and "removed" not in again.stdout
+
+
+def test_prune_needs_older_than_or_finished(project: Project) -> None:
+    done = project.run("prune")
+    assert done.returncode == 2 and "--older-than" in done.stderr  # a usage error
+
+
+def test_keep_worktree_days_removes_them_at_a_tick(project: Project) -> None:
+    branch_project(project)
+    text = project.config.read_text().replace(
+        'repository = "repo"', 'repository = "repo"\nkeep_worktree_days = 1'
+    )
+    project.config.write_text(text)
+    workspace = finish(project, "fix")
+    project.run("tick")
+    assert workspace.exists()  # finished just now: kept
+    execute(project, "UPDATE tasks SET updated_at = '2000-01-01 00:00:00.000000'")
+    assert project.run("tick").returncode == 0
+    assert not workspace.exists()
