@@ -3,6 +3,7 @@ real ticks on a real repository (worktree, stage commits, crash points)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -214,3 +215,22 @@ def test_keep_worktree_days_removes_them_at_a_tick(project: Project) -> None:
     execute(project, "UPDATE tasks SET updated_at = '2000-01-01 00:00:00.000000'")
     assert project.run("tick").returncode == 0
     assert not workspace.exists()
+
+
+def test_explain_says_where_a_finished_change_is(project: Project) -> None:
+    repo = branch_project(project)
+    workspace = finish(project, "fix")
+    tip = git(repo, "rev-parse", "task/fix").strip()
+    said = project.run("explain", "fix").stdout
+    assert f"branch    task/fix from main, last commit {tip[:12]}" in said
+    assert f"worktree  {workspace}" in said and "git merge task/fix" in said
+    data = json.loads(project.run("explain", "fix", "--json").stdout)["change"]
+    assert data == {
+        "branch": "task/fix",
+        "base_branch": "main",
+        "base_commit": git(repo, "rev-parse", "main").strip(),
+        "last_commit": tip,
+        "workspace": str(workspace),
+        "worktree": True,
+    }
+    assert json.loads(project.run("show", "fix", "--json").stdout)["change"] == data
