@@ -52,25 +52,6 @@ def _change_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _change_lines(data: dict[str, Any]) -> list[str]:
-    """Where a branch task's change is, and at the end how to land it."""
-    change = data.get("change")
-    if change is None:
-        return []
-    tip = (change["last_commit"] or "none yet")[:12]
-    place = change["workspace"] if change["worktree"] else f"{change['workspace']} (removed)"
-    lines = [
-        f"  branch    {change['branch']} from {change['base_branch']}, last commit {tip}",
-        f"  worktree  {place}",
-    ]
-    if data["status"] in ("complete", "cancelled"):
-        lines.append(
-            f"  to land   git merge {change['branch']}   (on {change['base_branch']}, "
-            "in the repository)"
-        )
-    return lines
-
-
 def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
     lines = [f"{data['slug']}: {data['state']}"]
