@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,41 @@ def test_explain_says_where_a_finished_change_is(project: Project) -> None:
         "worktree": True,
     }
     assert json.loads(project.run("show", "fix", "--json").stdout)["change"] == data
+
+
+@pytest.mark.parametrize("agent", [None, "claude", "codex", "aider", "script"])
+def test_init_repository_writes_a_branch_pipeline(tmp_path: Path, agent: str | None) -> None:
+    repo = make_repo(tmp_path)
+    (repo / "src").mkdir()
+    folder = tmp_path / "tasks-project"
+    folder.mkdir()
+    argv = [sys.executable, "-m", "orchestrator", "init", "--repository", str(repo / "src")]
+    argv += ["--agent", agent] if agent else []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    text = (folder / "orchestrator.toml").read_text()
+    assert f'\nrepository = "{repo}"\n' in text and "setup =" not in text
+    added = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "add", "t1", "--title", "T"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert added.returncode == 0, added.stderr
+
+
+def test_init_refuses_a_repository_that_is_not_one(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "init", "--repository", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 1 and "--repository" in done.stderr
+    assert not (tmp_path / "orchestrator.toml").exists()
