@@ -47,6 +47,7 @@ class Recording(Claims):
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
             "workspace_hash": run.workspace_hash,
+            "commit_sha": run.commit_sha,
             "workspace_changed": run.workspace_changed,
         }
         usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
