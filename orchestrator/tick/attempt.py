@@ -16,6 +16,7 @@ from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.testing import fault_point
+from orchestrator.tick import branches
 from orchestrator.tick.briefing import Briefing
 from orchestrator.tick.context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
@@ -29,6 +30,7 @@ from orchestrator.tick.steps import (
     no_verdict,
     stopped_run,
 )
+from orchestrator.workspace.start import note_start
 
 
 class Attempts(Briefing):
@@ -115,7 +117,9 @@ class Attempts(Briefing):
             named_env = agent_runtime.command_env(env, state_dir, name)  # its usage file
             return self._run(name, argv, context, workspace, named_env, state_dir, guard, stdin)
 
-        return self._worker_and_verifier(claim, run, guard, state_dir)
+        ran = self._worker_and_verifier(claim, run, guard, state_dir)
+        branches.commit_passed(claim, workspace, ran)
+        return ran
 
     def _worker_and_verifier(
         self,
@@ -130,6 +134,8 @@ class Attempts(Briefing):
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
+        # Where this stage's diff at its gate begins (the first attempt's).
+        self._retrying(lambda _: note_start(self.engine, claim.attempt_id, claim.token, workspace))
         if stage.worker is not None:
             self._watch.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)

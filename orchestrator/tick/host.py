@@ -187,8 +187,19 @@ class TickRow:
 
     def _close_tick(self, exit_code: int) -> None:
         if self._tick_id is None:
-            return  # an idle tick writes nothing (cron runs it 1,440 times a day)
+            # A clean idle tick moves this host's idle row forward (one small
+            # UPDATE), so `doctor`, `metrics` and the board can tell a quiet
+            # cron from a dead one. A failed one writes nothing: its error is
+            # in the log already, and a database that just failed (full,
+            # damaged, from the future) is not written to on the way out.
+            if exit_code == 0:
+                self._retrying(lambda _again: self._note_idle_tick(exit_code))
+            return
         self._retrying(lambda _again: self._close_tick_tx(exit_code))
+
+    def _note_idle_tick(self, code: int) -> None:
+        with self._write() as conn:
+            repo.note_idle_tick(conn, host=self.host, pid=self.pid, now=db_now(conn), code=code)
 
     def _close_tick_tx(self, exit_code: int) -> None:
         assert self._tick_id is not None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from orchestrator import runner
 from orchestrator.domain.decide import Outcome
+from orchestrator.tick import branches
 from orchestrator.tick.commands import Commands
 from orchestrator.tick.context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
@@ -34,6 +35,8 @@ class Workspaces(Commands):
         set up again, rather than taken as ready.
         """
         workspace = context.workspace
+        if claim.pipeline.repository is not None:
+            return self._worktree(claim, context, state_dir, guard, tag)
         try:
             mode = os.lstat(workspace).st_mode
         except FileNotFoundError:
@@ -59,14 +62,8 @@ class Workspaces(Commands):
             else:
                 workspace.unlink()
         write_setup_state(marker, "started", claim.number)
-        env = runner.child_environment(
-            os.environ,
-            deny=self.settings.child_deny,
-            extra={},
-            orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
-        )
         root = self.settings.workspace_root
-        result = self._run("setup", setup, context.for_setup(), root, env, state_dir, guard)
+        result = self._run_setup(setup, context, root, state_dir, guard, tag)
         stopped = stopped_run(result, guard, "setup")
         if stopped is not None:
             return stopped
@@ -87,3 +84,43 @@ class Workspaces(Commands):
                 )
         write_setup_state(marker, "done", claim.number)
         return None
+
+    def _worktree(
+        self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
+    ) -> AttemptRun | None:
+        """A task is a branch: the worktree first (`tick.branches`), then the
+        pipeline's `setup`, if any, once, inside it."""
+        self.settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        made = branches.prepare(self.engine, self._retrying, claim, context.workspace)
+        if made is not None:
+            return made
+        setup = claim.pipeline.setup
+        marker = state_dir.parent / "setup.json"
+        if setup is None or setup_state(marker) == "done":
+            return None
+        write_setup_state(marker, "started", claim.number)
+        result = self._run_setup(setup, context, context.workspace, state_dir, guard, tag)
+        stopped = stopped_run(result, guard, "setup")
+        if stopped is not None:
+            return stopped
+        if not result.ok:
+            return AttemptRun(Outcome.WORKER_ERROR, error=failure("setup", result))
+        write_setup_state(marker, "done", claim.number)
+        return None
+
+    def _run_setup(
+        self,
+        setup: tuple[str, ...],
+        context: AttemptContext,
+        cwd: Path,
+        state_dir: Path,
+        guard: FenceGuard,
+        tag: str,
+    ) -> runner.ProcessResult:
+        env = runner.child_environment(
+            os.environ,
+            deny=self.settings.child_deny,
+            extra={},
+            orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
+        )
+        return self._run("setup", setup, context.for_setup(), cwd, env, state_dir, guard)
