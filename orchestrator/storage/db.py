@@ -32,6 +32,7 @@ from sqlalchemy.pool import QueuePool
 from orchestrator.errors import (
     ConnectionLostError,
     DatabaseBusyError,
+    DatabaseFullError,
     DatabaseUnreadableError,
     OrchestratorError,
     PermissionDeniedError,
@@ -211,7 +212,7 @@ def checkpoint(engine: Engine) -> None:
 @contextmanager
 def write_tx(engine: Engine) -> Iterator[Connection]:
     """A short write transaction (BEGIN IMMEDIATE on SQLite), errors translated."""
-    with translate_errors(), engine.connect() as plain:
+    with translate_errors(engine), engine.connect() as plain:
         conn = plain.execution_options(**{WRITE: True})
         with conn.begin():
             yield conn
@@ -221,7 +222,7 @@ def write_tx(engine: Engine) -> Iterator[Connection]:
 def read_tx(engine: Engine) -> Iterator[Connection]:
     """A read transaction that takes no write lock (SQLite: a deferred BEGIN,
     which in WAL mode neither waits for nor blocks a writer)."""
-    with translate_errors(), engine.connect() as conn, conn.begin():
+    with translate_errors(engine), engine.connect() as conn, conn.begin():
         yield conn
 
 
@@ -261,20 +262,22 @@ def db_now(conn: Connection) -> datetime:
 
 
 _BUSY = ("database is locked", "database table is locked", "lock timeout", "could not obtain lock")
+# A full disk is not damage: it heals when space returns, so it is said
+# apart, naming the file whose disk it is.
+_FULL = ("database or disk is full", "no space left")
 _UNREADABLE = (
     "file is not a database",
     "malformed",
     "disk i/o error",
-    "database or disk is full",
-    "no space left",
     "could not write",
     "corrupt",
 )
 _PERMISSION = ("readonly database", "read-only", "permission denied", "unable to open database")
 
 
-def translate(exc: BaseException) -> OrchestratorError | None:
-    """Map a driver error onto our exit statuses; None when it is not one of ours."""
+def translate(exc: BaseException, database: str | None = None) -> OrchestratorError | None:
+    """Map a driver error onto our exit statuses; None when it is not one of
+    ours. `database` names the file (or server database) in the message."""
     if not isinstance(exc, DBAPIError | sqlite3.Error):
         return None
     orig = getattr(exc, "orig", exc)
@@ -282,6 +285,12 @@ def translate(exc: BaseException) -> OrchestratorError | None:
     lowered = message.lower()
     if any(marker in lowered for marker in _BUSY):
         return DatabaseBusyError(f"database busy: {message} (another writer held it too long)")
+    if any(marker in lowered for marker in _FULL):
+        where = f"database {database}" if database else "the database"
+        return DatabaseFullError(
+            f"disk full under {where} ({message}): nothing was written; "
+            "it heals once space is freed there"
+        )
     if any(marker in lowered for marker in _UNREADABLE):
         return DatabaseUnreadableError(f"database unreadable: {message}")
     if any(marker in lowered for marker in _PERMISSION):
@@ -363,12 +372,17 @@ _DRIFT = ("no such table", "no such column", "has no column named")
 _DRIFT_CLASSES = frozenset({"UndefinedTable", "UndefinedColumn"})
 
 
+def database_name(engine: Engine | Connection) -> str | None:
+    """What a message calls the database: its file (SQLite) or its name."""
+    return engine.engine.url.database or None
+
+
 @contextmanager
-def translate_errors() -> Iterator[None]:
+def translate_errors(engine: Engine | Connection | None = None) -> Iterator[None]:
     try:
         yield
     except (DBAPIError, sqlite3.Error) as exc:
-        mapped = translate(exc)
+        mapped = translate(exc, None if engine is None else database_name(engine))
         if mapped is None:
             raise
         raise mapped from exc
