@@ -20,6 +20,7 @@ from orchestrator.testing import fault_point
 from orchestrator.tick.attempt import Attempts
 from orchestrator.tick.kept import forget_kept, kept_run, read_kept
 from orchestrator.tick.model import LEASE_EXPIRED, Claim
+from orchestrator.tick.started import has_started
 
 
 class Recovery(Attempts):
@@ -88,7 +89,19 @@ class Recovery(Attempts):
             except Exception as exc:  # it failed its tick too: closed as a crash
                 self._error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
         usage = self._spent(attempt, slug)
-        self._retrying(lambda _again: self._close_crashed(attempt, why, kept, usage))
+        started = kept is not None or not self._never_started(attempt, slug)
+        if not started:
+            why += "; none of its commands had started"
+        self._retrying(
+            lambda _again: self._close_crashed(attempt, why, kept, usage, started=started)
+        )
+
+    def _never_started(self, attempt: repo.AttemptSnapshot, slug: str | None) -> bool:
+        """Whether its tick died before any command of it ran (no `started`
+        marker in its state folder); known only on the attempt's own host."""
+        if attempt.host != self.host or slug is None or slug_problem(slug) is not None:
+            return False
+        return not has_started(self._state_dir(slug, attempt.stage, attempt.number))
 
     def _spent(self, attempt: repo.AttemptSnapshot, slug: str | None) -> dict[str, Any]:
         """What the attempt's commands reported spending, from its state
@@ -187,13 +200,11 @@ class Recovery(Attempts):
         why: str,
         kept: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None,
+        *,
+        started: bool = True,
     ) -> None:
-        outcome = Outcome.CRASHED
+        outcome = orphan_outcome(kept, started=started)
         if kept is not None:
-            if kept.get("database") is True:
-                # Its tick kept a result because the database failed it: the
-                # database's fault, which counts toward nothing.
-                outcome = Outcome.DATABASE_ERROR
             why += "; the result its tick could not record is kept in late_result"
         with self._write() as conn:
             now = db_now(conn)
@@ -236,3 +247,14 @@ class Recovery(Attempts):
         self.say(
             f"{task.slug}: attempt {attempt.number} at {attempt.stage} {outcome.value} ({why})"
         )
+
+
+def orphan_outcome(kept: dict[str, Any] | None, *, started: bool) -> Outcome:
+    """How an orphan is closed. Nothing of the task ran (`started` False):
+    the host's fault. Its tick kept a result because the database failed
+    it: the database's. Either counts toward nothing; else it is a crash."""
+    if not started:
+        return Outcome.HOST_ERROR
+    if kept is not None and kept.get("database") is True:
+        return Outcome.DATABASE_ERROR
+    return Outcome.CRASHED

@@ -37,14 +37,16 @@ POINTS = fault_points()
 # closes it as `crashed` and the stage runs again. (A crash inside the claim
 # transaction rolls the attempt back: there is nothing to recover.)
 ATTEMPT_LOST = {
-    "after_claim_commit",
-    "after_spawn",
     "after_spawn_recorded",
     "after_worker",
     "after_verifier",
     "before_record",
     "inside_record_tx",
 }
+# Points where the attempt is open but none of its commands was seen
+# running (the worker not spawned, or spawned but not yet noted): recovery
+# closes it `host_error`, which counts toward nothing (issue 22, item 12).
+NEVER_STARTED = {"after_claim_commit", "after_spawn"}
 # Points reached after everything of the scenario's attempt is committed.
 ATTEMPT_KEPT = {
     "inside_claim_tx",
@@ -148,9 +150,53 @@ def test_crash_point_recovers_without_double_transitions(
     audit = audit_transitions(project.db_url)
     assert audit.lost == [] and audit.duplicated == []
     crashed = outcomes(project.db_url).count("crashed")
-    if kind == "recover" or point in ATTEMPT_LOST:
+    if kind == "recover" or point in NEVER_STARTED:
+        # The recovered attempt never ran a command (the scenario's tick died
+        # right after its claim): not charged.
+        assert crashed == 0, outcomes(project.db_url)
+        assert outcomes(project.db_url).count("host_error") == 1, outcomes(project.db_url)
+    elif point in ATTEMPT_LOST:
         assert crashed == 1, outcomes(project.db_url)
     elif point in ATTEMPT_KEPT or kind in ("advance", "approve"):
         assert crashed == 0, outcomes(project.db_url)
     else:
         assert crashed <= 1, outcomes(project.db_url)
+
+
+# issue 22, item 12: PostgreSQL, kill -9 of `tick --jobs 2`: attempts whose
+# worker never started (killed between the claim's commit and the spawn)
+# were closed `crashed` and counted toward `max_attempts`.
+ONE_TRY = GATED.replace("[[pipelines.default.stages]]", "[[pipelines.default.stages]]\nmax_attempts = 1")
+
+
+def test_an_attempt_whose_commands_never_started_is_not_charged(
+    reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """One attempt allowed; the tick dies after the claim's commit, before
+    the worker: recovery closes the attempt `host_error` and the task runs
+    its one real attempt instead of halting at `max_attempts`."""
+    project = new_project(ONE_TRY)
+    assert project.cli("add", "t1", "--title", "never started").exit_code == 0
+    died = run(project, "tick", env=crash_env("after_claim_commit"))
+    assert died.returncode == CRASH_RC, died.stderr
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr
+    assert outcomes(project.db_url)[0] == "host_error", outcomes(project.db_url)
+    assert project.state("t1") == "research:awaiting_approval", outcomes(project.db_url)
+    assert violations(project.db_url, allow_running=False) == []
+
+
+def test_an_attempt_whose_worker_ran_is_still_charged(
+    reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """The counterpart: the tick dies after its worker ran (and before the
+    record): the attempt is `crashed`, and with one attempt allowed the
+    task halts at `max_attempts`."""
+    project = new_project(ONE_TRY.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]'))
+    assert project.cli("add", "t1", "--title", "ran").exit_code == 0
+    died = run(project, "tick", env=crash_env("after_worker"))
+    assert died.returncode == CRASH_RC, died.stderr
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr
+    assert outcomes(project.db_url) == ["crashed"], outcomes(project.db_url)
+    assert project.state("t1") == "research:halted"
