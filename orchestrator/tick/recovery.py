@@ -18,6 +18,7 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt import Attempts
+from orchestrator.tick.dead_ticks import close_dead_ticks
 from orchestrator.tick.kept import forget_kept, kept_run, read_kept
 from orchestrator.tick.model import LEASE_EXPIRED, Claim
 from orchestrator.tick.started import has_started
@@ -57,6 +58,11 @@ class Recovery(Attempts):
         the close is fenced on the lease token, so a tick that came back to
         life in between keeps its attempt and this one changes nothing.
         """
+        self._retrying(
+            lambda _again: close_dead_ticks(
+                self.engine, host=self.host, pid=self.pid, tick_id=self._tick_id
+            )
+        )
         for attempt, why, slug in self._retrying(lambda _again: self._orphans()):
             self._kill_orphans(attempt, slug)
             fault_point("before_recover_tx")

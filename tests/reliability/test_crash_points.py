@@ -200,3 +200,25 @@ def test_an_attempt_whose_worker_ran_is_still_charged(
     assert again.returncode == 0, again.stderr
     assert outcomes(project.db_url) == ["crashed"], outcomes(project.db_url)
     assert project.state("t1") == "research:halted"
+
+
+# issue 22, item 14: a killed tick's `ticks` row kept `exit_code` NULL for
+# good (35 of 50 kills).
+@pytest.mark.parametrize("point", ["after_claim_commit", "after_record_commit"])
+def test_the_next_tick_closes_a_dead_ticks_row(
+    point: str, reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """Killed with an attempt open, or after recording everything: either
+    way the next tick closes the dead one's row (exit 137, finished)."""
+    project = new_project()
+    assert project.cli("add", "t1", "--title", "killed").exit_code == 0
+    died = run(project, "tick", env=crash_env(point))
+    assert died.returncode == CRASH_RC, died.stderr
+    rows = project.query("SELECT id, exit_code, finished_at FROM ticks ORDER BY id")
+    assert [(row[1], row[2]) for row in rows] == [(None, None)], rows
+    dead = rows[0][0]
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr
+    closed = project.query("SELECT exit_code, finished_at FROM ticks WHERE id = :i", i=dead)
+    assert closed[0][0] == 137 and closed[0][1] is not None, closed
+    assert project.query("SELECT count(*) FROM ticks WHERE exit_code IS NULL") == [(0,)]

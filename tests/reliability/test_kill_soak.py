@@ -219,6 +219,10 @@ def test_kill_soak(
             problems.append(f"{len(survivors)} commands survived recovery: {survivors}")
         if missing:
             problems.append(f"{len(missing)} committed transitions lost: {sorted(missing)[:3]}")
+        # The dead tick's row is closed by the recovery tick (issue 22, 14).
+        unclosed = query(project.db_url, "SELECT count(*) FROM ticks WHERE exit_code IS NULL")
+        if unclosed[0][0]:
+            problems.append(f"{unclosed[0][0]} tick rows left without an exit status")
         # An attempt whose worker never started is not the task's fault: it
         # must be closed with an outcome that charges nothing (issue 22, 12).
         for slug, stage, number, outcome in query(

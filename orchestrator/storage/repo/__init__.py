@@ -46,7 +46,10 @@ from orchestrator.storage.repo.task_rows import get_task_by_id as get_task_by_id
 from orchestrator.storage.repo.task_rows import insert_tasks as insert_tasks
 from orchestrator.storage.repo.task_rows import list_rows as list_rows
 from orchestrator.storage.repo.task_rows import tasks_with_status as tasks_with_status
+from orchestrator.storage.repo.tick_rows import DIED_STATUS as DIED_STATUS
+from orchestrator.storage.repo.tick_rows import close_dead_tick as close_dead_tick
 from orchestrator.storage.repo.tick_rows import close_tick as close_tick
+from orchestrator.storage.repo.tick_rows import open_tick_rows as open_tick_rows
 from orchestrator.storage.repo.tick_rows import open_tick as open_tick
 from orchestrator.storage.repo.transition import _INSERT_TRANSITION as _INSERT_TRANSITION
 from orchestrator.storage.repo.transition import apply_transition as apply_transition
