@@ -52,6 +52,7 @@ from orchestrator.storage.repo.tick_rows import close_tick as close_tick
 from orchestrator.storage.repo.tick_rows import open_tick_rows as open_tick_rows
 from orchestrator.storage.repo.tick_rows import open_tick as open_tick
 from orchestrator.storage.repo.transition import _INSERT_TRANSITION as _INSERT_TRANSITION
+from orchestrator.storage.repo.transition import actor_of as actor_of
 from orchestrator.storage.repo.transition import apply_transition as apply_transition
 from orchestrator.storage.repo.transition import last_event as last_event
 from orchestrator.storage.repo.transition import transitions_of as transitions_of
