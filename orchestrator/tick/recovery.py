@@ -15,7 +15,7 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.events import outbox
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.db import db_now, is_sqlite, read_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt import Attempts
 from orchestrator.tick.dead_ticks import close_dead_ticks
@@ -24,13 +24,27 @@ from orchestrator.tick.model import LEASE_EXPIRED, Claim
 from orchestrator.tick.started import has_started
 
 
+# `Recovery._by_process`: the attempt's tick is running.
+ALIVE = "alive"
+
+
 class Recovery(Attempts):
     """Recovery. An attempt is an orphan by its lease, or, on its own host, by
     its tick's pid, start time, boot and pid namespace."""
 
     def _orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
+        verdict = self._by_process(attempt)
+        if verdict == ALIVE and is_sqlite(self.engine):
+            # SQLite is one host: a holder seen alive keeps its attempt,
+            # whatever the clocks of two processes say about its lease.
+            return None
         if attempt.lease_expires_at < now:
             return LEASE_EXPIRED
+        return None if verdict in (ALIVE, None) else verdict
+
+    def _by_process(self, attempt: repo.AttemptSnapshot) -> str | None:
+        """Why the attempt's tick is gone, by its pid, start time, boot and
+        pid namespace; `ALIVE` when it runs; None when this host cannot tell."""
         if attempt.host != self.host:
             return None
         boot, _, namespace = attempt.boot_id.partition("/")
@@ -42,14 +56,14 @@ class Recovery(Attempts):
             # This process: its own attempt only in the tick that opened it
             # (`run` ticks many times); one of an earlier tick was left over.
             if attempt.tick_id is not None and attempt.tick_id == self._tick_id:
-                return None
+                return ALIVE
             return "left by an earlier tick of this process"
         if not runner.pid_alive(attempt.tick_pid):
             return "tick process is gone"
         started = runner.process_start_time(attempt.tick_pid)
         if attempt.tick_start is not None and started is not None and started != attempt.tick_start:
             return "tick process is gone (pid reused)"
-        return None
+        return ALIVE
 
     def recover(self) -> None:
         """Close attempts whose tick died, killing their process groups first.

@@ -16,6 +16,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -628,3 +629,60 @@ def test_a_full_disk_settles_once_space_returns_round_after_round(
     outcomes = [row[0] for row in project.query("SELECT outcome FROM attempts ORDER BY id")]
     assert "crashed" not in outcomes, (outcomes, settled)
     assert project.query("SELECT count(*) FROM tasks WHERE status = 'halted'") == [(0,)]
+
+
+# -- 7. two processes on one host whose clocks disagree (issue 22, item 15) ---------------
+
+
+def clock_shifted(project: Project, shift: str | None, *args: str) -> subprocess.Popen[str]:
+    """`orchestrator ARGS` in a fresh process whose clock is `shift` off
+    (libfaketime, as `faketime` sets it up), or the true clock for None."""
+    prefix = [] if shift is None else ["faketime", "-f", shift]
+    return subprocess.Popen(
+        [*prefix, sys.executable, "-m", "orchestrator", *args],
+        cwd=project.dir,
+        env=project.process_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.parametrize(("holder", "judge"), [("-2h", None), (None, "+2h")])
+def test_a_skewed_clock_does_not_close_a_live_attempt_on_sqlite(
+    new_project: ProjectFactory, tmp_path: Path, holder: str | None, judge: str | None
+) -> None:
+    """Two configurations share one SQLite database on one host (their own
+    lock files, so their ticks run side by side). One tick holds an attempt
+    whose worker waits; the other recovers under a clock two hours off. By
+    that clock the holder's lease ran out long ago, but the holder is alive:
+    its attempt and its worker must survive, and then pass."""
+    if shutil.which("faketime") is None:
+        cannot("faketime is not installed (apt-get install faketime)")
+    from e2e.e2e_support import agent, stage, wait_for
+    from support import make_project
+
+    release, pidfile = tmp_path / "release", tmp_path / "worker.pid"
+    worker = agent("--pidfile", str(pidfile), "--wait-file", str(release))
+    stages = stage("only", worker=worker, verifier=agent("--pass", "--score", "1.0"))
+    project = new_project(stages, lease_seconds=3)
+    other = make_project(tmp_path / "other", project.db_url, stages, lease_seconds=3)
+    assert project.cli("add", "t1", "--title", "held").exit_code == 0
+    held = clock_shifted(project, holder, "tick")
+    try:
+        wait_for(pidfile.exists, timeout=30, what="the holder's worker")
+        recovery = clock_shifted(other, judge, "tick", "--max-seconds", "0")
+        out, err = recovery.communicate(timeout=60)
+        assert recovery.returncode == 0, (out, err)
+        rows = project.query("SELECT number, outcome, error FROM attempts")
+        assert rows == [(1, None, None)], rows  # the first attempt, still open
+        worker_pid = int(pidfile.read_text().split()[0])
+        assert Path(f"/proc/{worker_pid}").exists(), "the live attempt's worker was killed"
+    finally:
+        release.touch()
+        out, err = held.communicate(timeout=60)
+    assert held.returncode == 0, (out, err)
+    assert project.query("SELECT outcome FROM attempts") == [("passed",)], project.query(
+        "SELECT outcome, error FROM attempts"
+    )
