@@ -22,11 +22,11 @@ from orchestrator.domain.decide import Outcome
 from orchestrator.errors import ConnectionLostError, OrchestratorError
 from orchestrator.events import outbox
 from orchestrator.events.courier import Courier
-from orchestrator.tick.delivery import DeliveryFailures
 from orchestrator.guards import watch as guards
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
 from orchestrator.testing import fault_point
+from orchestrator.tick.delivery import DeliveryFailures
 from orchestrator.tick.guards import ConfigWatch
 from orchestrator.tick.model import (
     _T,

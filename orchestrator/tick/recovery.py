@@ -23,7 +23,6 @@ from orchestrator.tick.kept import forget_kept, kept_run, read_kept
 from orchestrator.tick.model import LEASE_EXPIRED, Claim
 from orchestrator.tick.started import has_started
 
-
 # `Recovery._by_process`: the attempt's tick is running.
 ALIVE = "alive"
 

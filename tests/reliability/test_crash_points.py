@@ -166,7 +166,9 @@ def test_crash_point_recovers_without_double_transitions(
 # issue 22, item 12: PostgreSQL, kill -9 of `tick --jobs 2`: attempts whose
 # worker never started (killed between the claim's commit and the spawn)
 # were closed `crashed` and counted toward `max_attempts`.
-ONE_TRY = GATED.replace("[[pipelines.default.stages]]", "[[pipelines.default.stages]]\nmax_attempts = 1")
+ONE_TRY = GATED.replace(
+    "[[pipelines.default.stages]]", "[[pipelines.default.stages]]\nmax_attempts = 1"
+)
 
 
 def test_an_attempt_whose_commands_never_started_is_not_charged(

@@ -49,8 +49,8 @@ from orchestrator.storage.repo.task_rows import tasks_with_status as tasks_with_
 from orchestrator.storage.repo.tick_rows import DIED_STATUS as DIED_STATUS
 from orchestrator.storage.repo.tick_rows import close_dead_tick as close_dead_tick
 from orchestrator.storage.repo.tick_rows import close_tick as close_tick
-from orchestrator.storage.repo.tick_rows import open_tick_rows as open_tick_rows
 from orchestrator.storage.repo.tick_rows import open_tick as open_tick
+from orchestrator.storage.repo.tick_rows import open_tick_rows as open_tick_rows
 from orchestrator.storage.repo.transition import _INSERT_TRANSITION as _INSERT_TRANSITION
 from orchestrator.storage.repo.transition import actor_of as actor_of
 from orchestrator.storage.repo.transition import apply_transition as apply_transition
