@@ -47,6 +47,7 @@ from orchestrator.testing import install_statement_crash
 # command that only looks can never hold up the tick's writers.
 WRITE = "orchestrator_write"
 WAL_SIZE_LIMIT = 1 << 20  # bytes a reset WAL is cut back to (`journal_size_limit`)
+WAL_CHECKPOINT_PAGES = 64  # a checkpoint once the WAL holds this many pages (256 KiB)
 CONNECT_TIMEOUT = 10  # seconds a PostgreSQL connect may take
 
 
@@ -156,6 +157,11 @@ def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> En
             # Without a limit the WAL keeps its largest size for ever (it is
             # reused from the start, not shrunk), which a small volume feels.
             cursor.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+            # SQLite's own checkpoint waits for 1,000 pages (4 MB): a busy
+            # tick then fills a small volume with WAL alone, and the WAL can
+            # no longer be checkpointed (the database file must grow into
+            # the space it holds), so every write fails for good.
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         finally:
             cursor.close()
 
@@ -207,6 +213,19 @@ def checkpoint(engine: Engine) -> None:
             driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
         finally:
             driver.execute(f"PRAGMA busy_timeout = {int(timeout)}").close()
+
+
+def settle_wal(engine: Engine) -> None:
+    """Checkpoint a WAL an earlier command left behind (a full disk failed
+    its checkpoint) before writing more to it: once space is back, the
+    first tick folds it into the database rather than grow it."""
+    path = sqlite_path(str(engine.url)) if is_sqlite(engine) else None
+    try:
+        left = path is not None and Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return
+    if left:
+        checkpoint(engine)
 
 
 @contextmanager

@@ -19,7 +19,7 @@ one job to the one before (see docs/architecture.md).
 from __future__ import annotations
 
 from orchestrator.errors import OrchestratorError
-from orchestrator.storage.db import checkpoint
+from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.dry_run import DryRun
 from orchestrator.tick.model import TICK_ERROR_STATUS, TickOptions, TickReport
 
@@ -35,6 +35,7 @@ class Ticker(DryRun):
         fault: OrchestratorError | None = None
         try:
             self._courier.start()
+            settle_wal(self.engine)
             self.recover()
             self.advance_approved()
             self._claim_and_run(options)

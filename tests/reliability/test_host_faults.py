@@ -686,3 +686,33 @@ def test_a_skewed_clock_does_not_close_a_live_attempt_on_sqlite(
     assert project.query("SELECT outcome FROM attempts") == [("passed",)], project.query(
         "SELECT outcome, error FROM attempts"
     )
+
+
+def test_a_busy_tick_on_a_small_disk_keeps_its_wal_small(
+    small_fs: Mount, template_db: Path
+) -> None:
+    """Issue 22, item 13: on a 2 MiB volume, a tick of 60 attempts grew the
+    WAL to 1.5 MB (SQLite checkpoints on its own only past 1,000 pages, 4 MB)
+    and filled the disk by itself; the WAL could then not be checkpointed
+    (the database file had to grow into space the WAL held) and every later
+    write failed for good. Checkpointed every 64 pages, it stays small."""
+    from support import make_project
+
+    folder = small_fs(size="2m")
+    db = folder / "proj" / "orchestrator.db"
+    db.parent.mkdir()
+    shutil.copy(template_db, db)
+    reasons = json.dumps({"pass": True, "score": 0.9, "reasons": ["r" * 1500]})
+    stages = (
+        '[[pipelines.default.stages]]\nname = "only"\nworker = ["true"]\n'
+        f"verifier = {json.dumps(['sh', '-c', f'echo {chr(39)}{reasons}{chr(39)}'])}\n"
+    )
+    project = make_project(db.parent, f"sqlite:///{db}", stages)
+    lines = "".join(
+        json.dumps({"slug": f"t{n:02d}", "title": "x", "body": "b" * 3000}) + "\n"
+        for n in range(60)
+    )
+    assert project.cli("add", "--from", "-", input=lines).exit_code == 0
+    result = run(project, "tick", "--jobs", "2")
+    assert result.returncode == 0, (result.stderr[-2000:], usage(folder))
+    assert project.query("SELECT count(*) FROM attempts WHERE outcome = 'passed'") == [(60,)]
