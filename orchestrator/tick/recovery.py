@@ -108,7 +108,8 @@ class Recovery(Attempts):
             except Exception as exc:  # it failed its tick too: closed as a crash
                 self._error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
         usage = self._spent(attempt, slug)
-        started = kept is not None or not self._never_started(attempt, slug)
+        # What a command reported spending says it ran, noted or not.
+        started = kept is not None or bool(usage) or not self._never_started(attempt, slug)
         if not started:
             why += "; none of its commands had started"
         self._retrying(

@@ -2,7 +2,8 @@
 
 Recovery charges an orphaned attempt (`crashed`, which counts toward
 `max_attempts`) only when one of its commands was seen running: noted past
-`PROCESS_NOTE_AFTER`, or ended. A tick killed between its claim's commit and
+`PROCESS_NOTE_AFTER`, or ended (or it reported what it spent, which only a
+command that ran can do). A tick killed between its claim's commit and
 the first command leaves no marker, and its attempt is closed `host_error`,
 which counts toward nothing: no code of the task ran, so its death is not
 the task's fault.
