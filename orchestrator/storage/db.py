@@ -47,7 +47,7 @@ from orchestrator.testing import install_statement_crash
 # command that only looks can never hold up the tick's writers.
 WRITE = "orchestrator_write"
 WAL_SIZE_LIMIT = 1 << 20  # bytes a reset WAL is cut back to (`journal_size_limit`)
-WAL_CHECKPOINT_PAGES = 64  # a checkpoint once the WAL holds this many pages (256 KiB)
+WAL_CHECKPOINT_PAGES = 128  # a checkpoint once the WAL holds this many pages (512 KiB)
 CONNECT_TIMEOUT = 10  # seconds a PostgreSQL connect may take
 
 

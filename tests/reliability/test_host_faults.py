@@ -695,7 +695,7 @@ def test_a_busy_tick_on_a_small_disk_keeps_its_wal_small(
     WAL to 1.5 MB (SQLite checkpoints on its own only past 1,000 pages, 4 MB)
     and filled the disk by itself; the WAL could then not be checkpointed
     (the database file had to grow into space the WAL held) and every later
-    write failed for good. Checkpointed every 64 pages, it stays small."""
+    write failed for good. Checkpointed every 128 pages, it stays small."""
     from support import make_project
 
     folder = small_fs(size="2m")
