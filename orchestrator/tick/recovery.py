@@ -29,7 +29,9 @@ ALIVE = "alive"
 
 class Recovery(Attempts):
     """Recovery. An attempt is an orphan by its lease, or, on its own host, by
-    its tick's pid, start time, boot and pid namespace."""
+    its tick's pid, start time, boot and pid namespace. On SQLite (one host)
+    a tick seen alive keeps its attempts whatever the lease says: the lease
+    was written by one process's clock and would be read by another's."""
 
     def _orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
         verdict = self._by_process(attempt)
