@@ -267,8 +267,12 @@ def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionR
             and approved[1] is not None
             and parse_state(approved[1]).stage == task.stage
         ):
+            by = repo.actor_of(conn, task.id, approved[0])
             return ActionResult(
-                slug, False, str(task.state), f"{slug}: already approved (now {task.state})"
+                slug,
+                False,
+                str(task.state),
+                f"{slug}: already approved by {by} (now {task.state})",
             )
         _target(task, Event.APPROVE)  # raises with the reason
         raise AssertionError("unreachable")
