@@ -37,7 +37,7 @@ from orchestrator.storage.db import db_now, read_tx, write_tx
 from orchestrator.testing import fault_point
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace import worktree
-from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.gitrun import GitError
 
 MAX_TITLE_BYTES = 1024
 MAX_BODY_BYTES = 1_048_576

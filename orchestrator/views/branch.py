@@ -22,7 +22,7 @@ from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.suggest import unknown_task
-from orchestrator.workspace.gitcmd import GitError, run_git
+from orchestrator.workspace.gitrun import GitError, run_git
 from orchestrator.workspace.worktree import Worktree, branch_tip
 
 
@@ -124,7 +124,7 @@ def _worktree_diff(tree: Worktree, start: str, flags: list[str]) -> str:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
 
         def git(*args: str) -> str:
-            return run_git(tree.workspace, args, git_dir=admin, work_tree=tree.workspace, env=index)
+            return run_git(tree.workspace, args, git_dir=admin, env=index)
 
         git("read-tree", "HEAD")
         git("add", "--all", "--", ".")
