@@ -55,7 +55,6 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
                 target = target.rpartition(".")[0]
             if target and target != me:
                 found.add(target)
-                break
     return found
 
 
