@@ -26,6 +26,7 @@ from orchestrator.guards import watch as guards
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
 from orchestrator.testing import fault_point
+from orchestrator.tick.delivery import DeliveryFailures
 from orchestrator.tick.guards import ConfigWatch
 from orchestrator.tick.model import (
     _T,
@@ -114,7 +115,8 @@ class TickRow:
         # every attempt stops, the tick claims nothing more and exits 69.
         self._db_down = threading.Event()
         # Hands events to hooks after their transaction commits (`_write`).
-        self._courier = Courier(settings, engine, warn=warn)
+        self._delivery = DeliveryFailures(warn)  # a failed delivery fails the tick (75)
+        self._courier = Courier(settings, engine, warn=self._delivery.warn)
 
     def _error(self, where: str, exc: BaseException) -> None:
         """Note an error the tick survives: on stderr now, in the exit status later."""

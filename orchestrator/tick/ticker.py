@@ -19,7 +19,7 @@ one job to the one before (see docs/architecture.md).
 from __future__ import annotations
 
 from orchestrator.errors import OrchestratorError
-from orchestrator.storage.db import checkpoint
+from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.dry_run import DryRun
 from orchestrator.tick.model import TICK_ERROR_STATUS, TickOptions, TickReport
 
@@ -35,6 +35,7 @@ class Ticker(DryRun):
         fault: OrchestratorError | None = None
         try:
             self._courier.start()
+            settle_wal(self.engine)
             self.recover()
             self.advance_approved()
             self._claim_and_run(options)
@@ -44,16 +45,19 @@ class Ticker(DryRun):
             status = exc.exit_code
             raise
         finally:
-            # The tick row is closed however the tick ends. When that fails
-            # too, the error already on its way out (or said) is the one
-            # that explains it.
+            # The tick row is closed however the tick ends, with the status
+            # the deliveries make too (the courier closes first). When that
+            # fails too, the error already on its way out (or said) is the
+            # one that explains it.
+            self._courier.close()  # waits for no hook past its timeout
+            self._delivery.settle(self.report)
+            if status == 0 and fault is None:
+                status = self.report.exit_code
             try:
                 self._close_tick(exit_code=status)
             except Exception:
                 if status == 0:
                     raise
-            finally:
-                self._courier.close()  # waits for no hook past its timeout
         if self._tick_id is not None:
             checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
         if fault is not None:
