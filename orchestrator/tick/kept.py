@@ -64,7 +64,7 @@ def reserve_kept(folder: Path, claim: Claim) -> None:
     fail keeping its result too, and the next tick would count a crash.
     Best effort: a folder that cannot be made fails the attempt anyway."""
     if slug_problem(claim.task.slug) is not None:
-        return  # never a path from a bad slug (`Attempts._execute` refuses the attempt)
+        return  # never a path from a bad slug (`AttemptRunner._execute` refuses it)
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / KEPT_RESULT).write_bytes(b" " * KEPT_RESERVE)

@@ -10,18 +10,26 @@ import stat
 from pathlib import Path
 
 from orchestrator import runner
+from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
-from orchestrator.tick.commands import Commands
-from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.attempt_context import AttemptContext
+from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.steps import failure, setup_state, stopped_run, write_setup_state
 
 
-class Workspaces(Commands):
-    """A task's workspace is made once, by setup, and kept for every stage."""
+class WorkspacePreparer:
+    """A task's workspace is made once, by setup, and kept for every stage.
 
-    def _workspace(
+    Touches no table: the workspace under `workspace_root`, and the task's
+    `setup.json` marker beside its state folders; setup runs as a command."""
+
+    def __init__(self, settings: Settings, commands: CommandRunner) -> None:
+        self.settings = settings
+        self.commands = commands
+
+    def prepare(
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
     ) -> AttemptRun | None:
         """Make the task's workspace on first use (running the pipeline's
@@ -66,7 +74,7 @@ class Workspaces(Commands):
             orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
         )
         root = self.settings.workspace_root
-        result = self._run("setup", setup, context.for_setup(), root, env, state_dir, guard)
+        result = self.commands.run("setup", setup, context.for_setup(), root, env, state_dir, guard)
         stopped = stopped_run(result, guard, "setup")
         if stopped is not None:
             return stopped
