@@ -175,7 +175,7 @@ class Claimer:
             None,
         )
         with self.tick.lock:
-            if self.tick.tick_id is None:  # made by that try, forgotten by `_write`
+            if self.tick.tick_id is None:  # made by that try, forgotten by `Transactions.write`
                 self.tick.tick_id = attempt.tick_id
         return Claim(
             task=task,

@@ -1,5 +1,5 @@
 """The tick's shared vocabulary: its options and report, a claim, what an
-attempt produced before it is recorded, and the constants its rooms share."""
+attempt produced before it is recorded, and the constants its jobs share."""
 
 from __future__ import annotations
 
