@@ -27,7 +27,7 @@ from orchestrator.errors import (
 )
 from orchestrator.locking import TickLock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
