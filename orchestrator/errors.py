@@ -34,6 +34,12 @@ class IllegalTransitionError(RefusedError):
     """The state machine has no edge for this event from the task's state."""
 
 
+class InvalidChoiceError(RefusedError):
+    """An option's value is not one the task allows, e.g. `reject --to` naming
+    a stage that is not an earlier one of its pipeline. Refused (1), like an
+    unknown stage anywhere else; the message lists the values that would do."""
+
+
 class NoVerdictError(OrchestratorError):
     """`verdict` found no JSON verdict in its input (EX_DATAERR)."""
 

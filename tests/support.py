@@ -227,6 +227,10 @@ def _edge_problem(before: str, after: str, event: str) -> str | None:
         if target.stage == source.stage or target.status not in (Status.READY, Status.COMPLETE):
             return f"bad next-stage edge {before} -> {after}"
         return None
+    if kind is Target.BACK_READY:  # `reject`, to its own stage or (--to) an earlier one
+        if target.status is not Status.READY or target.stage == "complete":
+            return f"bad reject edge {before} -> {after}"
+        return None
     if target.stage != source.stage or target.status.value != kind.value:
         return f"edge {before} -> {after} does not match {event}"
     return None

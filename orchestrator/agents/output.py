@@ -98,6 +98,16 @@ def read_output(fmt: OutputFormat, stdout: str) -> AgentOutput:
     return AgentOutput(stdout)
 
 
+def answer_text(fmt: OutputFormat, stdout: str) -> str:
+    """What the agent said, for a person to read: the `result` of a Claude
+    envelope, the last agent message of a Codex stream, the output itself
+    otherwise, and also when it is not in its declared format (then the raw
+    text is all there is to read)."""
+    if fmt == "text":
+        return stdout
+    return read_output(fmt, stdout).message or stdout
+
+
 def usage_from_report(data: object) -> Usage:
     """The usage a command wrote to `$ORCHESTRATOR_USAGE_FILE`
     (`cost_usd`, `input_tokens`, `output_tokens`, `session_id`, and

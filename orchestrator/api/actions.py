@@ -26,6 +26,7 @@ from orchestrator.domain.pipeline import (
     Status,
     next_state,
     parse_state,
+    reject_state,
 )
 from orchestrator.domain.slug import slug_problem, validate_slug
 from orchestrator.domain.text import clean_text
@@ -158,8 +159,6 @@ def _transition(
     note: str | None = None,
     reason: str,
     halt_reason: str | None = None,
-    next_hint: str | None = None,
-    hint_source: str | None = None,
     new_run: bool = False,
     budget: float | None = None,
 ) -> ActionResult:
@@ -180,8 +179,6 @@ def _transition(
             reason=reason,
             note=note,
             halt_reason=halt_reason,
-            next_hint=next_hint,
-            hint_source=hint_source,
             new_run=new_run,
         )
     return ActionResult(slug, True, str(after.state), f"{slug}: {task.state} -> {after.state}")
@@ -249,22 +246,38 @@ def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionR
         raise AssertionError("unreachable")
 
 
-def reject(engine: Engine, slug: str, actor: str, note: str) -> ActionResult:
-    """Send a gate back: its stage runs again with the note as the hint."""
+def reject(
+    engine: Engine,
+    settings: Settings,
+    slug: str,
+    actor: str,
+    note: str,
+    to: str | None = None,
+) -> ActionResult:
+    """Send a gate back: its stage, or `to`, an earlier stage of the task's
+    pipeline, runs again (a new run) with the note as the hint."""
     text = _note(note)
     if not text or not text.strip():
         raise RefusedError("reject needs a --note saying what to change")
-    return _transition(
-        engine,
-        slug,
-        Event.REJECT,
-        actor,
-        note=text,
-        reason="rejected",
-        next_hint=text,
-        hint_source="reject",
-        new_run=True,
-    )
+    with write_tx(engine) as conn:
+        task = _load(conn, slug)
+        _target(task, Event.REJECT)  # not at a gate: say what reject needs first
+        pipeline = settings.pipeline(task.pipeline)
+        target = reject_state(task.state, to, pipeline.stage_names if pipeline else ())
+        after = repo.apply_transition(
+            conn,
+            task,
+            Event.REJECT,
+            target,
+            now=db_now(conn),
+            actor=actor,
+            reason="rejected" if target.stage == task.stage else f"rejected to {target.stage}",
+            note=text,
+            next_hint=text,
+            hint_source="reject",
+            new_run=True,
+        )
+    return ActionResult(slug, True, str(after.state), f"{slug}: {task.state} -> {after.state}")
 
 
 def halt(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:

@@ -121,9 +121,12 @@ class Project:
             check_expected(self.engine, self.settings, slug, expect)
         return actions.approve(self.engine, slug, actions.actor_name(by), note)
 
-    def reject(self, slug: str, note: str, *, by: str | None = None) -> ActionResult:
-        """Send a gate back: its stage runs again with `note` as the hint."""
-        return actions.reject(self.engine, slug, actions.actor_name(by), note)
+    def reject(
+        self, slug: str, note: str, *, by: str | None = None, to: str | None = None
+    ) -> ActionResult:
+        """Send a gate back: its stage, or `to` (an earlier stage of the task's
+        pipeline), runs again with `note` as the hint."""
+        return actions.reject(self.engine, self.settings, slug, actions.actor_name(by), note, to)
 
     def halt(self, slug: str, *, note: str | None = None, by: str | None = None) -> ActionResult:
         """Stop `slug` where it is; a running attempt stops within seconds."""
@@ -201,12 +204,15 @@ class Project:
 
     def task(self, slug: str) -> dict[str, Any]:
         """One task with its transitions and attempts, as `show --json`; a task
-        at a gate also carries the `approval_hash` that `approve(expect=)` checks."""
+        at a gate also carries the `approval_hash` that `approve(expect=)` checks
+        and the `answer` its agent gave (the text out of its JSON envelope)."""
         data = reports.show_task(self.engine, slug, self.settings.state_root)
         if data["status"] == "awaiting_approval":
             from orchestrator.views.gate import gate_view
 
-            data["approval_hash"] = gate_view(self.engine, self.settings, slug).digest
+            view = gate_view(self.engine, self.settings, slug)
+            data["approval_hash"] = view.digest
+            data["answer"] = None if view.answer is None else view.answer.text
         return data
 
     def explain(self, slug: str) -> dict[str, Any]:

@@ -23,8 +23,9 @@ def human_command(name: str, doc: str, note_required: bool = False) -> click.Com
     @pass_app
     def command(app: App, /, slug: str, by: str | None, note: str | None, **more: Any) -> None:
         human_only()
-        # approve only: `--expect` binds the approval to what the reviewer saw
-        extra = {"expect": more["expect"]} if more.get("expect") else {}
+        # approve's `--expect` binds the approval to what the reviewer saw;
+        # reject's `--to` sends the task back to an earlier stage.
+        extra = {key: more[key] for key in ("expect", "to") if more.get(key)}
         result = getattr(app.project(), name)(slug, note=note, by=by, **extra)
         click.echo(result.message)
 
@@ -34,6 +35,12 @@ def human_command(name: str, doc: str, note_required: bool = False) -> click.Com
             "--expect",
             metavar="HASH",
             help="Approve only if the gate still has this approval hash (from `show`).",
+        )(command)
+    if name == "reject":
+        command = click.option(
+            "--to",
+            metavar="STAGE",
+            help="Run this earlier stage of the task's pipeline next, not the gate's own.",
         )(command)
     return click.command(name)(command)
 
@@ -49,7 +56,9 @@ reject = human_command(
     "reject",
     """Send a gate back: SLUG runs its stage again with --note as the hint.
 
-    The note reaches the next attempt as ORCHESTRATOR_NEXT_HINT and {hint}.
+    With --to STAGE, that earlier stage of the pipeline runs next instead
+    (a review's flaw is fixed where the work is done). The note reaches the
+    next attempt as ORCHESTRATOR_NEXT_HINT and {hint}.
     """,
     note_required=True,
 )

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +207,10 @@ def show(app: App, slug: str, as_json: bool) -> None:
         click.echo(f"  next hint {printable(data['next_hint'][:200])}")
     if data.get("approval_hash"):
         click.echo(f"  approval  {data['approval_hash']}   (approve --expect it)")
+    if data.get("answer"):
+        click.echo("\nanswer (the agent's final message, out of its raw output):")
+        for line in _wrapped(data["answer"], shutil.get_terminal_size().columns - 4):
+            click.echo(f"    {line}".rstrip())
     click.echo("\ntransitions:")
     click.echo(table(["seq", "at", "from", "to", "actor", "reason / note"], _transitions(data)))
     if data["attempts"]:
@@ -232,6 +238,17 @@ def show(app: App, slug: str, as_json: bool) -> None:
             f"{shown_path(Path(last['state_dir']))}/ (worker.out, worker.err, verifier.out, "
             "verifier.err, prompt.md, context.json; the other attempts' folders are beside it)"
         )
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """`text` as terminal lines no wider than `width` (at least 40): a long
+    line is broken, not cut at the right edge; short lines and blank lines
+    stay as the agent wrote them."""
+    width = max(40, width)
+    lines: list[str] = []
+    for line in text.splitlines():
+        lines.extend(textwrap.wrap(printable(line), width, break_on_hyphens=False) or [""])
+    return lines
 
 
 def _transitions(data: dict[str, Any]) -> list[list[Any]]:

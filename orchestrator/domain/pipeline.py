@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchestrator.errors import IllegalTransitionError
+from orchestrator.errors import IllegalTransitionError, InvalidChoiceError
 
 COMPLETE = "complete"
 
@@ -44,7 +44,8 @@ class Event(StrEnum):
 
 
 class Target(StrEnum):
-    """Where an edge leads: a status at the same stage, or the next stage."""
+    """Where an edge leads: a status at the same stage, the next stage, or
+    (reject only) ready at the same stage or an earlier one."""
 
     SAME_READY = "ready"
     SAME_RUNNING = "running"
@@ -53,6 +54,7 @@ class Target(StrEnum):
     SAME_HALTED = "halted"
     SAME_CANCELLED = "cancelled"
     NEXT_STAGE = "next_stage"
+    BACK_READY = "back"  # reject: this stage again, or `reject --to` an earlier one
 
 
 _LIVE = (Status.READY, Status.RUNNING, Status.AWAITING_APPROVAL, Status.APPROVED)
@@ -64,7 +66,7 @@ TRANSITIONS: dict[tuple[Status, Event], Target] = {
     (Status.RUNNING, Event.RETRY): Target.SAME_READY,
     (Status.RUNNING, Event.GIVE_UP): Target.SAME_HALTED,
     (Status.AWAITING_APPROVAL, Event.APPROVE): Target.SAME_APPROVED,
-    (Status.AWAITING_APPROVAL, Event.REJECT): Target.SAME_READY,
+    (Status.AWAITING_APPROVAL, Event.REJECT): Target.BACK_READY,
     (Status.APPROVED, Event.ADVANCE): Target.NEXT_STAGE,
     (Status.HALTED, Event.RESUME): Target.SAME_READY,
     **{(status, Event.HALT): Target.SAME_HALTED for status in _LIVE},
@@ -131,6 +133,10 @@ def check_transition(before: State, event: Event, after: State) -> None:
             and after.status in (Status.READY, Status.COMPLETE)
             and (after.status is Status.COMPLETE) == (after.stage == COMPLETE)
         )
+    elif target is Target.BACK_READY:
+        # Which stages are earlier is the pipeline's to say (`reject_state`);
+        # the edge itself only ever leads to a stage ready to run.
+        legal = after.status is Status.READY and after.stage != COMPLETE
     else:
         legal = after.stage == before.stage and after.status.value == target.value
     if not legal:
@@ -145,4 +151,31 @@ def next_state(state: State, event: Event, stage_names: Sequence[str]) -> State:
     if target is Target.NEXT_STAGE:
         stage = following_stage(state.stage, stage_names)
         return State(stage, Status.COMPLETE if stage == COMPLETE else Status.READY)
+    if target is Target.BACK_READY:
+        return State(state.stage, Status.READY)
     return State(state.stage, Status(target.value))
+
+
+def reject_choices(stage: str, stage_names: Sequence[str]) -> tuple[str, ...]:
+    """The stages `reject --to` may name at a gate of `stage`: the earlier
+    stages of the pipeline, in order, then the gate's own."""
+    if stage not in stage_names:
+        return ()
+    return tuple(stage_names[: stage_names.index(stage) + 1])
+
+
+def reject_state(state: State, to: str | None, stage_names: Sequence[str]) -> State:
+    """Where `reject` sends a task at a gate: its own stage again (`to` None
+    or that stage), or `to`, an earlier stage of its pipeline. A flaw found
+    at a review is fixed where the work is done, not by the reviewer."""
+    again = next_state(state, Event.REJECT, stage_names)  # raises unless at a gate
+    if to is None or to == state.stage:
+        return again
+    choices = reject_choices(state.stage, stage_names)
+    if to not in choices:
+        listed = ", ".join(choices) or "none (the pipeline lost this stage)"
+        raise InvalidChoiceError(
+            f"reject --to {to!r}: not an earlier stage of {state.stage!r} in the task's "
+            f"pipeline; choose one of: {listed}"
+        )
+    return State(to, Status.READY)

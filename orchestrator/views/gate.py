@@ -1,8 +1,8 @@
 """What a gate's reviewer sees, and the hash that binds an approval to it.
 
 The hash covers the task's state and version, the passing verdict, the
-captured output tails shown and the workspace's changes (full content, by
-digest). `show`, the web gate page and `approve --expect` all compute it
+captured output tails shown, the agent's answer and the workspace's changes
+(full content, by digest). `show`, the web gate page and `approve --expect` all compute it
 here, so a hash copied from one is checked by the others; any change in
 between refuses the approval with "changed since you looked".
 """
@@ -21,6 +21,7 @@ from orchestrator.config import Settings
 from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
+from orchestrator.views.answer import Answer, agent_answer
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace.changes import WorkspaceChanges, collect
@@ -38,6 +39,7 @@ class GateView:
     stage_started: datetime | None
     changes: WorkspaceChanges
     digest: str
+    answer: Answer | None = None  # what the agent said, out of its envelope
 
     @property
     def waiting(self) -> bool:
@@ -58,10 +60,14 @@ def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
             )
         ).scalar_one_or_none()
     attempt = attempts[-1] if attempts else None
-    tails = _tails(attempt_dir(settings.state_root, slug, attempt)) if attempt else {}
+    folder = attempt_dir(settings.state_root, slug, attempt) if attempt else None
+    tails = _tails(folder) if folder else {}
+    pipeline = settings.pipeline(task.pipeline)
+    stage = pipeline.stage(task.stage) if pipeline else None
+    answer = agent_answer(folder, stage) if folder else None
     changes = collect(settings.workspace_root / slug, started)
-    digest = _digest(task, attempt, tails, changes)
-    return GateView(task, attempt, tails, started, changes, digest)
+    digest = _digest(task, attempt, tails, changes, answer)
+    return GateView(task, attempt, tails, started, changes, digest, answer)
 
 
 def _tails(folder: Path) -> dict[str, str]:
@@ -84,6 +90,7 @@ def _digest(
     attempt: repo.AttemptSnapshot | None,
     tails: dict[str, str],
     changes: WorkspaceChanges,
+    answer: Answer | None,
 ) -> str:
     shown = {
         "task": [task.slug, str(task.state), task.version],
@@ -92,6 +99,7 @@ def _digest(
         else [attempt.id, attempt.outcome, attempt.score, list(attempt.reasons)],
         "tails": tails,
         "changes": [changes.kind, *changes.digest_parts],
+        "answer": None if answer is None else answer.text,
     }
     blob = json.dumps(shown, sort_keys=True, ensure_ascii=True).encode()
     return hashlib.sha256(blob).hexdigest()[:HASH_LENGTH]

@@ -32,7 +32,7 @@ from orchestrator.web.security import Auth, Guard, csrf_ok
 LINKS = Links()
 FLASHES = {
     "approved": "Approved: the next tick moves the task to its next stage.",
-    "rejected": "Rejected: the stage runs again with your note as its hint.",
+    "rejected": "Rejected: the stage you chose runs again with your note as its hint.",
 }
 MAX_PAGE = 1_000_000
 
@@ -93,7 +93,15 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
                 check_expected(engine, settings, slug, expect if isinstance(expect, str) else "")
                 actions.approve(engine, slug, actor)
             else:
-                actions.reject(engine, slug, actor, note if isinstance(note, str) else "")
+                to = form.get("to")  # the stage picked beside the note; "" = the gate's own
+                actions.reject(
+                    engine,
+                    settings,
+                    slug,
+                    actor,
+                    note if isinstance(note, str) else "",
+                    to if isinstance(to, str) and to else None,
+                )
 
         try:
             await run_in_threadpool(run)

@@ -11,7 +11,7 @@ from markupsafe import Markup
 from sqlalchemy import Engine
 
 from orchestrator.config import Settings
-from orchestrator.domain.pipeline import RECORDED_EVENTS
+from orchestrator.domain.pipeline import RECORDED_EVENTS, reject_choices
 from orchestrator.views.gate import GateView, gate_view
 from orchestrator.web import data
 from orchestrator.web.render import Links, environment
@@ -81,7 +81,11 @@ class Pages:
 
     def gate(self, links: Links, slug: str, **extra: Any) -> str:
         view = self.gate_view(slug)
-        return self.render("gate.html", links, gate=view, page_title=f"gate {slug}", **extra)
+        pipeline = self.settings.pipeline(view.task.pipeline)
+        choices = reject_choices(view.task.stage, pipeline.stage_names if pipeline else ())
+        return self.render(
+            "gate.html", links, gate=view, reject_to=choices, page_title=f"gate {slug}", **extra
+        )
 
     def history(self, links: Links, filters: dict[str, str], page: int = 1, **extra: Any) -> str:
         rows = data.history_page(self.engine, page=page, **filters)

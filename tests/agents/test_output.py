@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agents.output import Usage, read_output, usage_from_report
+from orchestrator.agents.output import Usage, answer_text, read_output, usage_from_report
 from orchestrator.agents.runtime import read_usage_file
 from orchestrator.domain.verdict import parse_verdict
 
@@ -151,3 +151,21 @@ def test_codex_reconnect_notice_then_a_completed_turn_is_not_an_error() -> None:
     assert out.error is None
     verdict = parse_verdict(out.message)
     assert verdict is not None and verdict.score == 0.4
+
+
+def test_answer_text_is_the_agents_final_message() -> None:
+    assert answer_text("claude-json", "warming up\n" + envelope()) == VERDICT
+    assert answer_text("codex-jsonl", "not json\n" + jsonl(CODEX)) == VERDICT
+    assert answer_text("text", envelope()) == envelope()  # text is shown as it is
+
+
+@pytest.mark.parametrize(
+    ("fmt", "stdout"),
+    [
+        ("claude-json", "API Error: Connection refused\n"),
+        ("claude-json", '{"type": "result"'),  # an envelope cut short
+        ("codex-jsonl", jsonl([{"type": "thread.started", "thread_id": "t"}])),
+    ],
+)
+def test_answer_text_without_a_final_message_is_the_raw_output(fmt: str, stdout: str) -> None:
+    assert answer_text(fmt, stdout) == stdout  # type: ignore[arg-type]

@@ -750,7 +750,9 @@ def test_does_not_import_sqlalchemy_or_click() -> None:
         "bad = [m for m in ('sqlalchemy', 'click', 'alembic') if m in sys.modules]; "
         "assert not bad, bad"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2]
+    )
 
 
 # -- runaway guards and strict verdicts (issue 15) ------------------------------

@@ -12,12 +12,14 @@ from orchestrator.domain.pipeline import (
     Event,
     State,
     Status,
+    check_transition,
     following_stage,
     next_state,
     parse_state,
+    reject_state,
     state_string,
 )
-from orchestrator.errors import IllegalTransitionError
+from orchestrator.errors import IllegalTransitionError, InvalidChoiceError
 
 STAGES = ("research", "implement", "referee")
 
@@ -104,3 +106,46 @@ def test_state_strings_round_trip(stage: str, status: Status, text: str) -> None
 def test_parse_state_rejects_junk(text: str) -> None:
     with pytest.raises(ValueError, match="invalid state"):
         parse_state(text)
+
+
+GATE = State("referee", Status.AWAITING_APPROVAL)
+
+
+@pytest.mark.parametrize("to", [None, "referee"])
+def test_reject_without_a_target_or_to_its_own_stage_runs_the_stage_again(to: str | None) -> None:
+    assert reject_state(GATE, to, STAGES) == State("referee", Status.READY)
+
+
+@pytest.mark.parametrize("to", ["research", "implement"])
+def test_reject_to_an_earlier_stage_makes_it_ready(to: str) -> None:
+    after = reject_state(GATE, to, STAGES)
+    assert after == State(to, Status.READY)
+    check_transition(GATE, Event.REJECT, after)  # the edge the table allows
+
+
+@pytest.mark.parametrize("to", ["nope", COMPLETE, "referee:running", ""])
+def test_reject_to_a_stage_not_earlier_names_the_choices(to: str) -> None:
+    with pytest.raises(InvalidChoiceError) as raised:
+        reject_state(GATE, to, STAGES)
+    assert "research, implement, referee" in str(raised.value)
+    assert raised.value.exit_code == 1
+
+
+def test_reject_to_a_later_stage_is_refused() -> None:
+    gate = State("research", Status.AWAITING_APPROVAL)
+    with pytest.raises(InvalidChoiceError, match=r"earlier stage.*: research$"):
+        reject_state(gate, "implement", STAGES)
+
+
+def test_reject_to_an_earlier_stage_needs_a_gate() -> None:
+    with pytest.raises(IllegalTransitionError, match="cannot reject"):
+        reject_state(State("referee", Status.RUNNING), "research", STAGES)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [State("referee", Status.RUNNING), State(COMPLETE, Status.COMPLETE), State("x", Status.HALTED)],
+)
+def test_reject_edge_leads_only_to_a_ready_stage(after: State) -> None:
+    with pytest.raises(IllegalTransitionError):
+        check_transition(GATE, Event.REJECT, after)
