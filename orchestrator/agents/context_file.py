@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
+from orchestrator import safefs
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import Outcome, RunHistory
 from orchestrator.domain.plateau import detect_plateau
@@ -83,9 +84,7 @@ def build_context(
 def write_context(context: ContextFile, state_dir: Path) -> Path:
     """Written whole or not at all (a reader never sees half a file)."""
     path = state_dir / CONTEXT_NAME
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(context.data, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    safefs.replace(path, json.dumps(context.data, indent=2, sort_keys=True).encode("utf-8"))
     return path
 
 

@@ -9,12 +9,11 @@ attempt that timed out or was stopped still records what it had spent.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator import safefs
 from orchestrator.agents.output import (
     AgentOutput,
     OutputFormat,
@@ -27,6 +26,9 @@ from orchestrator.config import StageConfig
 USAGE_FILE_ENV = "ORCHESTRATOR_USAGE_FILE"
 # A usage report larger than this is not one (and is not read whole).
 MAX_USAGE_FILE_BYTES = 65536
+# The runner's capture of a stream is its bounded head and tail; a file far
+# larger than any capture is not one, and is not read past this.
+MAX_CAPTURE_READ = 64 << 20
 
 
 def usage_file(state_dir: Path, name: str) -> Path:
@@ -60,8 +62,11 @@ def read_usage_file(path: Path) -> Usage:
     bookkeeping, and must never fail an attempt. Only a regular file is
     read: the command chose what is at that path, and a FIFO (or a device)
     would block the tick for ever; a symlink could point anywhere."""
-    raw = _read_regular(path, MAX_USAGE_FILE_BYTES + 1)
-    if raw is None or len(raw) > MAX_USAGE_FILE_BYTES:
+    try:
+        raw = safefs.read_bytes(path, MAX_USAGE_FILE_BYTES + 1)
+    except OSError:
+        return Usage()
+    if len(raw) > MAX_USAGE_FILE_BYTES:
         return Usage()
     try:
         return usage_from_report(json.loads(raw))
@@ -69,37 +74,14 @@ def read_usage_file(path: Path) -> Usage:
         return Usage()
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """At most `limit` bytes of `path` if it is a regular file, else None.
-    Opened non-blocking so that even opening a FIFO cannot wait."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks: list[bytes] = []
-        left = limit
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _command_usage(state_dir: Path, name: str, fmt: OutputFormat) -> Usage:
     reported = read_usage_file(usage_file(state_dir, name))
     if fmt == "text":
         return reported
     try:
-        stdout = (state_dir / f"{name}.out").read_text(encoding="utf-8", errors="replace")
+        # The command could have swapped its capture for a FIFO or a link
+        # (to /dev/zero, say): only a regular file, and only so much of it.
+        stdout = safefs.read_text(state_dir / f"{name}.out", MAX_CAPTURE_READ)
     except OSError:
         return reported
     return read_output(fmt, stdout).usage.filled_from(reported)

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.config import Settings
+from orchestrator.domain.actor import actor_problem
 from orchestrator.domain.decide import HaltReason
 from orchestrator.domain.pipeline import (
     TRANSITIONS,
@@ -108,8 +109,14 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
 
 
 def actor_name(by: str | None = None) -> str:
-    """Who acts, as transitions record it: `by`, else the login name."""
+    """Who acts, as transitions record it: `by`, else the login name.
+    A `by` that cannot be recorded as it is is refused (exit 1), not
+    cleaned: the history would name someone else."""
     if by:
+        problem = actor_problem(by)
+        if problem is not None:
+            shown = ascii(by[:40]) + ("..." if len(by) > 40 else "")
+            raise RefusedError(f"--by {shown}: the name {problem}")
         return by
     try:
         return getpass.getuser()

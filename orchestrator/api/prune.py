@@ -17,7 +17,7 @@ import os
 import shutil
 import stat
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import Engine, and_, exists, select
@@ -58,7 +58,13 @@ def prune(
 ) -> PruneResult:
     t, a = tables.tasks, tables.attempts
     with read_tx(engine) as conn:
-        cutoff = db_now(conn) - timedelta(days=days)
+        now = db_now(conn)
+        # Older than the calendar's first day is nothing (and past it the
+        # subtraction overflows): 1e9 days is a valid age that matches no task.
+        oldest = now - datetime.min.replace(tzinfo=now.tzinfo)
+        if days >= oldest.days:
+            return PruneResult(())
+        cutoff = now - timedelta(days=days)
         open_attempt = exists().where(and_(a.c.task_id == t.c.id, a.c.finished_at.is_(None)))
         rows = conn.execute(
             select(t.c.id, t.c.slug)

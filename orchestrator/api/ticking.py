@@ -9,7 +9,9 @@ came while the tick was idle) as the clean end of its loop.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -84,6 +86,11 @@ def run_tick(
     `signals` is the list a signal handler appends to (and sets `stop`);
     with `stop_is_clean`, a signal that stopped no attempt is no error."""
     options = options or TickOptions()
+    if settings.env_file is not None:  # read at each tick: an edit counts at the next one
+        from orchestrator.config.envfile import read_env_file
+
+        values = types.MappingProxyType(read_env_file(settings.env_file))
+        settings = dataclasses.replace(settings, env_file_values=values)
     engine = with_hooks(engine, settings.hooks)  # its events go to the hooks at once
     if options.task is not None:
         # `tick --task fix-clac` must not be a silent tick that did nothing.

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,29 @@ def metrics_command(app: Any, textfile: Path | None) -> None:
     write_textfile(engine, textfile)
 
 
+class Days(click.ParamType[float, Any]):
+    """A finite number of days, 0 or more. click's FloatRange lets `nan` and
+    `inf` through, and neither is an age."""
+
+    name = "days"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            days = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of days", param, ctx)
+        if not math.isfinite(days) or days < 0:
+            self.fail(f"{value!r} is not a finite number of days, 0 or more", param, ctx)
+        return days
+
+
 @click.command("prune")
 @click.option(
     "--older-than",
     "days",
-    type=click.FloatRange(min=0),
+    type=Days(),
     required=True,
     metavar="DAYS",
     help="Tasks complete or cancelled at least this many days ago.",

@@ -84,6 +84,8 @@ class _Loader(_PipelineReader):
         )
         value, key = get("env_deny")
         env_deny = () if value is None else self.string_list(value, key)
+        value, key = get("env_file")
+        env_file = None if value is None else self.file_path(value, key)
 
         def pathed(name: str, default: str) -> Path:
             value, key = get(name)
@@ -118,6 +120,7 @@ class _Loader(_PipelineReader):
             pipelines=types.MappingProxyType(pipelines),
             fingerprint=fingerprint,
             hooks=parse_hooks(self, top.get("hooks")),
+            env_file=env_file,
         )
 
     def database(

@@ -6,6 +6,7 @@ the two are read side by side.
 
 from __future__ import annotations
 
+import collections
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ _ORCHESTRATOR_KEYS = (
     "reconnect_seconds",
     "output_cap_bytes",
     "kill_grace_seconds",
+    "env_file",
 )
 _DEFAULTS_KEYS = (
     "max_attempts",
@@ -157,6 +159,26 @@ class Settings:
     )
     fingerprint: str = ""
     hooks: tuple[HookConfig, ...] = ()  # [[hooks]]: commands told about events
+    # Where the stages' secrets are found when the environment lacks them
+    # (cron's); read by the tick (`config.envfile`), never by other commands.
+    env_file: Path | None = None
+    env_file_values: Mapping[str, str] = field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False, compare=False, repr=False
+    )
 
     def pipeline(self, name: str) -> PipelineConfig | None:
         return self.pipelines.get(name)
+
+    def secret_sources(self, environ: Mapping[str, str]) -> Mapping[str, str]:
+        """Where a stage's `secrets` are looked up: the environment first
+        (an exported value overrides the file, as with dotenv), then `env_file`."""
+        return collections.ChainMap(dict(environ), dict(self.env_file_values))
+
+    @property
+    def child_deny(self) -> tuple[str, ...]:
+        """What no child inherits: `env_deny` and every stage's `secrets`.
+        A secret goes back only into the stages that name it
+        (`agents.runtime.stage_extra_env`), never to another stage, a
+        `setup` or a hook, whether or not `env_deny` holds it too."""
+        names = {name for p in self.pipelines.values() for st in p.stages for name in st.secrets}
+        return self.env_deny + tuple(sorted(names - set(self.env_deny)))

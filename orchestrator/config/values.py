@@ -84,7 +84,7 @@ class _ValueReader:
     ) -> float:
         """A finite float; TOML's inf and nan never make sense as limits here."""
         if high is not None:
-            what = f"a number in [{low:g}, {high:g}]"
+            what = f"a number in {'[' if low_inclusive else '('}{low:.10g}, {high:.10g}]"
         else:
             what = f"a number {'>=' if low_inclusive else '>'} {low:g}"
         if isinstance(value, bool) or not isinstance(value, int | float):

@@ -18,7 +18,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine
@@ -152,10 +151,10 @@ class Courier:
         payload = {**attempt.payload, "links": self._links(attempt.payload)}
         data = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode() + b"\n"
         # A hook is often a third party's script: like a worker, it never sees
-        # our ORCHESTRATOR_* settings (the database URL) nor what env_deny holds back.
+        # our ORCHESTRATOR_* settings (the database URL), env_deny, nor any stage's secrets.
         env = runner.child_environment(
             os.environ,
-            deny=self.settings.env_deny,
+            deny=self.settings.child_deny,
             extra={},
             orchestrator_vars={
                 "ORCHESTRATOR_EVENT_KIND": str(payload.get("kind", "")),
@@ -181,20 +180,21 @@ class Courier:
         thread.start()
 
     def _record_results(self) -> None:
+        """Each try in a transaction of its own: one result that cannot be
+        written must not roll back the others (a working hook would then be
+        sent the same event again)."""
         with self._lock:
             results, self._results = self._results, []
-        if not results:
-            return
-        try:
-            with write_tx(self.engine) as conn:
-                now: datetime = db_now(conn)
-                for attempt, error in results:
-                    store.record_try(conn, attempt, error, now)
-        except Exception:
-            with self._lock:  # kept for the next pass (at worst, tried again later)
-                self._results = results + self._results
-            raise
+        kept: list[tuple[store.Try, str | None]] = []
+        problem: Exception | None = None
         for attempt, error in results:
+            try:
+                with write_tx(self.engine) as conn:
+                    store.record_try(conn, attempt, error, db_now(conn))
+            except Exception as exc:
+                kept.append((attempt, error))  # for the next pass (at worst, tried again later)
+                problem = problem or exc
+                continue
             if error is not None:
                 wait = attempt.hook.backoff(attempt.tries)
                 self._say_error(
@@ -202,6 +202,11 @@ class Courier:
                     f"{attempt.payload.get('task')}), try {attempt.tries}: {error}; "
                     f"next try in {wait:g} s"
                 )
+        if kept:
+            with self._lock:
+                self._results = kept + self._results
+        if problem is not None:
+            raise problem
 
     def _links(self, payload: dict[str, Any]) -> dict[str, str]:
         """Where a reader goes next: the commands, and the task's output folder."""

@@ -15,6 +15,7 @@ HOOK_KEYS = ("name", "on", "command", "timeout_seconds", "retry_seconds", "max_r
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRY = 30.0
 DEFAULT_MAX_RETRY = 3600.0
+MAX_SECONDS = 31_536_000.0  # a year
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,16 @@ class HookConfig:
         return kind in self.on
 
     def backoff(self, tries: int) -> float:
-        """Seconds to wait after the `tries`-th failed try: doubling, capped."""
-        return float(min(self.retry_seconds * 2 ** max(tries - 1, 0), self.max_retry_seconds))
+        """Seconds to wait after the `tries`-th failed try: doubling, capped.
+
+        The cap comes first: past 1,024 tries `2 ** (tries - 1)` no longer
+        fits a float, and a hook down for a week gets there."""
+        wait = self.retry_seconds
+        for _ in range(max(tries - 1, 0)):
+            if wait >= self.max_retry_seconds:
+                break
+            wait *= 2  # at most ~2,100 doublings from the smallest float to the cap
+        return min(wait, self.max_retry_seconds)
 
 
 class _Loader(Protocol):
@@ -47,7 +56,13 @@ class _Loader(Protocol):
     def string_list(self, value: object, key: str) -> tuple[str, ...]: ...
     def argv(self, value: object, key: str) -> tuple[str, ...]: ...
     def number(
-        self, value: object, key: str, *, low: float, low_inclusive: bool = True
+        self,
+        value: object,
+        key: str,
+        *,
+        low: float,
+        high: float | None = None,
+        low_inclusive: bool = True,
     ) -> float: ...
 
 
@@ -84,7 +99,10 @@ def parse_hooks(loader: _Loader, value: object) -> tuple[HookConfig, ...]:
         ) -> float:
             if field not in table:
                 return default
-            return loader.number(table[field], f"{key}.{field}", low=0.0, low_inclusive=False)
+            # A year at most: the next try's time must be a date the database holds.
+            return loader.number(
+                table[field], f"{key}.{field}", low=0.0, high=MAX_SECONDS, low_inclusive=False
+            )
 
         hook = HookConfig(
             name=name[:255],

@@ -24,6 +24,10 @@ _WRITE_CHUNK = 64 * 1024
 _MIN_TAIL = 64 * 1024
 _DRAIN_AFTER_EXIT = 1.0
 _ERROR_LIMIT = 512
+# The last line of a stream is kept whole up to max(output_cap, this): an
+# agent's result envelope (its cost, its verdict) is one line; past this
+# bound it is cut like any other output, and its cost is unknown.
+LAST_LINE_CAP = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -58,16 +62,25 @@ class ProcessResult:
 
 
 class _Capture:
-    """Head and rolling tail of one stream, in bounded memory."""
+    """Head and rolling tail of one stream, in bounded memory.
+
+    The tail never starts inside the stream's last line (up to `line_cap`
+    bytes of it): an agent's result envelope is one JSON line, often longer
+    than the cap, and half of it is no envelope at all.
+    """
 
     def __init__(self, output_cap: int) -> None:
         self.head_cap = max(output_cap, 0) // 4
         self.tail_cap = max(output_cap - self.head_cap, _MIN_TAIL)
+        self.line_cap = max(output_cap, LAST_LINE_CAP)
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        self.line_start = 0  # stream offset where the last line with text starts
+        self.at_line_end = True  # the stream so far ends with a newline
 
     def add(self, data: bytes) -> None:
+        self._follow_lines(data)
         self.total += len(data)
         room = self.head_cap - len(self.head)
         if room > 0:
@@ -75,13 +88,35 @@ class _Capture:
             data = data[room:]
         if data:
             self.tail += data
-            # Trim lazily (at twice the cap) so a stream of small chunks stays linear.
-            if len(self.tail) > 2 * self.tail_cap:
-                del self.tail[: len(self.tail) - self.tail_cap]
+            # Trim lazily (by at least half of what is kept) so a stream of
+            # small chunks stays linear, even while a long last line is kept.
+            keep = self._keep()
+            if len(self.tail) > keep + max(self.tail_cap, keep // 2):
+                self._trim(keep)
+
+    def _follow_lines(self, data: bytes) -> None:
+        text_end = len(data.rstrip())
+        if text_end == 0:
+            self.at_line_end = self.at_line_end or b"\n" in data
+            return
+        newline = data.rfind(b"\n", 0, text_end)
+        if newline >= 0:
+            self.line_start = self.total + newline + 1
+        elif self.at_line_end:
+            self.line_start = self.total
+        self.at_line_end = b"\n" in data[text_end:]
+
+    def _keep(self) -> int:
+        """Bytes of tail to keep: the tail cap, or more to hold the last line whole."""
+        return max(self.tail_cap, min(self.total - self.line_start, self.line_cap))
+
+    def _trim(self, keep: int) -> None:
+        cut = len(self.tail) - keep
+        if cut > 0:
+            del self.tail[:cut]
 
     def text(self) -> str:
-        if len(self.tail) > self.tail_cap:
-            del self.tail[: len(self.tail) - self.tail_cap]
+        self._trim(self._keep())
         omitted = self.total - len(self.head) - len(self.tail)
         tail = bytes(self.tail)
         if omitted > 0:

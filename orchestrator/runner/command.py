@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from orchestrator import safefs
 from orchestrator.runner.capture import (
     _DRAIN_AFTER_EXIT,
     _READ_CHUNK,
@@ -260,7 +261,9 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         # only, and every file is a syscall or three on the tick's hot path.
         if path is not None and text:
             try:
-                path.write_text(text, encoding="utf-8")
+                # A fresh file renamed into place: a link the command
+                # planted at the name is replaced, never written through.
+                safefs.replace(path, text.encode("utf-8"), keep_partial=True)
             except OSError as exc:
                 # The file stops growing where the disk filled up; the
                 # output is not lost with it (an agent's hour of work).

@@ -16,7 +16,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import safefs
+
 _HELPER_TIMEOUT = 5.0
+_MAX_NOTE = 4096  # a note is a few numbers
 
 
 @dataclass(frozen=True)
@@ -38,25 +41,22 @@ class ProcessIdentity:
         """Note this identity where a later tick on this host finds it
         (`read_note`); written atomically, so a reader sees all or nothing.
         The host is not written: a note is read only on the host that wrote it."""
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps(
-                {
-                    "pid": self.pid,
-                    "pgid": self.pgid,
-                    "start_time": self.start_time,
-                    "boot_id": self.boot_id,
-                }
-            )
-        )
-        tmp.replace(path)
+        note = {
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "start_time": self.start_time,
+            "boot_id": self.boot_id,
+        }
+        safefs.replace(path, json.dumps(note).encode())
 
     @classmethod
     def read_note(cls, path: Path) -> ProcessIdentity | None:
         """The identity `write_note` left at `path`; None when there is none
         or it cannot be read (this host's name is taken for it)."""
         try:
-            data = json.loads(path.read_text())
+            # The attempt's commands can write in its folder: a FIFO or a
+            # link there must neither block nor be followed.
+            data = json.loads(safefs.read_bytes(path, _MAX_NOTE))
             return cls(
                 pid=int(data["pid"]),
                 pgid=int(data["pgid"]),

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import safefs
 from orchestrator.config import (
     CONFIG_ENV,
     DB_URL_ENV,
@@ -206,7 +207,8 @@ class Demo:
     def show_hint(self, slug: str, stage: str) -> None:
         notes = self.settings.workspace_root / slug / f"{stage}.md"
         try:
-            applied = [line for line in notes.read_text().splitlines() if "feedback" in line]
+            text = safefs.read_text(notes, 1 << 20)  # the agent's file: a regular one only
+            applied = [line for line in text.splitlines() if "feedback" in line]
         except OSError:
             return
         if applied:

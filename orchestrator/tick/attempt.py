@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator import runner
+from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.decide import Outcome, verdict_outcome
@@ -76,10 +76,14 @@ class AttemptRunner:
     def attempt(self, claim: Claim, chain: Chain | None) -> Ended:
         """Run and record one attempt (and, with `chain`, claim the next)."""
         folder = attempt_folder(self.settings, claim.task.slug, claim.stage.name, claim.number)
-        reserve_kept(folder, claim)
         try:
+            reserve_kept(folder, claim)  # makes the folder, fresh
             with self.progress.running(claim.task.slug, claim.stage.name, claim.number, folder):
                 result = self._execute(claim)
+        except safefs.FolderExists as exc:  # another hand's: not used, not counted
+            result = AttemptRun(
+                Outcome.HOST_ERROR, error=f"attempt folder {exc.filename} {exc.strerror}"
+            )
         except HostFault as fault:
             result = self.tick.host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick
@@ -256,5 +260,5 @@ class AttemptRunner:
         template = template_path.read_text(encoding="utf-8", errors="replace")
         text = context.render_prompt(template)
         path = state_dir / "prompt.md"
-        path.write_text(text, encoding="utf-8")
+        safefs.replace(path, text.encode("utf-8"))
         return path, text

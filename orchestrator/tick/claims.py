@@ -143,7 +143,9 @@ class Claimer:
                 self.applier.halt_unknown(conn, task, now)
                 fault_point("after_halt_unknown")
                 continue
-            over = agent_budget.halt_if_over(conn, task, stage, now=now, actor=ACTOR)
+            over = agent_budget.halt_if_over(
+                conn, task, stage, now=now, actor=ACTOR, pipeline=pipeline
+            )
             if over is not None:
                 with self.tick.lock:
                     self.tick.report.halted += 1

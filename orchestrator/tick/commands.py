@@ -90,8 +90,10 @@ class CommandRunner:
         if base is None:
             base = runner.child_environment(
                 os.environ,
-                deny=self.settings.env_deny,
-                extra=agent_runtime.stage_extra_env(stage, os.environ),
+                deny=self.settings.child_deny,
+                extra=agent_runtime.stage_extra_env(
+                    stage, self.settings.secret_sources(os.environ)
+                ),
                 orchestrator_vars={},
             )
             self._environments[key] = base

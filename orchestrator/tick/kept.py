@@ -8,15 +8,18 @@ import contextlib
 import hashlib
 import hmac
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from orchestrator import safefs
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.verdict import Verdict
 from orchestrator.errors import OrchestratorError
 from orchestrator.tick.model import KEPT_RESERVE, KEPT_RESULT, AttemptRun, Claim
+
+# A kept result is a verdict and a few fields; a bigger file is not one.
+_KEPT_READ = 16 << 20
 
 
 def keep_result(folder: Path, claim: Claim, run: AttemptRun, *, database: bool) -> None:
@@ -45,29 +48,35 @@ def keep_result(folder: Path, claim: Claim, run: AttemptRun, *, database: bool) 
     path = folder / KEPT_RESULT
     body = json.dumps(kept, sort_keys=True).encode()
     with contextlib.suppress(OSError, ValueError):
-        if len(body) <= KEPT_RESERVE and path.stat().st_size == KEPT_RESERVE:
+        if len(body) <= KEPT_RESERVE and path.lstat().st_size == KEPT_RESERVE:
             # Into the space reserved at the start: needs no free block.
-            with path.open("r+b") as out:
-                out.write(body.ljust(KEPT_RESERVE))
-                out.flush()
-                os.fsync(out.fileno())
+            # Not through a link or a hard link the worker put there.
+            safefs.write_into(path, body.ljust(KEPT_RESERVE))
             return
     with contextlib.suppress(OSError, ValueError):
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(body)
-        tmp.replace(path)
+        safefs.replace(path, body)
 
 
 def reserve_kept(folder: Path, claim: Claim) -> None:
     """Reserve `KEPT_RESULT`'s space while there is some: a disk that
     fills up during the attempt fails its record (SQLite) and would
     fail keeping its result too, and the next tick would count a crash.
-    Best effort: a folder that cannot be made fails the attempt anyway."""
+    Best effort: a folder that cannot be made fails the attempt anyway.
+
+    The folder is made here, and made fresh: one already there is not ours
+    (every attempt has a number of its own) and whatever it holds, links to
+    files outside among them, would be written through. `safefs.FolderExists`
+    then, which the attempt records as counting toward nothing."""
     if slug_problem(claim.task.slug) is not None:
         return  # never a path from a bad slug (`AttemptRunner._execute` refuses it)
+    try:
+        safefs.fresh_folder(folder)
+    except (safefs.FolderExists, safefs.NotRegularFile):
+        raise  # the task's folder a link: making ours would follow it out
+    except OSError:
+        return
     with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / KEPT_RESULT).write_bytes(b" " * KEPT_RESERVE)
+        safefs.write_new(folder / KEPT_RESULT, b" " * KEPT_RESERVE)
 
 
 def seal(token: str, kept: dict[str, Any]) -> str:
@@ -108,7 +117,7 @@ def read_kept(folder: Path, token: str) -> dict[str, Any] | None:
     """The result a tick kept in `folder` (`keep_result`), if its seal
     matches the attempt's lease token."""
     try:
-        kept = json.loads((folder / KEPT_RESULT).read_text())
+        kept = json.loads(safefs.read_bytes(folder / KEPT_RESULT, _KEPT_READ))
     except (OSError, ValueError):
         return None
     if not isinstance(kept, dict):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator import runner
+from orchestrator import runner, safefs
 from orchestrator.config import StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import OrchestratorError, host_error
@@ -43,7 +43,7 @@ def host_folder(key: str, root: Path) -> Iterator[None]:
 def setup_state(marker: Path) -> str | None:
     """ "started" or "done" for a task whose setup ran, None for none."""
     try:
-        state = json.loads(marker.read_text())["state"]
+        state = json.loads(safefs.read_bytes(marker, 4096))["state"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return state if isinstance(state, str) else None
@@ -51,9 +51,7 @@ def setup_state(marker: Path) -> str | None:
 
 def write_setup_state(marker: Path, state: str, attempt: int) -> None:
     marker.parent.mkdir(parents=True, exist_ok=True)
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"state": state, "attempt": attempt}))
-    tmp.replace(marker)
+    safefs.replace(marker, json.dumps({"state": state, "attempt": attempt}).encode())
 
 
 def stopped_run(result: runner.ProcessResult, guard: FenceGuard, name: str) -> AttemptRun | None:
@@ -81,10 +79,7 @@ def no_verdict(source: str, result: runner.ProcessResult | None, state_dir: Path
     """The cause beside the symptom: a judge that died (`can't open file`)
     says so on stderr, which would otherwise sit unread in `<source>.err`."""
     try:
-        with (state_dir / f"{source}.err").open("rb") as err:
-            err.seek(0, os.SEEK_END)
-            err.seek(max(0, err.tell() - 4096))
-            text = err.read().decode("utf-8", "replace")
+        text = safefs.read_tail(state_dir / f"{source}.err", 4096).decode("utf-8", "replace")
     except OSError:
         text = ""
     tail = [line.strip() for line in text.splitlines() if line.strip()][-3:]

@@ -69,7 +69,7 @@ class WorkspacePreparer:
         write_setup_state(marker, "started", claim.number)
         env = runner.child_environment(
             os.environ,
-            deny=self.settings.env_deny,
+            deny=self.settings.child_deny,
             extra={},
             orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
         )

@@ -13,11 +13,10 @@ can be a megabyte or more.
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import safefs
 from orchestrator.agents.output import OutputFormat, answer_text
 from orchestrator.config import StageConfig
 
@@ -54,16 +53,11 @@ def agent_answer(folder: Path, stage: StageConfig | None) -> Answer | None:
 
 
 def _tail(path: Path, limit: int) -> tuple[bytes, bool] | None:
-    """The last `limit` bytes of a regular file, and whether there was more.
-    A link in the attempt's folder is not followed: what a reviewer reads
-    comes from the capture the tick wrote, not from where a link points."""
+    """The last `limit` bytes of the capture, and whether there was more.
+    Through `safefs`: what a reviewer reads comes from the capture the tick
+    wrote, never from where a link points, and a FIFO cannot hang the page."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        data = safefs.read_tail(path, limit + 1)  # one more byte: was there more?
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO would block the page
-            return None
-        size = handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, size - limit))
-        return handle.read(limit), size > limit
+    return (data[1:], True) if len(data) > limit else (data, False)

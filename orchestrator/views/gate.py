@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
+from orchestrator import safefs
 from orchestrator.config import Settings
 from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
@@ -24,7 +25,7 @@ from orchestrator.storage.db import read_tx
 from orchestrator.views.answer import Answer, agent_answer
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
-from orchestrator.workspace.changes import WorkspaceChanges, collect
+from orchestrator.workspace.changes import LOOK_BYTES, WorkspaceChanges, collect
 
 TAIL_BYTES = 4096
 CAPTURES = ("worker.out", "worker.err", "verifier.out", "verifier.err")
@@ -61,24 +62,25 @@ def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
         ).scalar_one_or_none()
     attempt = attempts[-1] if attempts else None
     folder = attempt_dir(settings.state_root, slug, attempt) if attempt else None
-    tails = _tails(folder) if folder else {}
+    # One budget for the whole look: however many files, a look reads at
+    # most LOOK_BYTES (a file past it is hashed by its metadata instead).
+    budget = safefs.Budget(LOOK_BYTES)
+    tails = _tails(folder, budget) if folder else {}
     pipeline = settings.pipeline(task.pipeline)
     stage = pipeline.stage(task.stage) if pipeline else None
     answer = agent_answer(folder, stage) if folder else None
-    changes = collect(settings.workspace_root / slug, started)
+    changes = collect(settings.workspace_root / slug, started, budget)
     digest = _digest(task, attempt, tails, changes, answer)
     return GateView(task, attempt, tails, started, changes, digest, answer)
 
 
-def _tails(folder: Path) -> dict[str, str]:
+def _tails(folder: Path, budget: safefs.Budget) -> dict[str, str]:
+    """The commands could write in their folder: a capture swapped for a
+    link (to a file outside) or a FIFO is not shown, and not hashed."""
     tails: dict[str, str] = {}
     for name in CAPTURES:
-        path = folder / name
         try:
-            with path.open("rb") as handle:
-                size = handle.seek(0, 2)
-                handle.seek(max(0, size - TAIL_BYTES))
-                data = handle.read()
+            data = safefs.read_tail(folder / name, TAIL_BYTES, budget)
         except OSError:
             continue
         tails[name] = data.decode("utf-8", "replace")

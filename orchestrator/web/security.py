@@ -29,6 +29,7 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from orchestrator.domain.actor import actor_problem
 from orchestrator.errors import ConfigError
 
 Scope = MutableMapping[str, Any]
@@ -70,6 +71,9 @@ def read_users(path: Path) -> dict[str, str]:
         name, sep, hashed = line.partition(":")
         if not sep or not name or not hashed.startswith("$argon2"):
             raise ConfigError(f"{path}:{number}: expected `name:$argon2...` (a hashed password)")
+        problem = actor_problem(name)
+        if problem is not None:
+            raise ConfigError(f"{path}:{number}: the user name {problem}")
         users[name] = hashed
     if not users:
         raise ConfigError(f"{path}: no users in the users file")
@@ -80,6 +84,9 @@ def set_user(path: Path, name: str, hashed: str) -> None:
     """Add or replace `name`'s line, keeping the others; written atomically, 0600."""
     if not name or ":" in name or any(c.isspace() for c in name):
         raise ConfigError(f"user name {name!r}: no colon or spaces")
+    problem = actor_problem(name)
+    if problem is not None:
+        raise ConfigError(f"user name {name[:40]!a}: {problem}")
     lines = path.read_text("utf-8").splitlines() if path.exists() else []
     kept = [line for line in lines if line.partition(":")[0].strip() != name]
     tmp = path.with_name(f".{path.name}.tmp")
@@ -114,6 +121,8 @@ class Auth:
             name, _, password = base64.b64decode(value.strip()).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return None
+        if name and actor_problem(name) is not None:
+            return None  # no name the history could hold (NUL, 10,000 characters)
         # The token never speaks for a users-file name: its holder would approve
         # as "alice" without alice's password.
         if name not in self.users and self._token_ok(password):
@@ -207,6 +216,20 @@ def csrf_ok(scope: Scope, posted: str | None, key: bytes = CSRF_KEY) -> bool:
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 
+def loopback_host(host: str) -> bool:
+    """A loopback name, or any loopback address literal (`serve --host
+    127.0.0.2` is one). A literal cannot be rebound by DNS, so answering to
+    it gives a rebinding page nothing."""
+    if host in LOOPBACK_NAMES:
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def host_name(scope: Scope) -> str:
     """The Host header without its port ("[::1]:8765" -> "[::1]")."""
     host = (_header(scope, b"host") or "").strip().lower()
@@ -230,7 +253,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not self.auth.required and host_name(scope) not in LOOPBACK_NAMES:
+        if not self.auth.required and not loopback_host(host_name(scope)):
             await _plain(send, 421, b"this server answers only to 127.0.0.1 or localhost\n")
             return
         actor = self.auth.actor(_header(scope, b"authorization"))

@@ -7,21 +7,24 @@ worker's: nothing here follows a link out of it, opens anything but a
 regular file, or reads more than a cap, so a FIFO, a sparse terabyte or a
 crafted name cannot hang or leak through the gate. The approval hash
 (`orchestrator.views.gate`) covers every changed file by digest, or by
-(size, mtime, inode) past `HASH_BYTES`.
+its metadata (`safefs.stand_in`: size, mtime, ctime, device, inode) past
+`HASH_BYTES` or once the look has read `LOOK_BYTES` in all: a thousand
+files just under the per-file cap cost one look no more than a few.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+
+from orchestrator import safefs
 
 SHOWN_BYTES = 200_000  # of a diff or one Markdown file
 HASH_BYTES = 16 << 20  # a bigger file is hashed by its metadata, not read
+LOOK_BYTES = 64 << 20  # read by one look in all; past it, files by their metadata
 MAX_FILES = 500  # listed; more are counted, and still hashed
 MAX_MARKDOWN = 20
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -45,19 +48,27 @@ class WorkspaceChanges:
     markdown: dict[str, str] = field(default_factory=dict)  # path -> shown text
     digest_parts: list[str] = field(default_factory=list)  # what the approval hash covers
     error: str = ""
+    # What the look may still read, shared by every file it hashes or shows.
+    budget: safefs.Budget = field(
+        default_factory=lambda: safefs.Budget(LOOK_BYTES), repr=False, compare=False
+    )
 
 
-def collect(workspace: Path, since: datetime | None) -> WorkspaceChanges:
-    """The workspace's changes; `since` is when the stage began (None: all files)."""
+def collect(
+    workspace: Path, since: datetime | None, budget: safefs.Budget | None = None
+) -> WorkspaceChanges:
+    """The workspace's changes; `since` is when the stage began (None: all
+    files). `budget`: what the look may read (a fresh `LOOK_BYTES` one)."""
+    budget = safefs.Budget(LOOK_BYTES) if budget is None else budget
     if not workspace.is_dir() or workspace.is_symlink():
-        return WorkspaceChanges(kind="none", digest_parts=["none"])
+        return WorkspaceChanges(kind="none", digest_parts=["none"], budget=budget)
     if _own_git_dir(workspace):
         from orchestrator.workspace.git import git_changes
 
         changes = git_changes(workspace, since)
         if changes is not None:
             return changes
-    return _files(workspace, since)
+    return _files(workspace, since, budget)
 
 
 def _own_git_dir(workspace: Path) -> bool:
@@ -70,10 +81,10 @@ def _own_git_dir(workspace: Path) -> bool:
     return not (dot_git / "commondir").exists() and not (dot_git / "commondir").is_symlink()
 
 
-def _files(workspace: Path, since: datetime | None) -> WorkspaceChanges:
+def _files(workspace: Path, since: datetime | None, budget: safefs.Budget) -> WorkspaceChanges:
     """Files modified since `since`; the hash also covers a listing of every
     file (name, size, mtime), so a deletion changes it too."""
-    changes = WorkspaceChanges(kind="files")
+    changes = WorkspaceChanges(kind="files", budget=budget)
     # One second of slack: some file systems keep mtimes to the second.
     cutoff = since.timestamp() - 1.0 if since is not None else float("-inf")
     names: list[str] = []
@@ -98,7 +109,7 @@ def _files(workspace: Path, since: datetime | None) -> WorkspaceChanges:
 
 def add_files(changes: WorkspaceChanges, workspace: Path, names: list[str]) -> None:
     for index, name in enumerate(names):
-        digest, size = hash_file(workspace, name)
+        digest, size = hash_file(workspace, name, changes.budget)
         changes.digest_parts.append(f"file:{name}:{size}:{digest}")
         if index < MAX_FILES:
             changes.files.append(ChangedFile(name, size, digest))
@@ -125,41 +136,19 @@ def inside(workspace: Path, name: str) -> Path | None:
     return path
 
 
-def hash_file(workspace: Path, name: str) -> tuple[str, int]:
+def hash_file(workspace: Path, name: str, budget: safefs.Budget | None = None) -> tuple[str, int]:
     """A link is hashed as its target's name (following it could read
-    anything), a special file by its type, a big file by its metadata."""
+    anything), a special file by its type, a big file (or one past what
+    the look may still read) by its metadata."""
     path = inside(workspace, name)
     if path is None:
         return "outside", -1
     try:
-        info = path.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            target = str(path.readlink()).encode("utf-8", "surrogateescape")
-            return hashlib.sha256(b"link:" + target).hexdigest(), len(target)
-        if not stat.S_ISREG(info.st_mode):
-            return f"special:{stat.S_IFMT(info.st_mode):o}", info.st_size
-        if info.st_size > HASH_BYTES:
-            stand_in = f"stat:{info.st_size}:{info.st_mtime_ns}:{info.st_dev}:{info.st_ino}"
-            return hashlib.sha256(stand_in.encode()).hexdigest(), info.st_size
-        sha = hashlib.sha256()
-        size = 0
-        with _open_regular(path) as handle:
-            while size <= HASH_BYTES and (chunk := handle.read(1 << 16)):
-                sha.update(chunk)
-                size += len(chunk)
-        return sha.hexdigest(), size
+        return safefs.digest(
+            path, HASH_BYTES, safefs.Budget(LOOK_BYTES) if budget is None else budget
+        )
     except OSError as exc:
         return f"unreadable:{exc.strerror}", -1
-
-
-def _open_regular(path: Path) -> BinaryIO:
-    """Opened without following a link and without blocking on a FIFO swapped
-    in after the lstat; refused unless it is (still) a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(0, "not a regular file")
-    return os.fdopen(fd, "rb")
 
 
 def add_markdown(changes: WorkspaceChanges, workspace: Path, name: str) -> None:
@@ -169,10 +158,7 @@ def add_markdown(changes: WorkspaceChanges, workspace: Path, name: str) -> None:
     if path is None:
         return
     try:
-        if not stat.S_ISREG(path.lstat().st_mode):
-            return
-        with _open_regular(path) as handle:
-            data = handle.read(SHOWN_BYTES)
+        data = safefs.read_bytes(path, SHOWN_BYTES, changes.budget)
     except OSError:
         return
     changes.markdown[name] = data.decode("utf-8", "replace")

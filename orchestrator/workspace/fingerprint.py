@@ -11,6 +11,11 @@ Elsewhere: a content hash of the tree, bounded (files, bytes) so a huge
 workspace costs a bounded time; past the bound, sizes and modification
 times stand in for the content.
 
+Either way one fingerprint reads at most `MAX_BYTES` in all (a
+`safefs.Budget`), opens nothing but regular files and follows no link: a
+link is hashed as the name it points to. A FIFO the worker left among its
+untracked files would otherwise hang the tick while it holds the host lock.
+
 A fingerprint that cannot be made (git missing, a broken repository) is
 None: "not looked at", which neither extends nor breaks the no-change streak.
 """
@@ -19,20 +24,25 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 from pathlib import Path
+
+from orchestrator import safefs
 
 MAX_FILES = 20_000
 MAX_BYTES = 64 * 1024 * 1024
 _GIT_TIMEOUT = 60.0
 
 
-def fingerprint(workspace: Path) -> str | None:
-    if not workspace.is_dir():
+def fingerprint(workspace: Path, budget: safefs.Budget | None = None) -> str | None:
+    """`budget` (a fresh `MAX_BYTES` one by default) is what it may read."""
+    budget = safefs.Budget(MAX_BYTES) if budget is None else budget
+    if not workspace.is_dir() or workspace.is_symlink():
         return None
     if (workspace / ".git").exists():
-        return _git(workspace)
-    return _tree(workspace)
+        return _git(workspace, budget)
+    return _tree(workspace, budget)
 
 
 def _git_out(workspace: Path, *args: str) -> bytes | None:
@@ -50,7 +60,7 @@ def _git_out(workspace: Path, *args: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _git(workspace: Path) -> str | None:
+def _git(workspace: Path, budget: safefs.Budget) -> str | None:
     status = _git_out(workspace, "status", "--porcelain", "-z", "--untracked-files=all")
     if status is None:
         return None
@@ -67,24 +77,22 @@ def _git(workspace: Path) -> str | None:
     for name in untracked.split(b"\0"):
         if name:
             path = workspace / os.fsdecode(name)
-            digest.update(b"\0" + name + b"\0" + _file_digest(path, MAX_BYTES))
+            digest.update(b"\0" + name + b"\0" + _file_digest(path, budget))
     return "git:" + digest.hexdigest()
 
 
-def _file_digest(path: Path, limit: int) -> bytes:
-    digest = hashlib.sha256()
+def _file_digest(path: Path, budget: safefs.Budget) -> bytes:
+    """Content (or past the budget, metadata; a link, its target's name)."""
     try:
-        with path.open("rb") as handle:
-            digest.update(handle.read(limit))
+        sha, _size = safefs.digest(path, MAX_BYTES, budget)
     except OSError:
         return b"?"
-    return digest.digest()
+    return sha.encode()
 
 
-def _tree(workspace: Path) -> str | None:
+def _tree(workspace: Path, budget: safefs.Budget) -> str | None:
     digest = hashlib.sha256(b"tree")
     files = 0
-    budget = MAX_BYTES
     for root, dirs, names in os.walk(workspace):
         dirs.sort()
         for name in sorted(names):
@@ -97,9 +105,8 @@ def _tree(workspace: Path) -> str | None:
             files += 1
             if files > MAX_FILES:
                 return "tree:" + digest.hexdigest() + ":partial"
-            if budget > 0 and path.is_file() and not path.is_symlink():
+            if stat.S_ISREG(st.st_mode) and budget.allows(st.st_size):
                 digest.update(rel + b"\0" + _file_digest(path, budget))
-                budget -= st.st_size
             else:
                 digest.update(rel + f"\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}".encode())
     return "tree:" + digest.hexdigest()

@@ -5,6 +5,7 @@ processes on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -322,3 +323,64 @@ def test_a_recovered_attempt_records_what_it_spent(tmp_path: Path, db_url: str) 
     rows = project.query("SELECT outcome, cost_usd FROM attempts ORDER BY id")
     assert rows[0][0] == "crashed"
     assert rows[0][1] == pytest.approx(0.6)
+
+
+def envelope_worker(folder: Path, padding: int, cost: float = 3.0) -> str:
+    """A Claude-like worker whose one result envelope (a single line) is
+    `padding` bytes longer than its verdict, and says it cost `cost`."""
+    script = folder / "claude_like.py"
+    script.write_text(
+        "import json, sys\n"
+        "sys.stdout.write('starting\\n' * 10_000)\n"
+        f"print(json.dumps({{'type': 'result', 'subtype': 'success', 'is_error': False,"
+        f" 'total_cost_usd': {cost}, 'num_turns': 4,"
+        f" 'result': '{{\"pass\": false, \"score\": 0.1}}', 'log': 'x' * {padding}}}))\n"
+    )
+    return json.dumps([sys.executable, str(script)])
+
+
+# Issue 22, item 8: an envelope longer than `output_cap_bytes` was cut by the
+# head+tail capture; the attempt became a `worker_error` that cost nothing,
+# so a $1 budget let through one $3 attempt after another.
+def test_an_envelope_longer_than_the_output_cap_is_read_whole(tmp_path: Path, db_url: str) -> None:
+    worker = envelope_worker(tmp_path, 300_000)
+    project = make_project(
+        tmp_path / "p",
+        db_url,
+        stages(worker, 'output = "claude-json"\nmax_cost_usd = 1.0'),
+        output_cap_bytes=65536,
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Big").returncode == 0
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    rows = project.query("SELECT outcome, cost_usd, turns, error FROM attempts")
+    assert rows == [("failed", 3.0, 4, None)]  # one attempt: its cost reached the budget
+    assert halt_reason(project, "t1") == ("halted", "budget")
+    kept = (tmp_path / "p" / "state" / "t1" / "build-001" / "worker.out").read_text()
+    assert "bytes omitted" in kept and kept.rstrip().endswith("x" * 1000 + '"}')
+
+
+def test_an_unknown_cost_halts_a_budgeted_task_until_resumed(tmp_path: Path, db_url: str) -> None:
+    # Past the last line's hard bound (8 MiB) the envelope is cut after all:
+    # its cost is unknown, which is a question for a person, not $0.
+    worker = envelope_worker(tmp_path, 9 * 1024 * 1024)
+    project = make_project(
+        tmp_path / "p", db_url, stages(worker, 'output = "claude-json"\nmax_cost_usd = 1.0')
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Huge").returncode == 0
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    rows = project.query("SELECT outcome, cost_usd FROM attempts")
+    assert rows == [("worker_error", None)]
+    assert halt_reason(project, "t1") == ("halted", "budget")
+    assert "attempt 1 reported no cost" in done.stdout, done.stdout
+    [(reason,)] = project.query("SELECT reason FROM transitions WHERE event = 'halt'")
+    assert "attempt 1 reported no cost" in reason
+    # A resume answers the question: the task goes on, and the next unknown
+    # cost asks again.
+    assert project.run("resume", "t1").returncode == 0
+    assert project.run("tick").returncode == 0
+    assert len(project.query("SELECT id FROM attempts")) == 2
+    assert halt_reason(project, "t1") == ("halted", "budget")

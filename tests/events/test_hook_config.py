@@ -28,6 +28,7 @@ def test_hooks_parse_with_defaults(tmp_path: Path) -> None:
     assert hook.name == "notify-send x" and hook.on == ("halted",)
     assert (hook.timeout_seconds, hook.retry_seconds, hook.max_retry_seconds) == (30, 30, 3600)
     assert [hook.backoff(n) for n in (1, 2, 3, 10)] == [30, 60, 120, 3600]
+    assert hook.backoff(1025) == hook.backoff(10**6) == 3600  # 2**1024 fits no float
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,11 @@ def test_hooks_parse_with_defaults(tmp_path: Path) -> None:
         ('[[hooks]]\non = ["halted"]\ncommand = "curl x"\n', "use an argv list"),
         (
             '[[hooks]]\non = ["halted"]\ncommand = ["x"]\ntimeout_seconds = 0\n',
-            "hooks[0].timeout_seconds: expected a number > 0",
+            "hooks[0].timeout_seconds: expected a number in (0, 31536000]",
+        ),
+        (
+            '[[hooks]]\non = ["halted"]\ncommand = ["x"]\nmax_retry_seconds = 1e300\n',
+            "hooks[0].max_retry_seconds: expected a number in (0, 31536000]",
         ),
         ('[[hooks]]\non = ["halted"]\ncommand = ["x"]\nwhen = 1\n', "hooks[0].when: unknown key"),
         (

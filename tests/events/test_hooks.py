@@ -301,3 +301,74 @@ def test_a_hook_sees_neither_the_database_url_nor_denied_keys(
     assert "ORCHESTRATOR_EVENT_KIND=awaiting_approval" in seen
     assert "s3cret" not in seen
     assert "ORCHESTRATOR_DB_URL" not in seen
+
+
+# Issue 22, item 9: past 1,024 failed tries `2 ** (tries - 1)` no longer fits
+# a float, so the backoff raised OverflowError before the cap applied; the
+# courier recorded a pass's results in one transaction, so the error rolled
+# back every result of the pass (a working hook's included) and that hook was
+# sent the same event again by a later tick.
+def test_a_hook_failing_past_1024_tries_backs_off_and_spoils_no_other_result(
+    project: Project, tmp_path: Path
+) -> None:
+    out = tmp_path / "rec.jsonl"
+    down = tmp_path / "down"
+    ran = tmp_path / "flaky-ran"
+    down.touch()
+    flaky = f"touch '{ran}'; cat > /dev/null; if [ -e '{down}' ]; then echo busy >&2; exit 3; fi"
+    # The working hook ends after the failing one did (so both results meet
+    # in one pass of the old courier); bounded, never a fixed sleep.
+    rec = (
+        f"cat >> '{out}'; n=0; "
+        f"while [ ! -e '{ran}' ] && [ $n -lt 1000 ]; do sleep 0.01; n=$((n+1)); done"
+    )
+    project.write_config(
+        DEFAULT_STAGES
+        + hook(
+            "flaky",
+            ["awaiting_approval"],
+            ["sh", "-c", flaky],
+            retry_seconds=0.2,
+            max_retry_seconds=1,
+        )
+        + hook("rec", ["awaiting_approval", "halted"], ["sh", "-c", rec])
+    )
+    assert project.cli("add", "t1", "--title", "first").exit_code == 0
+    assert project.cli("add", "t2", "--title", "second").exit_code == 0
+    assert project.run("tick", "--task", "t1").returncode == 0
+    # 1,100 failed tries of the first event, the last one long ago.
+    from datetime import UTC, datetime
+
+    from sqlalchemy import create_engine, update
+
+    from orchestrator.storage import tables
+
+    engine = create_engine(project.db_url)
+    with engine.begin() as conn:
+        conn.execute(
+            update(tables.deliveries)
+            .where(tables.deliveries.c.hook == "flaky")
+            .values(tries=1100, next_try_at=datetime(2000, 1, 1, tzinfo=UTC))
+        )
+    engine.dispose()
+    assert project.cli("halt", "t2", "--note", "later").exit_code == 0  # rec's second event
+    ran.unlink()
+    tick = project.run("tick", "--task", "t1")
+    assert tick.returncode == 0, tick.stderr
+    assert "delivering events" not in tick.stderr and "Overflow" not in tick.stderr
+    assert "try 1101: exit 3: busy; next try in 1 s" in tick.stderr
+    rows = {(r[0], r[1]): r for r in deliveries(project)}
+    flaky_row = rows[("awaiting_approval", "flaky")]
+    assert flaky_row[2] == 1101 and flaky_row[3] == "exit 3: busy" and flaky_row[4] is None
+    assert all(r[4] is not None and r[2] == 1 for key, r in rows.items() if key[1] == "rec")
+
+    down.unlink()  # the hook works again: the capped wait (1 s) lets it in soon
+    deadline = time.monotonic() + 60
+    while rows[("awaiting_approval", "flaky")][4] is None:
+        assert time.monotonic() < deadline, rows
+        assert project.run("tick", "--task", "t1").returncode == 0
+        rows = {(r[0], r[1]): r for r in deliveries(project)}
+    assert rows[("awaiting_approval", "flaky")][2] == 1102
+    kinds = sorted((e["kind"], e["task"]) for e in received(out))
+    assert kinds == [("awaiting_approval", "t1"), ("halted", "t2")]  # each exactly once
+    assert check_invariants(project.db_url, allow_running=False) == []

@@ -410,3 +410,59 @@ def test_no_shell_in_the_package() -> None:
             if needle in source:
                 offenders.append(f"{path.name}: {needle}")
     assert offenders == []
+
+
+# -- hostile command-line values: ages and actor names (issue 22, item 16) --------------
+
+AGES = {"nan": "nan", "inf": "inf", "minus-inf": "-inf", "1e400": "1e400", "negative": "-1"}
+
+
+@pytest.mark.lane(HOSTILE)
+@pytest.mark.parametrize("days", list(AGES.values()), ids=list(AGES))
+def test_prune_refuses_an_age_that_is_no_number_of_days(
+    days: str, new_project: ProjectFactory
+) -> None:
+    project = new_project()
+    result = run(project, "prune", "--older-than", days)
+    assert result.returncode == 2, (result.returncode, result.stderr)  # click's usage error
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"Error: Invalid value for '--older-than': {days!r} is not a finite number of days, "
+        "0 or more"
+    )
+
+
+@pytest.mark.lane(HOSTILE)
+@pytest.mark.parametrize("days", ["3000000", "1e9", "999999999999"])
+def test_prune_with_an_age_older_than_the_calendar_finds_nothing(
+    days: str, new_project: ProjectFactory
+) -> None:
+    project = new_project()
+    assert project.cli("add", "t1", "--title", "kept").exit_code == 0
+    result = run(project, "prune", "--older-than", days)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "freed 0 B in 0 folders\n"
+
+
+BY_NAMES = {
+    "not-utf8": "\udcff",  # the byte 0xff in argv
+    "201-chars": "a" * 201,
+    "escape": "\x1b[31mroot",
+    "newline": "alice\nbob",
+    "rtl-override": "abc\u202efed",
+}
+
+
+@pytest.mark.lane(HOSTILE)
+@pytest.mark.parametrize("by", list(BY_NAMES.values()), ids=list(BY_NAMES))
+def test_hostile_by_name_is_refused(by: str, new_project: ProjectFactory) -> None:
+    project = new_project()
+    assert project.cli("add", "t1", "--title", "waiting").exit_code == 0
+    before = table_counts(project.db_url)
+    result = run(project, "halt", "t1", "--by", by, fresh=True)
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    line = one_error_line(result.stderr)
+    assert line is not None and line.startswith("Error: --by ") and "the name" in line, (
+        result.stderr
+    )
+    assert table_counts(project.db_url) == before

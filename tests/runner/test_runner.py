@@ -486,6 +486,27 @@ def test_small_cap_still_keeps_64k_tail(tmp_path: Path) -> None:
     assert len(result.stdout[marker.end() :]) >= 64 * 1024 - 3
 
 
+def test_the_last_line_is_kept_whole_past_the_cap_up_to_its_bound(tmp_path: Path) -> None:
+    # An agent's result envelope is one long line; cut, it is no envelope.
+    code = (
+        "import sys\n"
+        "w = sys.stdout.buffer\n"
+        "w.write(b'noise\\n' * 200_000)\n"  # 1.2 MB before it
+        "w.write(b'{' + b'y' * (9 * 1024 * 1024) + b'}\\n\\n')\n"
+    )
+    result = run(py(code), tmp_path, output_cap=65536, timeout=60)
+    assert result.ok
+    # A 9 MiB last line is past the 8 MiB bound: cut like any other output.
+    tail = result.stdout[MARKER.search(result.stdout).end() :]  # type: ignore[union-attr]
+    assert tail.endswith("y}\n\n") and not tail.startswith("{")
+    assert len(tail) == 8 * 1024 * 1024
+
+    two = "import sys\nsys.stdout.write('a\\n' * 100_000 + '{' + 'b' * 3_000_000 + '}\\n')\n"
+    result = run(py(two), tmp_path, output_cap=65536)
+    tail = result.stdout[MARKER.search(result.stdout).end() :]  # type: ignore[union-attr]
+    assert tail == "{" + "b" * 3_000_000 + "}\n"  # whole, though 45 times the cap
+
+
 def test_output_below_cap_is_verbatim(tmp_path: Path) -> None:
     result = run(py("print('a' * 5000)"), tmp_path, output_cap=8192)
     assert result.stdout == "a" * 5000 + "\n"
