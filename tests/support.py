@@ -162,6 +162,7 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
     - a running task has exactly one open attempt, and no task more than one,
       always; no attempt is left open at all unless `allow_running` (a
       halted task's attempt stays open until its tick notices);
+    - an attempt's `start_commit` is NULL, `pending`, `none` or a sha;
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -205,6 +206,10 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                     problems.append(f"{slug}: {open_attempts} attempts open at once")
                 if open_attempts and not allow_running:
                     problems.append(f"{slug}: {open_attempts} attempts still open")
+            starts = conn.execute(text("SELECT id, start_commit FROM attempts")).all()
+            for attempt_id, start in starts:
+                if start is not None and not _start_commit_ok(start):
+                    problems.append(f"attempt {attempt_id}: start_commit {start!r}")
             if conn.dialect.name == "sqlite":
                 check = conn.exec_driver_sql("PRAGMA integrity_check").scalar_one()
                 if check != "ok":
@@ -212,6 +217,12 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
     finally:
         engine.dispose()
     return problems
+
+
+def _start_commit_ok(value: str) -> bool:
+    if value in ("pending", "none"):
+        return True
+    return len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
 
 
 def _edge_problem(before: str, after: str, event: str) -> str | None:

@@ -3,18 +3,24 @@ newcomer copies must work as written. Only what cannot run here is stood in
 for: the install path is this checkout, `$EDITOR` is `true`, `claude` and
 `codex` are small scripts (they answer `--version` and `--help`; the
 research "agent" writes RESEARCH.md with the sections the judge wants),
-`crontab` keeps its table in a file, and the new
-virtual environment sees this one's packages through a .pth file so that
-`pip install --no-deps` needs no network for the dependencies."""
+`crontab` keeps its table in a file, `serve` gets a free port and its pid
+is noted so that the test can stop it, and the new virtual environment sees
+this one's packages through a .pth file so that `pip install --no-deps`
+needs no network for the dependencies."""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -62,12 +68,47 @@ def quickstart_commands() -> list[str]:
     return commands
 
 
-def adapt(command: str) -> str:
+def adapt(command: str, port: int) -> str:
     command = command.replace("/path/to/orchestrator", shlex.quote(str(ROOT)))
+    if command.startswith("orchestrator serve "):
+        command = command.replace("serve ", f"serve --port {port} ", 1) + "\necho $! > serve.pid"
     return command.replace(
         "~/.venvs/orch/bin/pip install ",
         '~/.venvs/orch/bin/python -c "$WRITE_PTH" && ~/.venvs/orch/bin/pip install -q --no-deps ',
     )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def board_of(url: str, deadline: float) -> str:
+    """The board's HTML, once `serve` answers (polled, no fixed wait)."""
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return str(answer.read().decode("utf-8"))
+        except (urllib.error.URLError, OSError):
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def stop(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.slow
@@ -81,7 +122,11 @@ def test_the_quickstart_runs_verbatim_in_a_fresh_home(tmp_path: Path) -> None:
         (stubs / name).chmod(0o755)
     commands = quickstart_commands()
     assert any(c.startswith("mkdir -p ") for c in commands)
-    script = "set -e\n" + "".join(f"echo '>>> {i}'\n{adapt(c)}\n" for i, c in enumerate(commands))
+    assert any(c.startswith("orchestrator serve ") and "&" in c for c in commands)
+    port = free_port()
+    script = "set -e\n" + "".join(
+        f"echo '>>> {i}'\n{adapt(c, port)}\n" for i, c in enumerate(commands)
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "VIRTUAL"))}
     env.update(
         HOME=str(home),
@@ -90,18 +135,26 @@ def test_the_quickstart_runs_verbatim_in_a_fresh_home(tmp_path: Path) -> None:
         PATH=f"{stubs}:/usr/local/bin:/usr/bin:/bin",
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
-    done = subprocess.run(
-        ["bash", "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout[-4000:], done.stderr[-4000:])
-    out = done.stdout
     project = home / "projects" / "myapp-tasks"
+    try:
+        done = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert done.returncode == 0, (done.stdout[-4000:], done.stderr[-4000:])
+        # `serve`, started by the Quickstart, answers with the board.
+        board = board_of(f"http://127.0.0.1:{port}/", time.monotonic() + 60)
+        assert 'data-slug="fix-login"' in board and "research:approved" in board
+        assert re.search(r"last tick \d+ s ago", board), board
+    finally:
+        if (project / "serve.pid").is_file():
+            stop(int((project / "serve.pid").read_text()))
+    out = done.stdout
     assert (project / "orchestrator.toml").is_file()
     assert "0 failed" in out  # doctor: every check ok or a warning
     assert re.search(r"fix-login: research attempt 1 passed .*-> research:awaiting_approval", out)

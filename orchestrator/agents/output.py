@@ -146,9 +146,12 @@ def _claude_json(stdout: str) -> AgentOutput:
     message = envelope.get("result")
     message = message if isinstance(message, str) else ""
     if envelope.get("is_error") is True:
-        subtype = _text(envelope.get("subtype")) or "error"
-        detail = message.strip()[:500] or subtype
-        return AgentOutput(message, usage, error=f"agent reported an error ({subtype}): {detail}")
+        # What the agent said, not the envelope's `subtype`: Claude reports
+        # "Not logged in" as `is_error` with subtype "success", which read
+        # as a contradiction. The subtype says something only when the
+        # agent said nothing (`error_max_turns`).
+        detail = message.strip()[:500] or _text(envelope.get("subtype")) or "no message"
+        return AgentOutput(message, usage, error=f"agent reported an error: {detail}")
     return AgentOutput(message, usage)
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, select
 
 from orchestrator.agents.output import Usage
 from orchestrator.storage import repo
+from orchestrator.views.money import money
 
 USAGE_COLUMNS = tuple(Usage().columns())
 
@@ -23,5 +24,5 @@ def attempt_usage(conn: Connection, task_id: int) -> dict[int, dict[str, Any]]:
 
 
 def cost_line(cost: float | None, budget: float | None) -> str:
-    spent = "none recorded" if cost is None else f"${cost:.4f}"
-    return spent + ("" if budget is None else f" of a ${budget:.4f} budget")
+    spent = "none recorded" if cost is None else money(cost)
+    return spent + ("" if budget is None else f" of a {money(budget)} budget")

@@ -17,7 +17,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from orchestrator.config import Settings
+from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.actor import actor_problem
 from orchestrator.domain.decide import HaltReason
 from orchestrator.domain.pipeline import (
@@ -31,11 +31,13 @@ from orchestrator.domain.pipeline import (
 )
 from orchestrator.domain.slug import slug_problem, validate_slug
 from orchestrator.domain.text import clean_text
-from orchestrator.errors import IllegalTransitionError, RefusedError
+from orchestrator.errors import ConfigError, IllegalTransitionError, RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx, write_tx
 from orchestrator.testing import fault_point
 from orchestrator.views.suggest import unknown_task
+from orchestrator.workspace import worktree
+from orchestrator.workspace.gitcmd import GitError
 
 MAX_TITLE_BYTES = 1024
 MAX_BODY_BYTES = 1_048_576
@@ -92,6 +94,7 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
                 priority=spec.priority,
                 body=clean_text(spec.body, MAX_BODY_BYTES),
                 max_cost_usd=spec.max_cost_usd,
+                **task_branch(pipeline, spec.slug),
             )
         )
     try:
@@ -106,6 +109,24 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
         which = f"task {new[0].slug!r}" if len(new) == 1 else "one of these tasks"
         raise RefusedError(f"{which} already exists (added meanwhile)") from exc
     return len(new)
+
+
+def task_branch(pipeline: PipelineConfig, slug: str) -> dict[str, str]:
+    """A task of a pipeline with `repository` is the branch `task/<slug>`
+    from `base` (else the branch checked out there now), recorded at `add`
+    so that a later checkout in the repository cannot change it."""
+    if pipeline.repository is None:
+        return {}
+    try:
+        root = worktree.repository_root(pipeline.repository)
+        base = pipeline.base or worktree.current_branch(root)
+    except GitError as exc:
+        raise ConfigError(f"pipeline {pipeline.name!r}: repository: {exc}") from exc
+    if worktree.branch_tip(root, base) is None:
+        raise ConfigError(
+            f"pipeline {pipeline.name!r}: base branch {base!r} does not exist in {root}"
+        )
+    return {"branch": worktree.branch_name(slug), "base_branch": base}
 
 
 def actor_name(by: str | None = None) -> str:

@@ -207,6 +207,7 @@ class Project:
         at a gate also carries the `approval_hash` that `approve(expect=)` checks
         and the `answer` its agent gave (the text out of its JSON envelope)."""
         data = reports.show_task(self.engine, slug, self.settings.state_root)
+        data["change"] = self._branch(slug)
         if data["status"] == "awaiting_approval":
             from orchestrator.views.gate import gate_view
 
@@ -214,6 +215,23 @@ class Project:
             data["approval_hash"] = view.digest
             data["answer"] = None if view.answer is None else view.answer.text
         return data
+
+    def _branch(self, slug: str) -> dict[str, Any] | None:
+        """Where a branch task's change is (None for a folder task)."""
+        from orchestrator.storage import repo
+        from orchestrator.views.branch import branch_state
+
+        with read_tx(self.engine) as conn:
+            task = repo.get_task(conn, slug)
+        state = None if task is None else branch_state(self.settings, task)
+        return None if state is None else state.as_dict()
+
+    def diff(self, slug: str, stage: str | None = None, stat: bool = False) -> str:
+        """The task's whole change against its base commit (committed,
+        uncommitted and untracked), or `stage`'s part, as `git diff` prints it."""
+        from orchestrator.views.branch import task_diff
+
+        return task_diff(self.engine, self.settings, slug, stage, stat)
 
     def explain(self, slug: str) -> dict[str, Any]:
         """Why the task is where it is and what the next tick will do, as `explain --json`."""

@@ -98,11 +98,29 @@ def run_tick(
             require_task(conn, options.task)
     ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn, progress=progress)
     report = ticker.tick(options)
+    if not options.dry_run and not signals:
+        sweep_worktrees(settings, engine, warn)
     interrupted = report.outcomes.get("interrupted", 0) > 0
     if signals and (interrupted or not stop_is_clean):
         ticker.finish(128 + signals[0])
         return TickResult.of(report, signals[0])
     return TickResult.of(report)
+
+
+def sweep_worktrees(settings: Settings, engine: Engine, warn: Callable[[str], None]) -> None:
+    """`keep_worktree_days`: the worktrees of tasks finished that long ago
+    go at the end of a tick (their branches stay). A pipeline without the
+    key costs nothing here; a failure is a warning, never the tick's."""
+    if not any(p.keep_worktree_days is not None for p in settings.pipelines.values()):
+        return
+    from orchestrator.api.worktrees import finished_worktrees
+
+    try:
+        for item in finished_worktrees(engine, settings):
+            if item.error:
+                warn(f"kept worktree {item.workspace}: {item.error}")
+    except Exception as exc:  # the sweep is housekeeping; the tick's work is done
+        warn(f"worktree sweep skipped: {exc}")
 
 
 __all__ = ["TickOptions", "TickResult", "run_tick"]

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "add": "orchestrator.cli.tasks:add",
     "list": "orchestrator.cli.tasks:list_",
     "show": "orchestrator.cli.tasks:show",
+    "diff": "orchestrator.cli.tasks:diff",
     "halt": "orchestrator.cli.tasks:halt",
     "resume": "orchestrator.cli.tasks:resume",
     "cancel": "orchestrator.cli.tasks:cancel",

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.views.money import money
+
 if TYPE_CHECKING:
     from orchestrator.cli.app import App
 
@@ -33,6 +35,25 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _change_lines(data: dict[str, Any]) -> list[str]:
+    """Where a branch task's change is, and at the end how to land it."""
+    change = data.get("change")
+    if change is None:
+        return []
+    tip = (change["last_commit"] or "none yet")[:12]
+    place = change["workspace"] if change["worktree"] else f"{change['workspace']} (removed)"
+    lines = [
+        f"  branch    {change['branch']} from {change['base_branch']}, last commit {tip}",
+        f"  worktree  {place}",
+    ]
+    if data["status"] in ("complete", "cancelled"):
+        lines.append(
+            f"  to land   git merge {change['branch']}   (on {change['base_branch']}, "
+            "in the repository)"
+        )
+    return lines
+
+
 def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
     lines = [f"{data['slug']}: {data['state']}"]
@@ -45,6 +66,7 @@ def render(data: dict[str, Any]) -> list[str]:
         if halt["resume_note"]:
             lines.append(f"            {halt['resume_note']}")
     lines.append(f"  next tick {data['next_tick']}")
+    lines += _change_lines(data)
     last = data["last_attempt"]
     if last is not None:
         verdict = f"attempt {last['attempt']} {last['outcome']}"
@@ -101,8 +123,8 @@ def render(data: dict[str, Any]) -> list[str]:
     budget = (
         ""
         if cost["budget_usd"] is None
-        else f"; {cost['budget_scope']} budget ${cost['budget_usd']:.4f}, "
-        f"${cost['budget_left_usd']:.4f} left" + (" (reached)" if cost["budget_reached"] else "")
+        else f"; {cost['budget_scope']} budget {money(cost['budget_usd'])}, "
+        f"{money(cost['budget_left_usd'])} left" + (" (reached)" if cost["budget_reached"] else "")
     )
-    lines.append(f"  cost      ${cost['spent_usd']:.4f} recorded{budget}")
+    lines.append(f"  cost      {money(cost['spent_usd'])} recorded{budget}")
     return lines

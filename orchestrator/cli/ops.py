@@ -52,21 +52,41 @@ class Days(click.ParamType[float, Any]):
     "--older-than",
     "days",
     type=Days(),
-    required=True,
     metavar="DAYS",
     help="Tasks complete or cancelled at least this many days ago.",
 )
+@click.option(
+    "--finished",
+    is_flag=True,
+    help="Also remove the worktrees of finished branch tasks (their branches stay).",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.pass_obj
-def prune_command(app: Any, days: float, dry_run: bool) -> None:
+def prune_command(app: Any, days: float | None, finished: bool, dry_run: bool) -> None:
     """Remove the state_root folders (captured output) of tasks finished long ago.
 
     Only the attempt folders and setup marker the tick wrote; never anything
-    in workspace_root. Database rows are never touched: history, scores and
-    transitions stay."""
+    else in workspace_root. With --finished, the worktrees of complete or
+    cancelled branch tasks go too (all of them, or those finished --older-than
+    DAYS ago); each branch stays. Database rows are never touched: history,
+    scores and transitions stay."""
     from orchestrator.api.prune import prune, size_text
 
+    if days is None and not finished:
+        raise click.UsageError("say --older-than DAYS, --finished, or both")
     settings = app.settings(require_config=True)
+    if finished:
+        from orchestrator.api.worktrees import finished_worktrees
+
+        gone = finished_worktrees(app.engine(settings), settings, days=days or 0.0, dry_run=dry_run)
+        for item in gone:
+            if item.error:
+                click.echo(f"kept worktree {item.workspace}: {item.error}", err=True)
+            else:
+                verb = "would remove" if dry_run else "removed"
+                click.echo(f"{verb} worktree {item.workspace} (branch {item.branch} stays)")
+    if days is None:
+        return
     result = prune(
         app.engine(settings),
         settings.state_root,

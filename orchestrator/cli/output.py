@@ -85,9 +85,13 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | No
     states and slugs stay whole, and a cut cell ends with `…`. Widths are
     what a terminal shows (a CJK character takes two columns)."""
 
-    def cell(value: Any) -> str:
+    def cell(value: Any, column: str) -> str:
         if value is None:
             return ""
+        if isinstance(value, float | int) and column.endswith("_usd"):
+            from orchestrator.views.money import money
+
+            return money(float(value))
         if isinstance(value, float):
             return f"{value:.2f}"
         return printable(str(value))
@@ -96,7 +100,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | No
         import shutil
 
         width = shutil.get_terminal_size().columns
-    cells = [[cell(v) for v in row] for row in rows]
+    cells = [[cell(v, c) for v, c in zip(row, columns, strict=True)] for row in rows]
     widths = [
         max([text_width(c)] + [text_width(r[i]) for r in cells]) for i, c in enumerate(columns)
     ]

@@ -22,8 +22,14 @@ from orchestrator.cli.output import shown_path, shown_url, table
     type=click.Choice(["claude", "codex", "aider", "script"]),
     help="Write the recipe whose every stage runs this agent (examples/AGENT in the source).",
 )
+@click.option(
+    "--repository",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="PATH",
+    help="The git repository tasks change: each task becomes a branch of it.",
+)
 @pass_app
-def init(app: App, force: bool, agent: str | None) -> None:
+def init(app: App, force: bool, agent: str | None, repository: Path | None) -> None:
     """Start a project: config, prompts, judges, database.
 
     Writes orchestrator.toml (or the --config path) with the default pipeline
@@ -31,12 +37,14 @@ def init(app: App, force: bool, agent: str | None) -> None:
     adversarial_bug_find -> doc_review -> referee, whose stages are recipes to
     edit (`claude -p`, `codex exec -`, a pytest judge in judges/), prompt
     templates in prompts/, then creates the database (--db, ORCHESTRATOR_DB_URL
-    or the config's). Refuses (exit 1) to overwrite a config without --force.
+    or the config's). With --repository, each task is a branch task/<slug> of
+    that repository, in a worktree of its own. Refuses (exit 1) to overwrite a
+    config without --force, or a --repository that is not a git repository.
     """
     from orchestrator.scaffold import init_project
 
     path = Path(app.config) if app.config else Path.cwd() / "orchestrator.toml"
-    result = init_project(path, force=force, db_url=app.db, agent=agent)
+    result = init_project(path, force=force, db_url=app.db, agent=agent, repository=repository)
     for written in result.written:
         click.echo(f"wrote {shown_path(written)}")
     for kept in result.kept:

@@ -26,6 +26,16 @@ from orchestrator.cli.output import (
 )
 from orchestrator.errors import RefusedError
 
+# What an attempt's folder may hold, in the order `show` names them.
+ATTEMPT_FILES = (
+    "worker.out",
+    "worker.err",
+    "verifier.out",
+    "verifier.err",
+    "prompt.md",
+    "context.json",
+)
+
 if TYPE_CHECKING:
     from orchestrator.api.actions import TaskSpec
 
@@ -196,6 +206,12 @@ def show(app: App, slug: str, as_json: bool) -> None:
         + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
     )
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
+    if data.get("change"):
+        from orchestrator.views.branch import BranchState
+
+        state = BranchState(**{**data["change"], "workspace": Path(data["change"]["workspace"])})
+        for line in state.lines():
+            click.echo(f"  {printable(line)}")
     from orchestrator.views.sparkline import score_lines
 
     for index, line in enumerate(score_lines(data["attempts"])):
@@ -233,10 +249,13 @@ def show(app: App, slug: str, as_json: bool) -> None:
             )
         )
         last = data["attempts"][-1]
+        folder = Path(last["state_dir"])
+        # Only the files that are there: a stream that printed nothing may have
+        # left no file, and a path that is not there sends a reader hunting.
+        written = [name for name in ATTEMPT_FILES if (folder / name).is_file()]
         click.echo(
-            f"\noutput of attempt {last['stage']} {last['number']}: "
-            f"{shown_path(Path(last['state_dir']))}/ (worker.out, worker.err, verifier.out, "
-            "verifier.err, prompt.md, context.json; the other attempts' folders are beside it)"
+            f"\noutput of attempt {last['stage']} {last['number']}: {shown_path(folder)}/ "
+            f"({', '.join(written) or 'no files'}; the other attempts' folders are beside it)"
         )
 
 
@@ -304,3 +323,18 @@ cancel = human_command(
     "cancel",
     """End SLUG for good (terminal); a running attempt stops within seconds.""",
 )
+
+
+@click.command()
+@click.argument("slug")
+@click.option("--stage", metavar="STAGE", help="Only this stage's part (its latest run).")
+@click.option("--stat", is_flag=True, help="A summary per file instead of the diff.")
+@pass_app
+def diff(app: App, slug: str, stage: str | None, stat: bool) -> None:
+    """Show a branch task's change against its base commit.
+
+    The whole change: what the stages committed, what the worktree holds
+    uncommitted, and new untracked files (ignored files stay out), as
+    `git diff` prints it. --stage shows one stage's part.
+    """
+    click.echo(app.project().diff(slug, stage, stat), nl=False)

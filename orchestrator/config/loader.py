@@ -43,9 +43,14 @@ def load_settings(
     path = find_config(config, env, here)
     if path is None:
         if require_config:
+            # Where it looked, and the two ways to the project that exists
+            # before the way to a second one: from the wrong folder, `init`
+            # would start another project beside the real one.
             raise ConfigError(
-                "no orchestrator.toml found (looked for --config, ORCHESTRATOR_CONFIG, "
-                "./orchestrator.toml); run `orchestrator init`"
+                f"no orchestrator.toml found in {here} (and no --config or "
+                "ORCHESTRATOR_CONFIG given): `cd` to your project's folder, or pass "
+                "`--config PATH/orchestrator.toml`; to start a new project here, "
+                "`orchestrator init`"
             )
         data: dict[str, Any] = {}
         fingerprint = ""

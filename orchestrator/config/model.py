@@ -58,7 +58,7 @@ _DEFAULTS_KEYS = (
     *AGENT_KEYS,
     *GUARD_KEYS,
 )
-_PIPELINE_KEYS = ("setup", "stages")
+_PIPELINE_KEYS = ("setup", "stages", "repository", "base", "commit_author", "keep_worktree_days")
 _STAGE_KEYS = (
     "name",
     "gate",
@@ -118,6 +118,15 @@ class PipelineConfig:
     name: str
     stages: tuple[StageConfig, ...]
     setup: tuple[str, ...] | None
+    # A task is a branch: with `repository`, each task's workspace is a git
+    # worktree of it on `task/<slug>` from `base` (None: the branch checked
+    # out there when the task is added), and each passed stage a commit.
+    repository: Path | None = None
+    base: str | None = None
+    commit_author: str = "orchestrator <orchestrator@localhost>"
+    # A finished task's worktree is removed this long after it finished
+    # (its branch stays); None keeps worktrees until `prune --finished`.
+    keep_worktree_days: float | None = None
 
     def stage(self, name: str) -> StageConfig | None:
         """None lets the engine halt a task as `unknown_stage` instead of crashing."""

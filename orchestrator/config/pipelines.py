@@ -12,6 +12,7 @@ from orchestrator.config.model import _PIPELINE_KEYS, COMPLETE, PipelineConfig, 
 from orchestrator.config.stages import _StageReader
 from orchestrator.config.values import _key
 from orchestrator.domain.slug import slug_problem
+from orchestrator.workspace.worktree import Identity
 
 
 class _PipelineReader(_StageReader):
@@ -56,4 +57,33 @@ class _PipelineReader(_StageReader):
                 )
             seen[stage.name] = index
             stages.append(stage)
-        return PipelineConfig(name=name, stages=tuple(stages), setup=setup)
+        return PipelineConfig(
+            name=name, stages=tuple(stages), setup=setup, **self.branch_keys(table, key)
+        )
+
+    def branch_keys(self, table: dict[str, Any], key: str) -> dict[str, Any]:
+        """`repository`, `base`, `commit_author`, `keep_worktree_days`: the
+        task-is-a-branch keys. The repository is checked when a task is
+        added (it may not exist yet when the config is written)."""
+        found: dict[str, Any] = {}
+        if "repository" in table:
+            found["repository"] = self.file_path(table["repository"], _key(key, "repository"))
+        if "base" in table:
+            base = self.string(table["base"], _key(key, "base"))
+            if base.startswith("-") or any(c.isspace() or c in "~^:?*[\\" for c in base):
+                self.fail(_key(key, "base"), f"{base!r} is not a branch name")
+            found["base"] = base
+        if "commit_author" in table:
+            author = self.string(table["commit_author"], _key(key, "commit_author"))
+            if Identity.parse(author) is None:
+                self.expected(_key(key, "commit_author"), "'Name <email>'", author)
+            found["commit_author"] = author
+        if "keep_worktree_days" in table:
+            found["keep_worktree_days"] = self.number(
+                table["keep_worktree_days"], _key(key, "keep_worktree_days"), low=0, high=36500
+            )
+        needs_repository = ("base", "keep_worktree_days")
+        for name in needs_repository:
+            if name in table and "repository" not in table:
+                self.fail(_key(key, name), "needs `repository` in the same pipeline")
+        return found

@@ -21,6 +21,7 @@ from orchestrator.config import Settings
 from orchestrator.doctor.report import Check, Level
 
 NAME = "agent"
+MAX_NAMED = 8  # stages named when a program is missing; the rest are counted
 TIMEOUT = 30.0
 # program name -> the names of the subcommand a recipe runs, e.g. `codex
 # exec ...` has its flags documented by `codex exec --help`. Found by name,
@@ -58,7 +59,19 @@ def _check_program(program: str, uses: list[_Use]) -> list[Check]:
     first = uses[0].where
     found = shutil.which(program)
     if found is None:
-        return [Check(Level.FAIL, NAME, f"{first}: {program!r} not found on PATH")]
+        # One line for the program, naming every stage it would fail.
+        stages = list(dict.fromkeys(use.where.rsplit(".", 1)[0] for use in uses))
+        named = ", ".join(stages[:MAX_NAMED]) + (
+            f" and {len(stages) - MAX_NAMED} more" if len(stages) > MAX_NAMED else ""
+        )
+        return [
+            Check(
+                Level.FAIL,
+                NAME,
+                f"{program!r} not found on PATH; {len(stages)} "
+                f"stage{'s' * (len(stages) != 1)} run it: {named}",
+            )
+        ]
     version = _run([found, "--version"])
     if version is None:
         return [Check(Level.FAIL, NAME, f"{first}: `{program} --version` did not answer")]

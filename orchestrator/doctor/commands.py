@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from orchestrator.config import Settings
+from orchestrator.doctor.agents import KNOWN as AGENT_PROGRAMS
 from orchestrator.doctor.report import Check, Level
 
 
@@ -74,6 +75,8 @@ def _command_checks(settings: Settings) -> list[Check]:
     seen: set[tuple[str, ...]] = set()
     checks = []
     for where, template in _commands(settings):
+        if Path(template[0]).name in AGENT_PROGRAMS:
+            continue  # the agent check says it once, with every stage it breaks
         argv = tuple(arg.replace("{config_dir}", str(settings.base_dir)) for arg in template)
         # The same program (and script) in seven stages is one line, not seven.
         key = (argv[0], *(arg for arg in argv[1:] if arg.endswith((".py", ".sh"))))

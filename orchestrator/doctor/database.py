@@ -27,7 +27,10 @@ def _database_checks(settings: Settings) -> list[Check]:
         with translate_errors():
             checks = _inspect_database(engine, shown)
             if all(check.level is not Level.FAIL for check in checks):
+                from orchestrator.doctor.ticks import tick_checks
+
                 checks += _parked_checks(engine, settings)
+                checks += tick_checks(engine, settings)
             return checks
     except OrchestratorError as exc:
         return [Check(Level.FAIL, "database", f"{shown}: {exc}")]

@@ -41,3 +41,14 @@ def clean_text(s: str, limit: int | None = None) -> str:
     # Cutting valid UTF-8 can only break the last character; "ignore" drops
     # exactly that partial sequence and nothing else.
     return encoded[:limit].decode("utf-8", "ignore")
+
+
+def one_line(s: str, limit: int = 200) -> str:
+    """`s` as one short line for a log: whitespace runs become one space,
+    control and format characters (escapes, bidi overrides) a `?`, and past
+    `limit` characters it is cut with `…`."""
+    import unicodedata
+
+    flat = " ".join(s.split())
+    shown = "".join("?" if unicodedata.category(c) in ("Cc", "Cf") else c for c in flat)
+    return shown if len(shown) <= limit else shown[: limit - 1].rstrip() + "…"

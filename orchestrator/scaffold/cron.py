@@ -34,6 +34,41 @@ def cron_schedule(every: int) -> str:
     )
 
 
+def schedule_seconds(fields: str) -> int | None:
+    """The five crontab fields `cron_schedule` writes -> seconds between
+    ticks; None for a schedule it does not write (a hand-made one)."""
+    parts = fields.split()
+    if len(parts) != 5 or parts[2:] != ["*", "*", "*"]:
+        return None
+    minute, hour = parts[:2]
+    if hour == "*":
+        if minute == "*":
+            return 60
+        if minute == "0":
+            return 3600
+        return int(minute[2:]) * 60 if _every(minute) else None
+    if minute != "0":
+        return None
+    if hour == "0":
+        return 86400
+    return int(hour[2:]) * 3600 if _every(hour) else None
+
+
+def _every(field: str) -> bool:
+    return field.startswith("*/") and field[2:].isdigit() and int(field[2:]) > 0
+
+
+def installed_line(config: Path) -> str | None:
+    """This project's line in the user's crontab; None when there is none
+    (or no crontab program to ask)."""
+    try:
+        text = read_crontab()
+    except RefusedError:
+        return None
+    mark = f"{CRON_MARK} {config}"
+    return next((line for line in text.splitlines() if line.rstrip().endswith(mark)), None)
+
+
 def orchestrator_command() -> list[str]:
     """The console script beside this Python, else `python -m orchestrator`."""
     script = Path(sys.executable).parent / "orchestrator"

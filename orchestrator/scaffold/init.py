@@ -23,6 +23,8 @@ from orchestrator.config import (
     load_settings,
 )
 from orchestrator.errors import RefusedError
+from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.worktree import repository_root
 
 Say = Callable[[str], None]
 Table = Callable[[Sequence[str], Sequence[Sequence[Any]]], str]
@@ -80,6 +82,20 @@ def render_init_config(folder: Path) -> str:
     return _JUDGE.sub(lambda m: toml_string(str(judges / m.group(1))), text)
 
 
+REPOSITORY_LINE = '# repository = "/path/to/your/repo"'
+
+
+def with_repository(text: str, repository: Path) -> str:
+    """The config with its `repository` line set (`init --repository`): the
+    top of the repository at that path, absolute, so tasks are branches of it."""
+    try:
+        root = repository_root(repository.absolute())
+    except GitError as exc:
+        raise RefusedError(f"--repository {repository}: {exc}") from exc
+    assert REPOSITORY_LINE in text, "every init recipe has the commented repository line"
+    return text.replace(REPOSITORY_LINE, f"repository = {toml_string(str(root))}", 1)
+
+
 def init_project(
     config_path: Path,
     *,
@@ -87,6 +103,7 @@ def init_project(
     db_url: str | None,
     environ: dict[str, str] | None = None,
     agent: str | None = None,
+    repository: Path | None = None,
 ) -> InitResult:
     """Write the config, prompts and judges; create or migrate the database.
 
@@ -106,6 +123,8 @@ def init_project(
     written: list[Path] = []
     kept: list[Path] = []
     text = render_init_config(folder) if agent is None else recipes.recipe_text(agent)
+    if repository is not None:
+        text = with_repository(text, repository)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)

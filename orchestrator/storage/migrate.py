@@ -101,7 +101,7 @@ def quiesced(lock_file: Path, engine: Engine, *, force: bool = False) -> Iterato
     try:
         if inspect(engine).has_table("attempts"):
             with read_tx(engine) as conn:
-                if repo.unfinished_attempts(conn):
+                if repo.any_unfinished(conn):
                     raise LockBusyError("attempts are still running; wait for them or pass --force")
         yield
     finally:

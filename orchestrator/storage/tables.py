@@ -107,6 +107,11 @@ tasks = Table(
     Column("max_cost_usd", Float),
     # Not claimed before this time (a worker asked to be retried later).
     Column("backoff_until", UTCDateTime),
+    # A task is a branch (a pipeline with `repository`): `task/<slug>`, the
+    # branch it started from, and that branch's tip when its worktree was made.
+    Column("branch", String(255)),
+    Column("base_branch", String(255)),
+    Column("base_commit", String(64)),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -114,7 +119,8 @@ tasks = Table(
 # first one they may take: the index must hold exactly that order.
 Index("ix_tasks_claim", tasks.c.status, tasks.c.priority.desc(), tasks.c.id)
 
-# One tick that did work (idle ticks write nothing).
+# One tick that did work; a run of idle ticks shares one row per host, moved
+# forward by each (claimed = recovered = advanced = 0, started = finished).
 ticks = Table(
     "ticks",
     metadata,
@@ -175,6 +181,13 @@ attempts = Table(
     # the attempt changed it; NULL when not looked at.
     Column("workspace_hash", String(80)),
     Column("workspace_changed", Boolean),
+    # The commit the workspace was at when the worker started (0006):
+    # `repo.START_PENDING` until then, `repo.START_NO_COMMIT` without one;
+    # NULL on attempts from before the record. The gate diffs against the
+    # first attempt's of the stage's run.
+    Column("start_commit", String(64)),
+    # The commit a passed attempt's work became on the task's branch.
+    Column("commit_sha", String(64)),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),

@@ -16,6 +16,7 @@ from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.testing import fault_point
+from orchestrator.tick import branches
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.commands import CommandRunner
@@ -38,14 +39,17 @@ from orchestrator.tick.steps import (
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
 from orchestrator.tick.workspaces import WorkspacePreparer
+from orchestrator.workspace.start import note_start
 
 
 class AttemptRunner:
     """One attempt in a pool thread: run it, then record it; a result the
     record could not take is kept for recovery, never lost.
 
-    Touches no table itself: it reads through the briefer, writes through
-    the recorder, and renews its lease through its `FenceGuard`. Its files:
+    Reads through the briefer, writes the attempt's record through the
+    recorder and renews its lease through its `FenceGuard`; itself it writes
+    only the workspace's starting commit on the attempt (`note_start`) and a
+    passed stage's commit on the task branch (`tick.branches`). Its files:
     the attempt's state folder (`prompt.md`, the kept result). Of the tick:
     `stop`, `db_down`, its host fault, the notes on the attempt."""
 
@@ -156,7 +160,9 @@ class AttemptRunner:
                 name, argv, context, workspace, named_env, state_dir, guard, stdin
             )
 
-        return self._worker_and_verifier(claim, run, guard, state_dir)
+        ran = self._worker_and_verifier(claim, run, guard, state_dir)
+        branches.commit_passed(claim, workspace, ran)
+        return ran
 
     def _worker_and_verifier(
         self,
@@ -171,6 +177,10 @@ class AttemptRunner:
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
+        # Where this stage's diff at its gate begins (the first attempt's).
+        self.tx.retrying(
+            lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
+        )
         if stage.worker is not None:
             self.runaway.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from orchestrator import runner
 from orchestrator.agents import budget as agent_budget
-from orchestrator.config import Settings
+from orchestrator.agents.context_file import CONTEXT_NAME
+from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.lookups import stage_of
+from orchestrator.tick.lookups import attempt_folder, stage_of
 from orchestrator.tick.model import TickOptions
 from orchestrator.tick.recovery import Recovery
 from orchestrator.tick.tick_run import TickRun
@@ -70,15 +72,36 @@ class DryRun:
                     continue
                 shown += 1
                 prev = repo.last_attempt(conn, found.id, found.stage)
+                number = 1 if prev is None else prev.number + 1
+                # The commands as they would start, placeholders filled in.
+                values = self._dry_values(found, stage, number)
                 commands = [
-                    f"{name} {list(argv)}"
+                    f"{name} {runner.render_argv(argv, values)}"
                     for name, argv in (("worker", stage.worker), ("verifier", stage.verifier))
                     if argv is not None
                 ]
                 setup = self.settings.pipelines[found.pipeline].setup
                 if setup and not (self.settings.workspace_root / found.slug).exists():
-                    commands.insert(0, f"setup {list(setup)} first (no workspace yet)")
+                    made = runner.render_argv(setup, {**values, "hint": "", "prompt_file": ""})
+                    commands.insert(0, f"setup {made} first (no workspace yet)")
                 self.tick.say(
-                    f"{found.slug}: would run {stage.name} attempt "
-                    f"{1 if prev is None else prev.number + 1}: " + "; ".join(commands)
+                    f"{found.slug}: would run {stage.name} attempt {number}: " + "; ".join(commands)
                 )
+
+    def _dry_values(
+        self, task: repo.TaskSnapshot, stage: StageConfig, number: int
+    ) -> dict[str, str]:
+        """What the placeholders would be (`AttemptContext.placeholders`);
+        the previous agent session is known only once the attempt starts."""
+        state_dir = attempt_folder(self.settings, task.slug, stage.name, number)
+        return {
+            "task": task.slug,
+            "stage": stage.name,
+            "attempt": str(number),
+            "workspace": str(self.settings.workspace_root / task.slug),
+            "prompt_file": str(state_dir / "prompt.md") if stage.prompt is not None else "",
+            "hint": task.next_hint,
+            "config_dir": str(self.settings.base_dir),
+            "context_file": str(state_dir / CONTEXT_NAME),
+            "prev_session": "",
+        }

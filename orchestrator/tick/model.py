@@ -99,6 +99,7 @@ class AttemptRun:
     workspace_hash: str | None = None  # the runaway guards' (`guards`)
     workspace_changed: bool | None = None
     backoff_seconds: float | None = None
+    commit_sha: str | None = None  # the task branch's tip after a passed stage
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
-from orchestrator.domain.text import clean_text
+from orchestrator.domain.text import clean_text, one_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import connection_lost, db_now, savepoint
 from orchestrator.testing import fault_point
@@ -74,6 +74,7 @@ class Recorder:
             "worker_exit": run.worker_exit,
             "verifier_exit": run.verifier_exit,
             "workspace_hash": run.workspace_hash,
+            "commit_sha": run.commit_sha,
             "workspace_changed": run.workspace_changed,
         }
         usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
@@ -148,7 +149,7 @@ class Recorder:
             score = "" if verdict is None else f" score {verdict.score:.2f}"
             self.tick.say(
                 f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
-                f"{run.outcome.value}{score} -> {decision.state}"
+                f"{run.outcome.value}{score}{_why(run)} -> {decision.state}"
                 + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
             )
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
@@ -238,3 +239,11 @@ class Recorder:
                 self.tick.report.halted = halted
             self.tick.error("claiming the next task (the loop claims again)", exc)
             return None
+
+
+def _why(run: AttemptRun) -> str:
+    """A failed attempt's reason, for its line in the log: cron's log is
+    often all a person reads, and "worker_error" alone sends them to `explain`."""
+    if not run.error or run.outcome is Outcome.PASSED:
+        return ""
+    return f" ({one_line(run.error)})"

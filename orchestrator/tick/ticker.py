@@ -84,7 +84,7 @@ class Ticker:
             self.state,
             notes,
             commands,
-            WorkspacePreparer(settings, commands),
+            WorkspacePreparer(settings, tx, commands),
             Briefer(settings, tx, self.state, notes),
             RunawayGuards(settings, tx, guards.WorkspaceWatch()),
             recorder,

@@ -96,8 +96,21 @@ class Transactions:
 
     def close_tick(self, exit_code: int) -> None:
         if self.tick.tick_id is None:
-            return  # an idle tick writes nothing (cron runs it 1,440 times a day)
+            # A clean idle tick moves this host's idle row forward (one small
+            # UPDATE), so `doctor`, `metrics` and the board can tell a quiet
+            # cron from a dead one. A failed one writes nothing: its error is
+            # in the log already, and a database that just failed (full,
+            # damaged, from the future) is not written to on the way out.
+            if exit_code == 0:
+                self.retrying(lambda _again: self._note_idle_tick(exit_code))
+            return
         self.retrying(lambda _again: self._close_tick_tx(exit_code))
+
+    def _note_idle_tick(self, code: int) -> None:
+        with self.write() as conn:
+            repo.note_idle_tick(
+                conn, host=self.me.host, pid=self.me.pid, now=db_now(conn), code=code
+            )
 
     def _close_tick_tx(self, exit_code: int) -> None:
         assert self.tick.tick_id is not None

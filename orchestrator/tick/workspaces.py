@@ -12,21 +12,26 @@ from pathlib import Path
 from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
+from orchestrator.tick import branches
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.steps import failure, setup_state, stopped_run, write_setup_state
+from orchestrator.tick.transactions import Transactions
 
 
 class WorkspacePreparer:
     """A task's workspace is made once, by setup, and kept for every stage.
 
-    Touches no table: the workspace under `workspace_root`, and the task's
-    `setup.json` marker beside its state folders; setup runs as a command."""
+    Touches the workspace under `workspace_root` and the task's `setup.json`
+    marker beside its state folders; setup runs as a command. For a pipeline
+    with a `repository`, the task's worktree and its base commit on the task
+    row (`tick.branches.prepare`)."""
 
-    def __init__(self, settings: Settings, commands: CommandRunner) -> None:
+    def __init__(self, settings: Settings, tx: Transactions, commands: CommandRunner) -> None:
         self.settings = settings
+        self.tx = tx  # for a task's worktree (`tick.branches`)
         self.commands = commands
 
     def prepare(
@@ -42,6 +47,8 @@ class WorkspacePreparer:
         set up again, rather than taken as ready.
         """
         workspace = context.workspace
+        if claim.pipeline.repository is not None:
+            return self._worktree(claim, context, state_dir, guard, tag)
         try:
             mode = os.lstat(workspace).st_mode
         except FileNotFoundError:
@@ -67,14 +74,8 @@ class WorkspacePreparer:
             else:
                 workspace.unlink()
         write_setup_state(marker, "started", claim.number)
-        env = runner.child_environment(
-            os.environ,
-            deny=self.settings.child_deny,
-            extra={},
-            orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
-        )
         root = self.settings.workspace_root
-        result = self.commands.run("setup", setup, context.for_setup(), root, env, state_dir, guard)
+        result = self._run_setup(setup, context, root, state_dir, guard, tag)
         stopped = stopped_run(result, guard, "setup")
         if stopped is not None:
             return stopped
@@ -95,3 +96,43 @@ class WorkspacePreparer:
                 )
         write_setup_state(marker, "done", claim.number)
         return None
+
+    def _worktree(
+        self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
+    ) -> AttemptRun | None:
+        """A task is a branch: the worktree first (`tick.branches`), then the
+        pipeline's `setup`, if any, once, inside it."""
+        self.settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        made = branches.prepare(self.tx.engine, self.tx.retrying, claim, context.workspace)
+        if made is not None:
+            return made
+        setup = claim.pipeline.setup
+        marker = state_dir.parent / "setup.json"
+        if setup is None or setup_state(marker) == "done":
+            return None
+        write_setup_state(marker, "started", claim.number)
+        result = self._run_setup(setup, context, context.workspace, state_dir, guard, tag)
+        stopped = stopped_run(result, guard, "setup")
+        if stopped is not None:
+            return stopped
+        if not result.ok:
+            return AttemptRun(Outcome.WORKER_ERROR, error=failure("setup", result))
+        write_setup_state(marker, "done", claim.number)
+        return None
+
+    def _run_setup(
+        self,
+        setup: tuple[str, ...],
+        context: AttemptContext,
+        cwd: Path,
+        state_dir: Path,
+        guard: FenceGuard,
+        tag: str,
+    ) -> runner.ProcessResult:
+        env = runner.child_environment(
+            os.environ,
+            deny=self.settings.child_deny,
+            extra={},
+            orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
+        )
+        return self.commands.run("setup", setup, context.for_setup(), cwd, env, state_dir, guard)

@@ -74,6 +74,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         "gate": None,
         "halt": None,
         "cost": cost,
+        "change": _change(settings, task),
     }
     if stage is not None:
         used = history.counted_attempts
@@ -250,3 +251,11 @@ def _running_pid(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> 
         if note is not None:
             return note.pid
     return None
+
+
+def _change(settings: Settings, task: repo.TaskSnapshot) -> dict[str, Any] | None:
+    """Where a branch task's change is, and how it lands (by hand, today)."""
+    from orchestrator.views.branch import branch_state
+
+    state = branch_state(settings, task)
+    return None if state is None else state.as_dict()

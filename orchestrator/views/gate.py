@@ -25,7 +25,8 @@ from orchestrator.storage.db import read_tx
 from orchestrator.views.answer import Answer, agent_answer
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
-from orchestrator.workspace.changes import LOOK_BYTES, WorkspaceChanges, collect
+from orchestrator.workspace.changes import collect
+from orchestrator.workspace.listing import LOOK_BYTES, StageStart, WorkspaceChanges
 
 TAIL_BYTES = 4096
 CAPTURES = ("worker.out", "worker.err", "verifier.out", "verifier.err")
@@ -60,6 +61,7 @@ def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
                 a.c.task_id == task.id, a.c.stage == task.stage, a.c.run == task.run
             )
         ).scalar_one_or_none()
+        commit = repo.stage_start_commit(conn, task.id, task.stage, task.run)
     attempt = attempts[-1] if attempts else None
     folder = attempt_dir(settings.state_root, slug, attempt) if attempt else None
     # One budget for the whole look: however many files, a look reads at
@@ -69,7 +71,7 @@ def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
     pipeline = settings.pipeline(task.pipeline)
     stage = pipeline.stage(task.stage) if pipeline else None
     answer = agent_answer(folder, stage) if folder else None
-    changes = collect(settings.workspace_root / slug, started, budget)
+    changes = collect(settings.workspace_root / slug, StageStart(started, commit), budget)
     digest = _digest(task, attempt, tails, changes, answer)
     return GateView(task, attempt, tails, started, changes, digest, answer)
 

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from orchestrator.domain.pipeline import Status
 from orchestrator.errors import HostIOError, host_error
-from orchestrator.storage import tables
+from orchestrator.storage import repo, tables
 from orchestrator.storage.db import db_now, read_tx
 
 PREFIX = "orchestrator"
@@ -101,11 +101,13 @@ def _attempts(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFam
 
 
 def _ticks(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-    """Only ticks that did work are recorded (an idle tick writes nothing)."""
+    """Idle ticks share one row per host (counts 0, started = finished): the
+    duration is of the last tick that did work, the timestamps of any tick."""
     k = tables.ticks
+    worked = (k.c.claimed > 0) | (k.c.recovered > 0) | (k.c.advanced > 0)
     last = conn.execute(
         select(k.c.started_at, k.c.finished_at)
-        .where(k.c.finished_at.is_not(None))
+        .where(k.c.finished_at.is_not(None), worked)
         .order_by(k.c.id.desc())
         .limit(1)
     ).first()
@@ -119,8 +121,15 @@ def _ticks(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily
     if success is not None:
         yield GaugeMetricFamily(
             f"{PREFIX}_tick_last_success_timestamp_seconds",
-            "When the last tick that did work finished with exit 0 (Unix time).",
+            "When the last tick (idle ones included) finished with exit 0 (Unix time).",
             value=_aware(success).timestamp(),
+        )
+    newest = repo.last_tick(conn)
+    if newest is not None:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_tick_last_timestamp_seconds",
+            "When the last tick finished, idle or not, whatever its exit (Unix time).",
+            value=newest.timestamp(),
         )
     recovered = conn.execute(select(func.coalesce(func.sum(k.c.recovered), 0))).scalar()
     yield CounterMetricFamily(

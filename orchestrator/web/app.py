@@ -91,7 +91,7 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
         def run() -> None:
             if action == "approve":
                 check_expected(engine, settings, slug, expect if isinstance(expect, str) else "")
-                actions.approve(engine, slug, actor)
+                actions.approve(engine, slug, actor, _note(note))
             else:
                 to = form.get("to")  # the stage picked beside the note; "" = the gate's own
                 actions.reject(
@@ -109,7 +109,7 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
             return _text(str(exc), 404)
         except RefusedError as exc:  # changed since you looked, no note, not at a gate
             shown = {**context(request), "flash": str(exc), "flash_kind": "error"}
-            html = await run_in_threadpool(lambda: pages.gate(LINKS, slug, **shown))
+            html, _ = await run_in_threadpool(lambda: pages.gate(LINKS, slug, **shown))
             return HTMLResponse(html, status_code=409)
         done = "approved" if action == "approve" else "rejected"
         return RedirectResponse(f"/task/{quote(slug)}?flash={done}", status_code=303)
@@ -169,9 +169,16 @@ def _text(body: str, status: int = 200) -> Response:
     return PlainTextResponse(body if body.endswith("\n") else body + "\n", status_code=status)
 
 
-def _page_or_error(render: Callable[[], str]) -> Response:
+def _note(note: object) -> str | None:
+    """An approval's note, when one was written (the box is shared with Reject)."""
+    return note if isinstance(note, str) and note.strip() else None
+
+
+def _page_or_error(render: Callable[[], str | tuple[str, int]]) -> Response:
     try:
-        return HTMLResponse(render())
+        page = render()
+        html, status = page if isinstance(page, tuple) else (page, 200)
+        return HTMLResponse(html, status_code=status)
     except UnknownTaskError as exc:
         return _text(str(exc), 404)
     except OrchestratorError as exc:

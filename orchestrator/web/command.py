@@ -1,8 +1,9 @@
 """`orchestrator serve` and `orchestrator report --html`, registered by cli.py.
 
 This module imports only click and the core at import time: the web
-libraries come with the `web` extra, and a CLI without them must still start
-(and say what to install when one of these commands is used).
+libraries are imported when one of these commands runs, so every other
+command starts without paying for them. They are core dependencies; an
+install made without them (`pip install --no-deps`) is told what is missing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import click
 from orchestrator.errors import ConfigError, RefusedError
 
 TOKEN_ENV = "ORCHESTRATOR_WEB_TOKEN"  # noqa: S105 - the variable's name, not a secret
-NEEDS_EXTRA = "this command needs the web extra: pip install 'orchestrator[web]'"
+NEEDS_EXTRA = (
+    "this command needs Starlette, uvicorn and Jinja2, dependencies of orchestrator "
+    "that this installation lacks: install orchestrator again, without --no-deps"
+)
 
 
 def _require_extra() -> None:
@@ -86,7 +90,7 @@ def serve(
     add_user: str | None,
     page_size: int,
 ) -> None:
-    """Serve the board, gate, task and history pages (needs the web extra).
+    """Serve the board, gate, task and history pages.
 
     Binds 127.0.0.1 unless --host says otherwise; any other address needs
     --users or a token, and the signed-in name is the approval's actor.

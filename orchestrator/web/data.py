@@ -21,6 +21,7 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.reports import transitions_query
 from orchestrator.views.suggest import unknown_task
+from orchestrator.views.ticks import last_tick_text
 
 # The approval queue first, then what moves, then what is settled.
 SECTION_ORDER = (
@@ -53,6 +54,7 @@ class Board:
     only: str | None = None  # a single state, when filtered
     next_cursor: str | None = None  # "status:offset" where the next page starts
     first: bool = True
+    last_tick: str = ""  # "last tick 40 s ago": a quiet cron, or a dead one?
 
 
 _OFFSET = re.compile("[0-9]{1,9}")
@@ -78,6 +80,7 @@ def board(
     offset = offset if start in names else 0
     out = Board(only=only, first=section == 0 and offset == 0)
     with read_tx(engine) as conn:
+        out.last_tick = last_tick_text(conn)
         counts = {s: _capped_count(conn, s) for s in statuses}
         out.counts = [(s.value, counts[s]) for s in statuses]
         room = page_size
@@ -180,6 +183,14 @@ class TaskPage:
     task: repo.TaskSnapshot
     stages: list[StageCurve]
     transitions: list[dict[str, Any]]
+
+
+def task_row(engine: Engine, slug: str) -> repo.TaskSnapshot:
+    with read_tx(engine) as conn:
+        task = repo.get_task(conn, slug)
+        if task is None:
+            raise unknown_task(conn, slug)
+    return task
 
 
 def task_page(engine: Engine, slug: str) -> TaskPage:

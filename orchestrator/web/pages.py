@@ -23,6 +23,9 @@ class StageView:
     name: str
     attempts: list[Any]
     svg: Markup
+    # The task's run counter goes up at every stage change; people count a
+    # stage's runs: its first run is 1, whatever ran before it.
+    runs: dict[int, int]
 
 
 class Pages:
@@ -52,14 +55,17 @@ class Pages:
     def _stage(self, page: data.TaskPage, curve: data.StageCurve) -> StageView:
         pipeline = self.settings.pipeline(page.task.pipeline)
         config = pipeline.stage(curve.stage) if pipeline else None
+        runs: dict[int, int] = {}
+        for a in curve.attempts:
+            runs.setdefault(a.run, len(runs) + 1)
         points = [
-            Point(a.number, a.score, bool(a.passed), a.run)
+            Point(a.number, a.score, bool(a.passed), runs[a.run], a.outcome or "")
             for a in curve.attempts
-            if a.score is not None
+            if a.outcome is not None  # a running attempt has nothing to show yet
         ]
         # Only the current run's plateau window matters, and only at the task's stage.
         here = curve.stage == page.task.stage
-        current = page.task.run if here else None
+        current = runs.get(page.task.run) if here else None
         reason = page.task.halt_reason if here and page.task.halt_reason else curve.halt_reason
         svg = score_curve(
             points,
@@ -70,7 +76,7 @@ class Pages:
             halt_reason=reason,
             title=f"{page.task.slug} {curve.stage} scores",
         )
-        return StageView(curve.stage, curve.attempts, Markup(svg))  # noqa: S704 - built escaped
+        return StageView(curve.stage, curve.attempts, Markup(svg), runs)  # noqa: S704 - escaped
 
     def task(self, links: Links, slug: str, **extra: Any) -> str:
         page, stages = self.task_context(slug)
@@ -79,13 +85,20 @@ class Pages:
     def gate_view(self, slug: str) -> GateView:
         return gate_view(self.engine, self.settings, slug)
 
-    def gate(self, links: Links, slug: str, **extra: Any) -> str:
+    def gate(self, links: Links, slug: str, **extra: Any) -> tuple[str, int]:
+        """The gate page and its status: 409 with a pointer to the task page
+        when the task waits at no gate (no hash to approve, no files read)."""
+        task = data.task_row(self.engine, slug)
+        if task.status.value != "awaiting_approval":
+            html = self.render("not_at_gate.html", links, task=task, page_title=slug, **extra)
+            return html, 409
         view = self.gate_view(slug)
         pipeline = self.settings.pipeline(view.task.pipeline)
         choices = reject_choices(view.task.stage, pipeline.stage_names if pipeline else ())
-        return self.render(
+        html = self.render(
             "gate.html", links, gate=view, reject_to=choices, page_title=f"gate {slug}", **extra
         )
+        return html, 200
 
     def history(self, links: Links, filters: dict[str, str], page: int = 1, **extra: Any) -> str:
         rows = data.history_page(self.engine, page=page, **filters)

@@ -1,9 +1,12 @@
 """A fingerprint of a task's workspace, to tell whether an attempt changed it.
 
-In a git work tree: HEAD, plus a hash of `git status --porcelain -z` and of
-the diff against HEAD (staged and not) and of each untracked file's content,
-so a commit, an edit and a new untracked file all change it while rewriting
-a file with the same content does not. Names are read NUL-separated (`-z`):
+In a repository of the workspace's own (`listing.own_git_dir`; a `.git`
+file or link is walked as a plain tree), read through `gitrun.SafeGit` so
+no command the worker configured runs in the tick: HEAD, plus a hash of
+`git status --porcelain -z` and of the diff against HEAD (staged and not)
+and of each untracked file's content, so a commit, an edit and a new
+untracked file all change it while rewriting a file with the same content
+does not. Names are read NUL-separated (`-z`):
 git C-quotes a name with non-ASCII bytes or a tab otherwise, and the quoted
 form is not a path that could be opened.
 
@@ -25,10 +28,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 from orchestrator import safefs
+from orchestrator.workspace.gitrun import SafeGit
+from orchestrator.workspace.listing import own_git_dir
 
 MAX_FILES = 20_000
 MAX_BYTES = 64 * 1024 * 1024
@@ -40,38 +44,24 @@ def fingerprint(workspace: Path, budget: safefs.Budget | None = None) -> str | N
     budget = safefs.Budget(MAX_BYTES) if budget is None else budget
     if not workspace.is_dir() or workspace.is_symlink():
         return None
-    if (workspace / ".git").exists():
+    if own_git_dir(workspace):
         return _git(workspace, budget)
     return _tree(workspace, budget)
 
 
-def _git_out(workspace: Path, *args: str) -> bytes | None:
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=workspace,
-            capture_output=True,
-            timeout=_GIT_TIMEOUT,
-            check=False,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def _git(workspace: Path, budget: safefs.Budget) -> str | None:
-    status = _git_out(workspace, "status", "--porcelain", "-z", "--untracked-files=all")
+    git = SafeGit(workspace, timeout=_GIT_TIMEOUT)
+    status = git.out("status", "--porcelain", "-z", "--untracked-files=all")
     if status is None:
         return None
-    head = _git_out(workspace, "rev-parse", "--verify", "-q", "HEAD") or b"(no commit)"
+    head = git.out("rev-parse", "--verify", "-q", "HEAD") or b"(no commit)"
     digest = hashlib.sha256(b"git\0" + head.strip() + b"\0" + status)
-    diff = _git_out(workspace, "diff", "HEAD", "--no-ext-diff", "--binary")
+    diff = git.out("diff", "HEAD", "--binary")
     if diff is None:  # no commit yet: the index and the tree
-        diff = _git_out(workspace, "diff", "--no-ext-diff", "--binary") or b""
+        diff = git.out("diff", "--binary") or b""
     digest.update(b"\0" + diff)
     # Untracked files show in the status by name only: hash their content too.
-    untracked = _git_out(workspace, "ls-files", "-o", "-z", "--exclude-standard")
+    untracked = git.out("ls-files", "-o", "-z", "--exclude-standard")
     if untracked is None:
         return None
     for name in untracked.split(b"\0"):

@@ -58,8 +58,12 @@ def test_claude_envelope_verdict_is_in_the_final_message() -> None:
 
 def test_claude_is_error_wins_over_success_subtype() -> None:
     out = read_output("claude-json", envelope(is_error=True, result="API Error: 529 overloaded"))
-    assert out.error is not None and "API Error: 529" in out.error and "success" in out.error
+    # What the agent said; the envelope's "success" would read as a contradiction.
+    assert out.error == "agent reported an error: API Error: 529 overloaded"
     assert out.usage.cost_usd == 0.016  # still spent
+    quiet = envelope(is_error=True, subtype="error_max_turns", result="")
+    silent = read_output("claude-json", quiet)
+    assert silent.error == "agent reported an error: error_max_turns"  # nothing said: the subtype
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,14 @@ AGENT_VERDICT = {"code_review", "doc_review", "referee"}
 class AgentProject:
     """A project made by `orchestrator init --agent NAME`, driven by real processes."""
 
-    def __init__(self, root: Path, agent: str, program_dir: Path, stub: StubModel) -> None:
+    def __init__(
+        self,
+        root: Path,
+        agent: str,
+        program_dir: Path,
+        stub: StubModel,
+        repository: Path | None = None,
+    ) -> None:
         self.dir = root / "project"
         self.dir.mkdir()
         self.home = root / "home"
@@ -75,7 +82,9 @@ class AgentProject:
             OPENAI_API_KEY=SECRET,
             NO_COLOR="1",
         )
-        self.run("init", "--agent", agent)
+        self.run(
+            "init", "--agent", agent, *(["--repository", str(repository)] if repository else [])
+        )
         config = self.dir / "orchestrator.toml"
         text = config.read_text()
         # What a user does first: the judges run the project's own Python.
@@ -300,3 +309,54 @@ def test_script_agent_recipe_reports_usage_through_the_file(
         assert attempt["turns"] == 1
     for body in stub.posts("/v1/chat/completions"):
         assert body["model"] == "stub"
+
+
+def make_repository(folder: Path) -> Path:
+    """The newcomer's own repository: one commit on `main`."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env |= {"GIT_AUTHOR_NAME": "me", "GIT_AUTHOR_EMAIL": "me@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "me", "GIT_COMMITTER_EMAIL": "me@example.com"}
+    folder.mkdir()
+    for argv in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", "-C", str(folder), *argv], check=True, env=env)
+    return folder
+
+
+def git_out(repository: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repository), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def test_claude_code_edits_a_task_branch_and_each_stage_is_a_commit(
+    tmp_path: Path, claude_bin: Path, stub: StubModel
+) -> None:
+    """`init --agent claude --repository`: Claude Code writes in the task's
+    worktree, and each passed stage becomes one commit on task/t1."""
+    repository = make_repository(tmp_path / "myapp")
+    project = AgentProject(tmp_path, "claude", claude_bin.parent, stub, repository=repository)
+    project.run("add", "t1", "--title", "Add a feature", "--body", "Make it so.")
+    for stage, file_name, content, gate in STAGES[:3]:
+        project.stub.script = Script(
+            file_name=file_name,
+            content=content,
+            final=f'Stage {stage} done.\n\n```json\n{{"pass": true, "score": 0.9, '
+            f'"reasons": ["{stage} ok"], "next_hint": ""}}\n```\n',
+        )
+        assert f"{stage} attempt 1 passed" in project.tick()
+        if gate:
+            project.run("approve", "t1")
+    workspace = project.dir / "tasks" / "t1"
+    assert git_out(workspace, "branch", "--show-current").strip() == "task/t1"
+    subjects = git_out(repository, "log", "--format=%s", "main..task/t1").splitlines()
+    assert subjects == [
+        "t1: code_review (attempt 1)",
+        "t1: implement (attempt 1)",
+        "t1: research (attempt 1)",
+    ]
+    # What Claude Code wrote is in the stage's commit, and in the whole change.
+    implement = git_out(repository, "show", "--format=", "--name-only", "task/t1~1").split()
+    assert implement == ["test_feature.py"]
+    whole = project.run("diff", "t1", "--stat").stdout
+    assert "RESEARCH.md" in whole and "test_feature.py" in whole
+    assert git_out(repository, "status", "--porcelain") == ""  # the user's checkout untouched

@@ -98,7 +98,11 @@ def test_doctor_fails_an_agent_not_on_path(tmp_path: Path) -> None:
     assert orchestrator(tmp_path, "init", "--agent", "aider").returncode == 0
     done = orchestrator(tmp_path, "doctor", path=str(Path(sys.executable).parent))
     assert done.returncode == 1
-    assert "fail  agent      default.research.worker: 'aider' not found on PATH" in done.stdout
+    # Once, as the agent, naming every stage it would fail; not again as a command.
+    [line] = [line for line in done.stdout.splitlines() if "aider" in line]
+    assert line.startswith("fail  agent      'aider' not found on PATH; 7 stages run it: ")
+    for stage in ("default.research", "default.implement", "default.referee"):
+        assert stage in line, line
 
 
 # review finding: doctor takes argv[1] as Codex's subcommand, so a recipe with

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
+import time
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -554,9 +556,10 @@ def test_dry_run_says_setup_runs_first(tmp_path: Path) -> None:
     assert project.cli("db", "upgrade").exit_code == 0
     assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
     dry = project.cli("tick", "--dry-run").stdout
+    workspace = project.dir / "tasks" / "fix-calc"
     assert (
         "fix-calc: would run implement attempt 1: setup ['git', 'worktree', 'add', "
-        "'{workspace}'] first (no workspace yet); worker ['true']"
+        f"'{workspace}'] first (no workspace yet); worker ['true']"
     ) in dry
     (project.dir / "tasks" / "fix-calc").mkdir(parents=True)
     assert "setup" not in project.cli("tick", "--dry-run").stdout
@@ -626,3 +629,176 @@ def test_a_verifier_killed_by_a_signal_is_named_so(tmp_path: Path) -> None:
     assert attempt["error"] == (
         "no JSON verdict in the verifier's output (verifier killed by signal 9): dying"
     )
+
+
+# == The third hour: what a new user still trips on after the first success =========
+
+
+def test_no_config_says_where_it_looked_and_offers_cd_or_config_before_init(
+    tmp_path: Path,
+) -> None:
+    elsewhere = tmp_path / "somewhere-else"
+    elsewhere.mkdir()
+    result = invoke(["list"], elsewhere)
+    assert result.exit_code == 78
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert f"found in {elsewhere}" in message
+    cd, config, init = (message.index(s) for s in ("`cd`", "--config PATH", "orchestrator init"))
+    assert cd < init and config < init, message  # the existing project comes first
+
+
+def paid_project(tmp_path: Path, cost: float) -> Project:
+    """One stage whose worker reports `cost` and whose verdict fails at 0.1."""
+    script = (
+        f'printf \'{{"cost_usd": {cost}}}\' > "$ORCHESTRATOR_USAGE_FILE"; '
+        'echo \'{"pass": false, "score": 0.1}\''
+    )
+    stages = f"""
+[[pipelines.default.stages]]
+name = "build"
+max_attempts = 2
+worker = {json.dumps(["sh", "-c", script])}
+"""
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "cheap", "--title", "T").returncode == 0
+    assert project.run("tick").returncode == 0
+    return project
+
+
+def test_small_costs_print_the_same_everywhere_and_never_as_zero(tmp_path: Path) -> None:
+    project = paid_project(tmp_path, 0.0006)
+    listed = project.run("list").stdout
+    scores = project.run("scores", "cheap").stdout
+    shown = project.run("show", "cheap").stdout
+    explained = project.run("explain", "cheap").stdout
+    assert "$0.0012" in listed  # the task's two attempts
+    assert scores.count("$0.0006") == 2
+    assert shown.count("$0.0006") == 2 and "cost      $0.0012" in shown
+    assert "$0.0012 recorded" in explained
+    for text in (listed, scores, shown):
+        assert "0.00 " not in text and not re.search(r"\b0\.00\b(?!\d)", text), text
+    # Scripts keep the number as recorded.
+    assert json.loads(project.run("scores", "cheap", "--json").stdout)[0]["cost_usd"] == 0.0006
+    assert "0.0006" in project.run("scores", "cheap", "--csv").stdout.splitlines()[1]
+
+
+def test_money_format_keeps_tiny_costs_apart_from_none() -> None:
+    from orchestrator.views.money import money
+
+    assert money(0.0006) == "$0.0006"
+    assert money(12.34) == "$12.3400"
+    assert money(0.0) == "$0.0000"
+    assert money(0.00004) == "<$0.0001"
+    assert money(None) == ""
+
+
+def test_show_names_only_the_capture_files_that_exist(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "quiet", "--title", "T").returncode == 0
+    assert project.run("tick").returncode == 0
+    shown = project.run("show", "quiet").stdout
+    line = next(x for x in shown.splitlines() if x.startswith("output of attempt"))
+    named = line.split("(", 1)[1].split(";", 1)[0].split(", ")
+    [folder] = (project.dir / "state").glob("**/research-001")
+    on_disk = {p.name for p in folder.iterdir()}
+    assert named and set(named) <= on_disk, (named, on_disk)
+    assert "worker.err" not in named and "worker.err" not in on_disk  # printed nothing there
+
+
+def test_dry_run_prints_the_commands_with_their_placeholders_filled(tmp_path: Path) -> None:
+    stages = """
+    [[pipelines.default.stages]]
+    name = "implement"
+    worker = ["sh", "{config_dir}/work.sh", "{task}", "{stage}", "{attempt}", "{workspace}"]
+    verifier = ["sh", "{config_dir}/judge.sh", "--task={task}"]
+    """
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.cli("db", "upgrade").exit_code == 0
+    assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
+    dry = project.cli("tick", "--dry-run").stdout
+    here, workspace = project.dir, project.dir / "tasks" / "fix-calc"
+    assert (
+        f"worker ['sh', '{here}/work.sh', 'fix-calc', 'implement', '1', '{workspace}']; "
+        f"verifier ['sh', '{here}/judge.sh', '--task=fix-calc']"
+    ) in dry, dry
+    assert "{" not in dry
+
+
+NOT_LOGGED_IN = (
+    '{"type": "result", "subtype": "success", "is_error": true, '
+    '"result": "Not logged in \\u00b7 Please run /login", "total_cost_usd": 0}'
+)
+
+
+def test_the_cron_log_and_explain_say_what_the_agent_said(tmp_path: Path) -> None:
+    script = f"cat > /dev/null; echo '{NOT_LOGGED_IN}'; exit 1"
+    stages = f"""
+[[pipelines.default.stages]]
+name = "bug_find"
+max_attempts = 3
+output = "claude-json"
+worker = {json.dumps(["sh", "-c", script])}
+verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 1}}'"]
+"""
+    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "login", "--title", "T").returncode == 0
+    logged = project.run("tick", "--quiet", "--max-tasks", "1")
+    [line] = logged.stdout.splitlines()
+    assert re.fullmatch(
+        STAMP + r"login: bug_find attempt 1 worker_error \(worker exited 1; agent reported an "
+        r"error: Not logged in · Please run /login\) -> bug_find",
+        line,
+    ), line
+    explained = project.run("explain", "login").stdout
+    assert "agent reported an error: Not logged in · Please run /login" in explained
+    assert "(success)" not in explained and "(success)" not in line
+
+
+def test_idle_ticks_keep_a_last_tick_figure_for_metrics_doctor_and_the_board(
+    tmp_path: Path,
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "crontab").write_text(FAKE_CRONTAB)
+    (bin_dir / "crontab").chmod(0o755)
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_CRONTAB_FILE": str(tmp_path / "c")}
+    assert invoke(["init"], folder).exit_code == 0
+    no_cron = invoke(["doctor"], folder, **env).stdout
+    assert not re.search(r"^\w+ +ticks ", no_cron, re.M)  # no cron, no tick: nothing to say
+
+    assert invoke(["cron", "--install"], folder, **env).exit_code == 0
+    doctor = invoke(["doctor"], folder, **env).stdout
+    assert re.search(r"warn  ticks +cron ticks every 1 min, but no tick yet on this host", doctor)
+
+    idle = invoke(["tick", "--quiet"], folder, **env)
+    assert (idle.exit_code, idle.stdout) == (0, "")  # the log stays quiet ...
+    doctor = invoke(["doctor"], folder, **env).stdout
+    assert re.search(r"ok    ticks +cron ticks every 1 min; last tick \d+ s ago", doctor), doctor
+    metrics = invoke(["metrics"], folder).stdout
+    stamp = re.search(r"^orchestrator_tick_last_timestamp_seconds (\S+)$", metrics, re.M)
+    assert stamp is not None and abs(float(stamp.group(1)) - time.time()) < 120
+
+    # Three intervals without a tick: doctor says cron may be dead.
+    with sqlite3.connect(folder / "orchestrator.db") as db:
+        [(value,)] = db.execute("SELECT finished_at FROM ticks").fetchall()
+        old = "2020-01-01" + str(value)[10:]
+        db.execute("UPDATE ticks SET started_at = ?, finished_at = ?", (old, old))
+    db.close()
+    doctor = invoke(["doctor"], folder, **env).stdout
+    assert re.search(r"warn  ticks +cron ticks every 1 min, but last tick \d+ d ago", doctor)
+    assert "orchestrator.log" in doctor
+
+
+def test_doctor_reads_back_the_interval_of_every_schedule_cron_writes() -> None:
+    from orchestrator.scaffold.cron import cron_schedule, schedule_seconds
+
+    for every in (1, 2, 5, 15, 30, 59, 60, 120, 180, 360, 720, 1440):
+        assert schedule_seconds(cron_schedule(every)) == every * 60, every
+    for hand_made in ("5 * * * *", "*/0 * * * *", "* * * * 1", "0 9-17 * * *", "@hourly"):
+        assert schedule_seconds(hand_made) is None, hand_made

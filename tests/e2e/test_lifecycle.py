@@ -51,8 +51,11 @@ def test_gate_hint_reject_approve_complete(project: Project, tmp_path: Path) -> 
     assert project.state("t1") == "research:awaiting_approval"
 
     before = project.counts()
-    tick(project)  # nothing to do: nothing written
-    assert project.counts() == before
+    tick(project)  # nothing to do: only the tick's time is noted, in an idle row
+    idle = project.counts()
+    assert idle == {**before, "ticks": before["ticks"] + 1}
+    tick(project)
+    assert project.counts() == idle  # the idle row moves forward
 
     ok(project, "reject", "t1", "--note", "cite your sources", "--by", "bob")
     assert project.state("t1") == "research"
@@ -264,10 +267,12 @@ def test_unknown_stage_halts_only_that_task(project: Project) -> None:
     assert check_invariants(project.db_url, allow_running=False) == []
 
 
-def test_idle_tick_writes_nothing_and_a_busy_one_records_itself(project: Project) -> None:
+def test_idle_ticks_share_one_row_and_a_busy_one_records_itself(project: Project) -> None:
     project.write_config(stage("only", worker=["true"], verifier=PASS))
-    assert project.cli("tick").exit_code == 0  # empty database
-    assert project.counts()["ticks"] == 0
+    assert project.cli("tick").exit_code == 0  # empty database: an idle tick
+    assert project.cli("tick").exit_code == 0
+    [idle] = project.query("SELECT id, claimed, recovered, advanced, exit_code FROM ticks")
+    assert idle[1:] == (0, 0, 0, 0)  # one row for the run of idle ticks
     ok(project, "add", "t1", "--title", "One")
     ok(project, "add", "t2", "--title", "Two")
     before = project.counts()
@@ -276,12 +281,16 @@ def test_idle_tick_writes_nothing_and_a_busy_one_records_itself(project: Project
     after = project.counts()
     assert after["ticks"] == before["ticks"] + 1
     [(claimed, recovered, advanced, exit_code, finished)] = project.query(
-        "SELECT claimed, recovered, advanced, exit_code, finished_at FROM ticks"
+        "SELECT claimed, recovered, advanced, exit_code, finished_at FROM ticks WHERE id > :i",
+        i=idle[0],
     )
     assert (claimed, recovered, advanced, exit_code) == (2, 0, 0, 0)
     assert finished is not None
-    assert tick(project) == ""  # nothing left: silent, and nothing written
-    assert project.counts() == after
+    assert tick(project) == ""  # nothing left: silent, one new idle row after the work
+    assert tick(project) == ""  # ... which the next idle tick moves forward
+    assert project.counts() == {**after, "ticks": after["ticks"] + 1}
+    [(first, last)] = project.query("SELECT min(finished_at), max(finished_at) FROM ticks")
+    assert first < last
     assert check_invariants(project.db_url, allow_running=False) == []
 
 

@@ -250,10 +250,11 @@ def test_a_gate_look_reads_a_bounded_total(
     assert many < 5 * baseline + 1.0, (many, baseline)
 
     from orchestrator import safefs
-    from orchestrator.workspace.changes import LOOK_BYTES, collect
+    from orchestrator.workspace.changes import collect
+    from orchestrator.workspace.listing import LOOK_BYTES, StageStart
 
     budget = safefs.Budget(LOOK_BYTES)
-    changes = collect(workspace, None, budget)
+    changes = collect(workspace, StageStart(None), budget)
     assert budget.spent <= LOOK_BYTES
     assert len([p for p in changes.digest_parts if p.startswith("file:")]) == 1000
 

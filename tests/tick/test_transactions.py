@@ -41,10 +41,16 @@ def test_lines_are_said_once_committed_never_on_a_rollback(
     assert ended is not None
 
 
-def test_an_idle_tick_writes_no_row(bench: Callable[..., Bench], project: Project) -> None:
-    b = bench(stage("only", worker=["true"], verifier=PASS))
-    b.tx.close_tick(exit_code=0)
+def test_idle_ticks_share_one_row_and_a_failed_one_writes_none(
+    bench: Callable[..., Bench], project: Project
+) -> None:
+    stages = stage("only", worker=["true"], verifier=PASS)
+    bench(stages).tx.close_tick(exit_code=75)  # failed: the database is left alone
     assert project.query("SELECT count(*) FROM ticks") == [(0,)]
+    for _ in range(3):
+        bench().tx.close_tick(exit_code=0)
+    [(claimed, exit_code)] = project.query("SELECT claimed, exit_code FROM ticks")
+    assert (claimed, exit_code) == (0, 0)  # one idle row, moved forward
 
 
 def test_a_lost_connection_is_retried_as_a_retry(

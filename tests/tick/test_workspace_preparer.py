@@ -40,7 +40,7 @@ def _prepare(b: Bench) -> tuple[AttemptRun | None, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     workspace = b.settings.workspace_root / claim.task.slug
     context = AttemptContext.of(claim, workspace)
-    preparer = WorkspacePreparer(b.settings, b.commands())
+    preparer = WorkspacePreparer(b.settings, b.tx, b.commands())
     guard = FenceGuard(b.tick, b.tx, claim)
     result = preparer.prepare(claim, context, folder, guard, runner.process_tag(claim.token))
     b.recorder().release(claim)  # the next claim of the test is attempt n + 1

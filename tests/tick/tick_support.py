@@ -82,7 +82,7 @@ class Bench:
             self.tick,
             self.notes,
             commands,
-            WorkspacePreparer(self.settings, commands),
+            WorkspacePreparer(self.settings, self.tx, commands),
             Briefer(self.settings, self.tx, self.tick, self.notes),
             RunawayGuards(self.settings, self.tx, WorkspaceWatch()),
             recorder or self.recorder(),

@@ -7,13 +7,17 @@ saves a screenshot under test-output/web/.
 from __future__ import annotations
 
 import html
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
-from support import Project
+from support import Project, make_project
 from web_support import (
+    SCREENSHOTS,
+    VERIFIER,
+    _q,
     chromium_path,
     gated_project,
     screenshot_path,
@@ -273,3 +277,149 @@ document.cookie = "orch_csrf={tossed}; path=/";
     rejected = project.query("SELECT actor, note FROM transitions WHERE event = 'reject'")
     assert rejected == [], rejected
     assert project.state("doc") == "research:awaiting_approval"
+
+
+# A research stage whose first attempt is a worker error (no score), then
+# 0.3 and a pass at 0.9; an implement stage with one attempt and
+# `pass_score = 0`, stopped at its gate.
+CURVE_WORKER = """\
+import pathlib, sys
+counter = pathlib.Path(sys.argv[1])
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+sys.exit(3 if n == 1 else 0)
+"""
+CURVE_STAGES = """
+[[pipelines.default.stages]]
+name = "research"
+max_attempts = 5
+pass_score = 0.8
+worker = [{python}, {worker}, {counter}]
+verifier = [{python}, {verifier}, {scores}, "0.3,0.9"]
+
+[[pipelines.default.stages]]
+name = "implement"
+gate = true
+pass_score = 0
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 0.5}}'"]
+"""
+
+
+def _curves_project(folder: Path) -> Project:
+    folder.mkdir(parents=True)
+    (folder / "worker.py").write_text(CURVE_WORKER)
+    (folder / "verifier.py").write_text(VERIFIER)
+    stages = CURVE_STAGES.format(
+        python=_q(sys.executable),
+        worker=_q(str(folder / "worker.py")),
+        counter=_q(str(folder / "worker.count")),
+        verifier=_q(str(folder / "verifier.py")),
+        scores=_q(str(folder / "verifier.count")),
+    )
+    project = make_project(folder, f"sqlite:///{folder / 'o.db'}", stages)
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "curve", "--title", "Every attempt shows").exit_code == 0
+    tick_until_gate(project, "curve")
+    return project
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 768), (390, 844)], ids=["laptop", "phone"])
+def test_score_curves_show_every_attempt_at_laptop_and_phone_widths(
+    tmp_path: Path, browser: Browser, width: int, height: int
+) -> None:
+    project = _curves_project(tmp_path / "proj")
+    outcomes = project.query("SELECT stage, number, outcome, score FROM attempts ORDER BY id")
+    assert [tuple(row) for row in outcomes] == [
+        ("research", 1, "worker_error", None),
+        ("research", 2, "failed", 0.3),
+        ("research", 3, "passed", 0.9),
+        ("implement", 1, "passed", 0.5),
+    ]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    try:
+        with serving(project) as base:
+            page.goto(base + "/task/curve")
+            research = page.locator("#stage-curve-research svg.curve")
+            unscored = research.locator("path.unscored")
+            assert research.locator("circle.score").count() == 2
+            assert unscored.count() == 1
+            assert unscored.get_attribute("data-attempt") == "1"
+            assert "worker_error" in (unscored.locator("title").text_content() or "")
+            ticks = research.locator("text.x-tick").all_text_contents()
+            assert ticks == ["1", "2", "3"]  # whole attempts, none past the last
+            titles = research.locator("text.axis-title").all_text_contents()
+            assert titles == ["attempt", "score"]
+            legend = research.locator("g.legend").text_content() or ""
+            for label in ("passed", "did not pass", "no score", "pass threshold"):
+                assert label in legend
+            assert research.locator("line.pass-threshold").count() == 1
+
+            implement = page.locator("#stage-curve-implement svg.curve")
+            assert implement.locator("circle.score").count() == 1
+            assert implement.locator("text.x-tick").all_text_contents() == ["1"]
+            assert implement.locator("line.pass-threshold").count() == 0  # pass_score = 0
+            assert "pass threshold" not in (implement.locator("g.legend").text_content() or "")
+            runs = page.locator("#stage-curve-implement tr.attempt td:nth-child(2)")
+            assert runs.all_text_contents() == ["1"]  # its first run, not the task's third
+
+            # The curve fits the screen: no sideways scrolling on a phone.
+            box = research.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            # For a person to look at: the page and the curve at this width.
+            for folder in (tmp_path, SCREENSHOTS):
+                folder.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(folder / f"curves-{width}x{height}.png"), full_page=True)
+                research.screenshot(path=str(folder / f"curve-research-{width}.png"))
+            print(f"screenshots: {tmp_path} and {SCREENSHOTS}")
+    finally:
+        context.close()
+
+
+def test_approve_takes_a_note_and_the_note_box_sits_above_both_buttons(
+    gated: Project, page: Page
+) -> None:
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        note, approve, reject = (
+            page.locator(s).bounding_box() for s in ("#note", "#approve", "#reject")
+        )
+        assert note is not None and approve is not None and reject is not None
+        assert note["y"] + note["height"] <= approve["y"]  # the box first, then the buttons
+        assert abs(approve["y"] - reject["y"]) < 2 and approve["x"] < reject["x"]  # one row
+        page.fill("#note", "Looks right; ship the <i>small</i> fix")
+        page.click("#approve")
+        assert "Approved" in page.locator("#flash").inner_text()
+    assert gated.state("doc") == "research:approved"
+    [(note_text,)] = gated.query("SELECT note FROM transitions WHERE event = 'approve'")
+    assert note_text == "Looks right; ship the <i>small</i> fix"
+    assert "Looks right" in gated.run("show", "doc").stdout
+
+
+def test_reject_without_a_note_is_refused_on_the_page(gated: Project, page: Page) -> None:
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        page.click("#reject")
+        assert "needs a --note" in page.locator("#flash").inner_text()
+    assert gated.state("doc") == "research:awaiting_approval"
+
+
+def test_the_gate_of_a_task_not_at_a_gate_says_so_and_links_the_task(
+    gated: Project, page: Page
+) -> None:
+    workspace = gated.dir / "tasks" / "doc"
+    (workspace / ".git").write_text("gitdir: /elsewhere/.git/worktrees/doc\n")
+    with serving(gated) as base:
+        page.goto(base + "/gate/doc")
+        assert ".git" not in page.inner_text("main")  # at the gate: never listed
+        assert gated.run("approve", "doc").returncode == 0
+        answer = page.goto(base + "/gate/doc")
+        assert answer is not None and answer.status == 409
+        text = page.inner_text("main")
+        assert "doc is not at a gate" in text and "research:approved" in text
+        assert "approval hash" not in text and ".git" not in text and "notes.md" not in text
+        assert page.locator("#approve").count() == 0
+        page.get_by_role("link", name="the task page").click()
+        assert page.url == base + "/task/doc"

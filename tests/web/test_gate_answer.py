@@ -84,7 +84,8 @@ def gate_html(project: Project) -> str:
     settings = load_settings(config=project.config, db_url=project.db_url)
     engine = make_engine(project.db_url)
     try:
-        return Pages(engine, settings).gate(Links(), "pager", csrf="token")
+        html, _status = Pages(engine, settings).gate(Links(), "pager", csrf="token")
+        return html
     finally:
         engine.dispose()
 

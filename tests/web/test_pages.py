@@ -256,3 +256,17 @@ def test_a_post_is_judged_by_its_signed_token_and_its_origin(tmp_path: Path) -> 
         assert post(token, cookie, **same) == 200  # 303 to the task page, followed
     notes = project.query("SELECT note FROM transitions WHERE event = 'reject'")
     assert notes == [("why",)]
+
+
+def test_the_board_says_when_the_last_tick_ran_idle_ones_included(tmp_path: Path) -> None:
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    engine = _engine(project)
+    pages = Pages(engine, load_settings(config=project.config))
+    try:
+        assert ">no tick yet<" in pages.board(Links()).replace(" · ", "")
+        assert project.run("tick").returncode == 0  # idle: nothing to do
+        board = pages.board(Links())
+        assert re.search(r'id="last-tick"> · last tick \d+ s ago<', board), board
+    finally:
+        engine.dispose()

@@ -15,14 +15,19 @@ SQLite takes to answer them, and a tick of 100 attempts runs ~1,100 of them.
 
 from __future__ import annotations
 
+from orchestrator.storage.repo.attempt_rows import START_NO_COMMIT as START_NO_COMMIT
+from orchestrator.storage.repo.attempt_rows import START_PENDING as START_PENDING
 from orchestrator.storage.repo.attempt_rows import LastAttempt as LastAttempt
+from orchestrator.storage.repo.attempt_rows import any_unfinished as any_unfinished
 from orchestrator.storage.repo.attempt_rows import attempt_with_token as attempt_with_token
 from orchestrator.storage.repo.attempt_rows import close_attempt as close_attempt
 from orchestrator.storage.repo.attempt_rows import last_attempt as last_attempt
 from orchestrator.storage.repo.attempt_rows import lease_expiry as lease_expiry
 from orchestrator.storage.repo.attempt_rows import open_attempt as open_attempt
 from orchestrator.storage.repo.attempt_rows import record_late_result as record_late_result
+from orchestrator.storage.repo.attempt_rows import record_start_commit as record_start_commit
 from orchestrator.storage.repo.attempt_rows import renew_lease as renew_lease
+from orchestrator.storage.repo.attempt_rows import stage_start_commit as stage_start_commit
 from orchestrator.storage.repo.attempt_rows import unfinished_attempts as unfinished_attempts
 from orchestrator.storage.repo.claims import backoff_until as backoff_until
 from orchestrator.storage.repo.claims import find_claimable as find_claimable
@@ -45,8 +50,11 @@ from orchestrator.storage.repo.task_rows import get_task as get_task
 from orchestrator.storage.repo.task_rows import get_task_by_id as get_task_by_id
 from orchestrator.storage.repo.task_rows import insert_tasks as insert_tasks
 from orchestrator.storage.repo.task_rows import list_rows as list_rows
+from orchestrator.storage.repo.task_rows import record_base_commit as record_base_commit
 from orchestrator.storage.repo.task_rows import tasks_with_status as tasks_with_status
 from orchestrator.storage.repo.tick_rows import close_tick as close_tick
+from orchestrator.storage.repo.tick_rows import last_tick as last_tick
+from orchestrator.storage.repo.tick_rows import note_idle_tick as note_idle_tick
 from orchestrator.storage.repo.tick_rows import open_tick as open_tick
 from orchestrator.storage.repo.transition import _INSERT_TRANSITION as _INSERT_TRANSITION
 from orchestrator.storage.repo.transition import apply_transition as apply_transition

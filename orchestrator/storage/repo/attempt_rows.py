@@ -37,7 +37,12 @@ _OPEN_COLUMNS = (
     "tick_pid",
     "tick_start",
     "started_at",
+    "start_commit",
 )
+# `attempts.start_commit` besides a sha: the worker has not started yet (so
+# the attempt changed nothing), or the workspace had no commit then.
+START_PENDING = "pending"
+START_NO_COMMIT = "none"
 _OPEN_ATTEMPT = Prepared(
     insert(attempts)
     .values({name: bindparam(name) for name in _OPEN_COLUMNS})
@@ -77,8 +82,9 @@ def last_attempt(conn: Connection, task_id: int, stage: str) -> LastAttempt | No
 
 
 def open_attempt(conn: Connection, **values: Any) -> int:
-    """Insert an open attempt; `values` names every column of `_OPEN_COLUMNS`."""
-    row = _OPEN_ATTEMPT.execute(conn, values).first()
+    """Insert an open attempt; `values` names every column of `_OPEN_COLUMNS`
+    (but `start_commit`, pending until the worker starts)."""
+    row = _OPEN_ATTEMPT.execute(conn, {"start_commit": START_PENDING, **values}).first()
     assert row is not None
     return int(row[0])
 
@@ -133,6 +139,39 @@ def _close_statement(columns: tuple[str, ...], *, fenced: bool, expired: bool) -
     )
 
 
+def record_start_commit(conn: Connection, attempt_id: int, token: str, commit: str) -> bool:
+    """Note the workspace's commit as the worker starts ("" for none),
+    fenced by the lease; False when the attempt is no longer ours."""
+    result = conn.execute(
+        update(attempts)
+        .where(
+            attempts.c.id == attempt_id,
+            attempts.c.lease_token == token,
+            attempts.c.finished_at.is_(None),
+        )
+        .values(start_commit=commit or START_NO_COMMIT)
+    )
+    return result.rowcount == 1
+
+
+def stage_start_commit(conn: Connection, task_id: int, stage: str, run: int) -> str | None:
+    """The commit the stage's run began from: that of its first attempt
+    whose worker started ("" when it had none); None when that attempt is
+    from before the record (or no worker started yet)."""
+    rows = conn.execute(
+        select(attempts.c.start_commit)
+        .where(attempts.c.task_id == task_id, attempts.c.stage == stage, attempts.c.run == run)
+        .order_by(attempts.c.number)
+    )
+    for (commit,) in rows:
+        if commit == START_PENDING:
+            continue  # stopped before its worker: changed nothing
+        if commit is None:
+            return None
+        return "" if commit == START_NO_COMMIT else str(commit)
+    return None
+
+
 def record_late_result(conn: Connection, attempt_id: int, result: dict[str, Any]) -> None:
     conn.execute(
         update(attempts)
@@ -153,6 +192,13 @@ def unfinished_attempts(conn: Connection) -> list[AttemptSnapshot]:
         select(*_ATTEMPT_COLUMNS).where(attempts.c.finished_at.is_(None)).order_by(attempts.c.id)
     )
     return [_attempt(row) for row in rows]
+
+
+def any_unfinished(conn: Connection) -> bool:
+    """Whether an attempt is open; reads no column but `id`, so it also works
+    on a database an upgrade is about to give new columns."""
+    row = conn.execute(select(attempts.c.id).where(attempts.c.finished_at.is_(None)).limit(1))
+    return row.first() is not None
 
 
 def lease_expiry(now: datetime, lease_seconds: float) -> datetime:

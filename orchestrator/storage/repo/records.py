@@ -47,6 +47,9 @@ class TaskSnapshot:
     created_at: datetime
     updated_at: datetime
     max_cost_usd: float | None = None  # the task's own budget
+    branch: str | None = None  # a task is a branch (a pipeline with `repository`)
+    base_branch: str | None = None
+    base_commit: str | None = None  # recorded just before its worktree is made
 
     @property
     def state(self) -> State:
@@ -62,6 +65,8 @@ class NewTask:
     priority: int = 0
     body: str = ""
     max_cost_usd: float | None = None
+    branch: str | None = None  # a task is a branch: `task/<slug>` ...
+    base_branch: str | None = None  # ... from this one
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class AttemptSnapshot:
     started_at: datetime
     finished_at: datetime | None
     tick_id: int | None = None
+    start_commit: str | None = None
 
 
 _TASK_COLUMNS = [tasks.c[name] for name in TaskSnapshot.__dataclass_fields__]

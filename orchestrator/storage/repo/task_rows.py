@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, select
+from sqlalchemy import Connection, and_, bindparam, func, insert, select, update
 
 from orchestrator.domain.pipeline import ADD, Status, state_string
 from orchestrator.storage.prepared import Prepared
@@ -69,6 +69,8 @@ def insert_tasks(conn: Connection, new: Sequence[NewTask], now: datetime, actor:
                     "created_at": now,
                     "updated_at": now,
                     "max_cost_usd": t.max_cost_usd,
+                    "branch": t.branch,
+                    "base_branch": t.base_branch,
                 }
                 for t in chunk
             ],
@@ -166,3 +168,16 @@ def list_rows(
         data["state"] = state_string(data["stage"], data["status"])
         out.append(data)
     return out
+
+
+def record_base_commit(conn: Connection, task_id: int, commit: str) -> str:
+    """The task's base commit: `commit` when none was recorded yet, else the
+    one recorded first (a tick that died after recording it must make the
+    worktree from that same commit, not from a base that moved since)."""
+    conn.execute(
+        update(tasks)
+        .where(tasks.c.id == task_id, tasks.c.base_commit.is_(None))
+        .values(base_commit=commit)
+    )
+    recorded = conn.execute(select(tasks.c.base_commit).where(tasks.c.id == task_id)).scalar_one()
+    return str(recorded)

@@ -1,0 +1,92 @@
+"""A task is a branch: the tick's two git steps, making the task's worktree
+before its first command and committing a passed attempt's work after its
+verdict. Each is a function of what it is handed (the claim, the
+workspace, a way to write to the database), so it can be run and tested
+without a tick around it, and each is safe to run again after a kill."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from sqlalchemy import Engine
+
+from orchestrator.domain.decide import Outcome
+from orchestrator.storage import repo
+from orchestrator.storage.db import write_tx
+from orchestrator.testing import fault_point
+from orchestrator.tick.model import AttemptRun, Claim
+from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.worktree import Identity, Worktree, branch_tip
+
+_T = TypeVar("_T")
+Retrying = Callable[[Callable[[bool], _T]], _T]
+
+
+def task_worktree(claim: Claim, workspace: Path, base_commit: str) -> Worktree:
+    assert claim.pipeline.repository is not None and claim.task.branch is not None
+    return Worktree(claim.pipeline.repository, workspace, claim.task.branch, base_commit)
+
+
+def prepare(
+    engine: Engine, retrying: Retrying[str], claim: Claim, workspace: Path
+) -> AttemptRun | None:
+    """Make the task's worktree (None when it is ready), recording the base
+    commit first: a tick killed after the record and before `worktree add`
+    leaves a next tick that adds it from the same commit."""
+    task = claim.task
+    if claim.pipeline.repository is None or task.branch is None or task.base_branch is None:
+        return None
+    base_commit = task.base_commit
+    try:
+        if base_commit is None:
+            tip = branch_tip(claim.pipeline.repository, task.base_branch)
+            if tip is None:
+                return AttemptRun(
+                    Outcome.WORKER_ERROR,
+                    error=f"base branch {task.base_branch!r} is gone from "
+                    f"{claim.pipeline.repository}",
+                )
+
+            def record(_again: bool) -> str:
+                with write_tx(engine) as conn:
+                    return repo.record_base_commit(conn, task.id, tip)
+
+            base_commit = retrying(record)
+            fault_point("after_base_recorded")
+        task_worktree(claim, workspace, base_commit).ensure()
+    except GitError as exc:
+        return AttemptRun(Outcome.WORKER_ERROR, error=f"worktree: {exc}")
+    fault_point("after_worktree_add")
+    return None
+
+
+def attempt_key(claim: Claim) -> str:
+    """Names one attempt for ever (the attempt row's id is never reused)."""
+    return f"{claim.task.slug}/{claim.stage.name}/{claim.attempt_id}"
+
+
+def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:
+    """After a passing verdict: the worker's changes become the stage's one
+    commit on the task's branch (above any the worker made itself), recorded
+    as `run.commit_sha`. A commit that fails (a lock the worker left, a
+    broken index) fails the attempt, with git's reason."""
+    if (
+        run.outcome is not Outcome.PASSED
+        or claim.pipeline.repository is None
+        or claim.task.branch is None
+    ):
+        return
+    identity = Identity.parse(claim.pipeline.commit_author)
+    assert identity is not None  # the config refuses any other
+    tree = task_worktree(claim, workspace, claim.task.base_commit or "")
+    message = (
+        f"{claim.task.slug}: {claim.stage.name} (attempt {claim.number})\n\n{claim.task.title}"
+    )
+    try:
+        run.commit_sha = tree.commit_stage(message, attempt_key(claim), identity)
+        fault_point("after_stage_commit")
+    except GitError as exc:
+        run.outcome = Outcome.WORKER_ERROR
+        run.error = f"stage commit: {exc}"

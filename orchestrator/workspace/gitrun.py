@@ -1,0 +1,242 @@
+"""The one way the orchestrator runs git in a task's workspace.
+
+The repository is the worker's, and so are its `.git/config` (and any file
+it includes), `.gitattributes` and `.git/info/attributes`. Git reads them
+whatever we do, and many of their keys name a command git runs: the
+fsmonitor, hooks, a pager, an external diff, textconv and filter drivers,
+ssh and credential helpers, an editor. Run from the tick or the gate, such a
+command would run in our process's place: outside any worker's process
+group and timeout, with our environment (the database URL, the secrets
+`env_deny` keeps from workers). So every call here:
+
+- overrides each command-running key in the command scope
+  (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, which git
+  reads after the repository's own config, so they win over it and over
+  anything it includes): the fixed `SAFE_CONFIG`, plus an empty clean,
+  smudge and process command for every filter driver the repository's
+  config names (the driver names are free text, hence the environment
+  form rather than `-c`, whose `key=value` would split at a `=` in one);
+- adds the flags a subcommand needs to run no driver (`--no-ext-diff`,
+  `--no-textconv`, no submodule recursion; `_FLAGS`);
+- ignores the system and global config, replace refs and lazy fetches,
+  and never pages or prompts;
+- runs with a minimal environment of its own (`git_environment`), not the
+  caller's, so nothing git might still start sees our settings;
+- reads stdin from /dev/null, keeps at most `limit` bytes of output and
+  kills the command's whole process group at one deadline shared by all of
+  a `SafeGit`'s calls (an `include.path` naming a FIFO hangs every command).
+
+The config itself cannot be switched off (git has no such option), and
+`--git-dir`/`--work-tree` keep a `core.worktree` or a `.git` file from
+pointing git anywhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+GIT_TIMEOUT = 30.0
+OUTPUT_LIMIT = 64 << 20  # bytes of stdout kept; past it the command is stopped
+_STDERR_LIMIT = 4096
+
+# Command-scope settings that win over the repository's. An empty helper,
+# askpass or filter command is "none"; `protocol.allow=never` stops any
+# transport (a partial clone's lazy fetch would start ssh or a remote helper).
+SAFE_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", os.devnull),
+    ("core.pager", "cat"),
+    ("core.attributesFile", os.devnull),
+    ("core.excludesFile", os.devnull),
+    ("core.untrackedCache", "false"),
+    ("core.askPass", ""),
+    ("core.useReplaceRefs", "false"),
+    ("diff.external", ""),
+    ("credential.helper", ""),
+    ("protocol.allow", "never"),
+)
+# Flags a subcommand needs so that no driver runs; inserted right after it.
+_FLAGS: dict[str, tuple[str, ...]] = {
+    "diff": (
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+        "--ignore-submodules=dirty",
+        "--submodule=short",
+    ),
+    "status": ("--ignore-submodules=dirty",),
+}
+_FILTER_SETTINGS = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+
+
+def git_environment() -> dict[str, str]:
+    """All the environment a workspace's git gets: PATH to find git, and
+    settings that keep it from reading anything but the repository."""
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "LC_ALL": "C",
+        "HOME": os.devnull,  # no ~/.gitconfig, ~/.config/git/{ignore,attributes}
+        "XDG_CONFIG_HOME": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_NO_REPLACE_OBJECTS": "1",  # refs/replace/<base> could swap the diff's base
+        "GIT_NO_LAZY_FETCH": "1",
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+        "GIT_EDITOR": ":",  # git starts no editor when it is ":"
+        "GIT_SEQUENCE_EDITOR": ":",
+    }
+
+
+@dataclass(frozen=True)
+class GitResult:
+    status: int | None  # None: git did not start, or was stopped (deadline, limit)
+    stdout: bytes
+    truncated: bool = False  # printed more than the limit: stopped, `stdout` is its head
+    error: str = ""  # one line, when it failed
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0 and not self.truncated
+
+
+class SafeGit:
+    """One workspace's git (its own `.git` folder), every call under one deadline."""
+
+    def __init__(self, workspace: Path, *, timeout: float = GIT_TIMEOUT) -> None:
+        self.workspace = workspace
+        self.deadline = time.monotonic() + timeout
+        self._config: list[tuple[str, str]] = list(SAFE_CONFIG)
+        drivers = self._filter_drivers()
+        self.usable = drivers is not None
+        for driver in drivers or ():
+            self._config += [(f"filter.{driver}.{k}", v) for k, v in _FILTER_SETTINGS]
+
+    def argv(self, *args: str) -> list[str]:
+        where = [
+            "-C",
+            str(self.workspace),
+            f"--git-dir={self.workspace / '.git'}",  # no search up the parents
+            f"--work-tree={self.workspace}",  # not the config's core.worktree
+        ]
+        if args and args[0] in _FLAGS:
+            args = (args[0], *_FLAGS[args[0]], *args[1:])
+        return ["git", "--no-pager", *where, *args]
+
+    def environment(self) -> dict[str, str]:
+        env = git_environment()
+        env["GIT_CONFIG_COUNT"] = str(len(self._config))
+        for index, (key, value) in enumerate(self._config):
+            env[f"GIT_CONFIG_KEY_{index}"] = key
+            env[f"GIT_CONFIG_VALUE_{index}"] = value
+        return env
+
+    def run(self, *args: str, limit: int = OUTPUT_LIMIT) -> GitResult:
+        if not self.usable:
+            return GitResult(None, b"", error="the repository's config cannot be read")
+        return self._run(list(args), limit)
+
+    def out(self, *args: str, limit: int = OUTPUT_LIMIT) -> bytes | None:
+        """Stdout of a call that succeeded whole, else None."""
+        done = self.run(*args, limit=limit)
+        return done.stdout if done.ok else None
+
+    def _run(self, args: list[str], limit: int) -> GitResult:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return GitResult(None, b"", error="out of time")
+        try:
+            proc = subprocess.Popen(
+                self.argv(*args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.environment(),
+                start_new_session=True,  # its own group: killed whole at the deadline
+                close_fds=True,
+            )
+        except OSError as exc:
+            return GitResult(None, b"", error=f"git could not start: {exc.strerror}")
+        try:
+            stdout, stderr, why = _read(proc, limit, self.deadline)
+            if why:
+                _kill(proc)
+            status = proc.wait() if not why else None
+        finally:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+        if why == "limit":
+            return GitResult(None, stdout[:limit], truncated=True, error="output over the limit")
+        if why:
+            return GitResult(None, stdout, error=why)
+        first = stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        return GitResult(status, stdout, error="" if status == 0 else (first or [""])[0])
+
+    def _filter_drivers(self) -> list[str] | None:
+        """Every filter driver the repository's config (includes too) names;
+        None when the config cannot be read, or our overrides did not come
+        last (a git before 2.31 ignores `GIT_CONFIG_COUNT`): then no git
+        command is safe to run."""
+        pattern = r"^(filter\..*|core\.hookspath)$"
+        done = self._run(["config", "--null", "--get-regexp", pattern], 1 << 20)
+        if done.status != 0:
+            return None
+        drivers: set[str] = set()
+        hooks_path = None
+        for record in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            key, _, value = record.partition("\n")
+            if key == "core.hookspath":
+                hooks_path = value
+            elif key.startswith("filter."):
+                drivers.add(key.removeprefix("filter.").rpartition(".")[0])
+        return sorted(drivers) if hooks_path == os.devnull else None
+
+
+def _read(proc: subprocess.Popen[bytes], limit: int, deadline: float) -> tuple[bytes, bytes, str]:
+    """(stdout, stderr head, why stopped: "" at EOF, "limit" or "out of time")."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out = bytearray()
+    err = bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        open_streams = 2
+        while open_streams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), bytes(err), "out of time"
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    open_streams -= 1
+                elif key.fileobj is proc.stdout:
+                    out += chunk
+                    if len(out) > limit:
+                        return bytes(out), bytes(err), "limit"
+                elif len(err) < _STDERR_LIMIT:
+                    err += chunk[: _STDERR_LIMIT - len(err)]
+    left = max(0.0, deadline - time.monotonic())
+    try:
+        proc.wait(timeout=left)
+    except subprocess.TimeoutExpired:
+        return bytes(out), bytes(err), "out of time"
+    return bytes(out), bytes(err), ""
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    proc.wait()

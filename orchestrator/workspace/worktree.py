@@ -1,0 +1,256 @@
+"""A task is a branch: its workspace is a git worktree of the pipeline's
+repository on `task/<slug>`, and each passed stage is a commit on it.
+
+Every step here is safe to run again after a crash at any point, because a
+tick killed between two git commands leaves one of a few states, and each
+is recognised by looking rather than remembered:
+
+- no branch, no worktree: the worktree is added from the recorded base;
+- the branch exists (a worktree add that died after making it, or a
+  worktree removed by `prune --finished`): the worktree is added on it,
+  never reset, so a stage's commits survive;
+- a worktree entry whose folder is gone: `git worktree prune` clears it;
+- a folder at the workspace's path that is not this worktree: removed
+  only when it is empty or git's own half-made checkout (it holds a `.git`
+  file naming our worktree); anything else is refused, never deleted.
+
+A stage commit carries an `Orchestrator-Attempt:` trailer naming the
+attempt, so a tick killed between `git commit` and recording it finds the
+commit on the branch and records it instead of committing twice.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.workspace.gitcmd import GitError, run_git
+
+BRANCH_PREFIX = "task/"
+TRAILER = "Orchestrator-Attempt"
+DEFAULT_AUTHOR = "orchestrator <orchestrator@localhost>"
+
+
+def branch_name(slug: str) -> str:
+    return BRANCH_PREFIX + slug
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the orchestrator's commits are by (`commit_author` in the pipeline)."""
+
+    name: str
+    email: str
+
+    @classmethod
+    def parse(cls, text: str) -> Identity | None:
+        """`Name <email>`; None when it is not of that shape."""
+        name, sep, rest = text.strip().partition("<")
+        email = rest.removesuffix(">").strip()
+        if not sep or not rest.endswith(">") or not name.strip() or not email:
+            return None
+        if any(ch in text for ch in "\0\n\r") or "<" in email or ">" in email:
+            return None
+        return cls(name.strip(), email)
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "GIT_AUTHOR_NAME": self.name,
+            "GIT_AUTHOR_EMAIL": self.email,
+            "GIT_COMMITTER_NAME": self.name,
+            "GIT_COMMITTER_EMAIL": self.email,
+        }
+
+
+def repository_root(path: Path) -> Path:
+    """The top of the repository at `path` (its main working tree)."""
+    out = run_git(path, ["rev-parse", "--path-format=absolute", "--git-common-dir"])
+    common = Path(out.strip())
+    if common.name != ".git":
+        raise GitError(f"{path} is not a repository with a working tree (common dir {common})")
+    return common.parent
+
+
+def current_branch(repository: Path) -> str:
+    """The branch checked out in `repository`; a detached HEAD has none."""
+    try:
+        return run_git(repository, ["symbolic-ref", "--quiet", "--short", "HEAD"]).strip()
+    except GitError as exc:
+        raise GitError(
+            f"{repository} has no branch checked out (detached HEAD); set `base` in the pipeline"
+        ) from exc
+
+
+def branch_tip(repository: Path, branch: str) -> str | None:
+    try:
+        out = run_git(
+            repository, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"]
+        )
+    except GitError:
+        return None
+    return out.strip() or None
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """Where a task's branch is checked out, and what it started from."""
+
+    repository: Path
+    workspace: Path
+    branch: str
+    base_commit: str
+
+    def ensure(self) -> None:
+        """Make the worktree, or finish what a killed tick began."""
+        listed = self._listed()
+        if listed.get(self.workspace) == self.branch and self.workspace.is_dir():
+            return
+        if self.workspace in listed or any(not p.exists() for p in listed):
+            run_git(self.repository, ["worktree", "prune"])
+        self._clear_half_made()
+        if branch_tip(self.repository, self.branch) is None:
+            run_git(
+                self.repository,
+                [
+                    "worktree",
+                    "add",
+                    "--quiet",
+                    "-b",
+                    self.branch,
+                    str(self.workspace),
+                    self.base_commit,
+                ],
+            )
+        else:
+            run_git(
+                self.repository,
+                ["worktree", "add", "--quiet", str(self.workspace), self.branch],
+            )
+
+    def exists(self) -> bool:
+        return self._listed().get(self.workspace) == self.branch and self.workspace.is_dir()
+
+    def remove(self) -> bool:
+        """Remove the worktree (the branch stays); False when there was none."""
+        if self.workspace not in self._listed():
+            return False
+        run_git(self.repository, ["worktree", "remove", "--force", str(self.workspace)])
+        return True
+
+    def admin_dir(self) -> Path:
+        """The worktree's own git folder, found from the repository's side:
+        the `.git` file in the workspace is the worker's to rewrite."""
+        wanted = str(self.workspace / ".git")
+        admin = self.repository / ".git" / "worktrees"
+        for entry in sorted(admin.iterdir()) if admin.is_dir() else []:
+            gitdir = entry / "gitdir"
+            try:
+                if gitdir.read_text(encoding="utf-8", errors="replace").strip() == wanted:
+                    return entry
+            except OSError:
+                continue
+        raise GitError(f"{self.workspace} is not a worktree of {self.repository}")
+
+    def git(
+        self, args: list[str], env: Mapping[str, str] | None = None, stdin: str | None = None
+    ) -> str:
+        return run_git(
+            self.workspace,
+            args,
+            git_dir=self.admin_dir(),
+            work_tree=self.workspace,
+            env=env,
+            stdin=stdin,
+        )
+
+    def head(self) -> str:
+        return self.git(["rev-parse", "--verify", "HEAD"]).strip()
+
+    def find_stage_commit(self, attempt_key: str) -> str | None:
+        """The commit on HEAD whose trailer names this attempt."""
+        out = self.git(
+            [
+                "log",
+                "-n",
+                "1",
+                "--format=%H",
+                "--fixed-strings",
+                f"--grep={TRAILER}: {attempt_key}",
+                "HEAD",
+            ]
+        )
+        return out.strip() or None
+
+    def commit_stage(self, message: str, attempt_key: str, identity: Identity) -> str:
+        """Commit everything the worker changed (tracked, untracked,
+        deletions; ignored files stay out) with the attempt's trailer, and
+        return the commit: the new one, or the one a killed tick already
+        made. A stage that changed nothing (a reviewer) still gets its
+        commit, empty, so the branch holds one commit per passed stage; a
+        worker's own commits stay beneath it."""
+        done = self.find_stage_commit(attempt_key)
+        if done is not None:
+            return done
+        self.git(["add", "--all", "--", "."])
+        body = f"{message}\n\n{TRAILER}: {attempt_key}\n"
+        self.git(
+            [
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "--no-verify",
+                "--no-gpg-sign",
+                "--cleanup=verbatim",
+                "-F",
+                "-",
+            ],
+            env=identity.environment(),
+            stdin=body,
+        )
+        return self.head()
+
+    def _listed(self) -> dict[Path, str]:
+        """Worktree path -> branch ("" when detached), from git's own list."""
+        out = run_git(self.repository, ["worktree", "list", "--porcelain", "-z"])
+        found: dict[Path, str] = {}
+        path: Path | None = None
+        for field in out.split("\0"):
+            if field.startswith("worktree "):
+                path = Path(field.removeprefix("worktree "))
+                found[path] = ""
+            elif field.startswith("branch ") and path is not None:
+                found[path] = field.removeprefix("branch refs/heads/")
+        return found
+
+    def _clear_half_made(self) -> None:
+        try:
+            entries = list(os.scandir(self.workspace))
+        except FileNotFoundError:
+            return
+        except NotADirectoryError as exc:
+            raise GitError(
+                f"{self.workspace} is not a folder; refusing to make a worktree there"
+            ) from exc
+        if self.workspace.is_symlink():
+            raise GitError(f"{self.workspace} is a link; refusing to make a worktree there")
+        dot_git = self.workspace / ".git"
+        ours = (
+            dot_git.is_file()
+            and not dot_git.is_symlink()
+            and _points_into(dot_git, self.repository)
+        )
+        if entries and not ours:
+            raise GitError(f"{self.workspace} exists and is not this task's worktree; move it away")
+        shutil.rmtree(self.workspace)
+
+
+def _points_into(dot_git: Path, repository: Path) -> bool:
+    try:
+        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return False
+    target = text.strip().removeprefix("gitdir:").strip()
+    return target.startswith(str(repository / ".git" / "worktrees") + os.sep)
