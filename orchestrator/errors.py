@@ -75,6 +75,13 @@ class DatabaseUnreadableError(OrchestratorError):
     exit_code = 74
 
 
+class DatabaseFullError(OrchestratorError):
+    """The disk under the database is full (SQLITE_FULL, ENOSPC): nothing of
+    the transaction was written, and freeing space heals it (EX_IOERR)."""
+
+    exit_code = 74
+
+
 class HostIOError(OrchestratorError):
     """A folder or file of the host's failed: disk full, I/O error (EX_IOERR).
 

@@ -57,6 +57,10 @@ class ReliabilityReport:
     soak_left_running: int = 0
     soak_survivors: int = 0
     soak_crashed_attempts: int = 0
+    # Attempts whose worker never started (it left no note), and how many of
+    # them were charged anyway (closed `crashed`): the latter must be 0.
+    soak_never_started: int = 0
+    soak_never_started_charged: int = 0
     soak_window: float = 0.0
     soak_recovery_seconds: list[float] = field(default_factory=list)
     soak_seed: int | None = None
@@ -95,6 +99,8 @@ class ReliabilityReport:
             )
             soak_detail = (
                 f"({self.soak_crashed_attempts} crashed attempts recovered, "
+                f"{self.soak_never_started} never started of which "
+                f"{self.soak_never_started_charged} charged, "
                 f"{self.soak_left_running} left running; kills in [0, {self.soak_window:.2f} s]"
                 f", seed {self.soak_seed})"
             )
@@ -136,6 +142,8 @@ class ReliabilityReport:
             "soak_left_running",
             "soak_survivors",
             "soak_crashed_attempts",
+            "soak_never_started",
+            "soak_never_started_charged",
         ):
             setattr(self, name, getattr(self, name) + data[name])
         self.soak_window = max(self.soak_window, data["soak_window"])
@@ -158,6 +166,8 @@ class ReliabilityReport:
                 "left_running": self.soak_left_running,
                 "survivors": self.soak_survivors,
                 "crashed_attempts": self.soak_crashed_attempts,
+                "never_started": self.soak_never_started,
+                "never_started_charged": self.soak_never_started_charged,
                 "kill_window": self.soak_window,
                 "p50": percentile(self.soak_recovery_seconds, 50),
                 "p99": percentile(self.soak_recovery_seconds, 99),

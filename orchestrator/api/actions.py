@@ -37,7 +37,7 @@ from orchestrator.storage.db import db_now, read_tx, write_tx
 from orchestrator.testing import fault_point
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace import worktree
-from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.gitrun import GitError
 
 MAX_TITLE_BYTES = 1024
 MAX_BODY_BYTES = 1_048_576
@@ -267,8 +267,12 @@ def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionR
             and approved[1] is not None
             and parse_state(approved[1]).stage == task.stage
         ):
+            by = repo.actor_of(conn, task.id, approved[0])
             return ActionResult(
-                slug, False, str(task.state), f"{slug}: already approved (now {task.state})"
+                slug,
+                False,
+                str(task.state),
+                f"{slug}: already approved by {by} (now {task.state})",
             )
         _target(task, Event.APPROVE)  # raises with the reason
         raise AssertionError("unreachable")

@@ -214,6 +214,14 @@ class Project:
             view = gate_view(self.engine, self.settings, slug)
             data["approval_hash"] = view.digest
             data["answer"] = None if view.answer is None else view.answer.text
+            if view.branch is not None:  # the whole change, then this stage's part
+                parts = {"whole": view.branch.whole, "stage": view.branch.stage}
+                data["gate_changes"] = {
+                    name: None
+                    if part is None
+                    else {"base": part.base, "files": [list(f) for f in part.files]}
+                    for name, part in parts.items()
+                }
         return data
 
     def _branch(self, slug: str) -> dict[str, Any] | None:

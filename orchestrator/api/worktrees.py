@@ -15,7 +15,7 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.storage import tables
 from orchestrator.storage.db import db_now, read_tx
-from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Worktree
 
 FINISHED = (Status.COMPLETE.value, Status.CANCELLED.value)

@@ -221,6 +221,14 @@ def show(app: App, slug: str, as_json: bool) -> None:
     click.echo(f"  cost      {cost_line(data['cost_usd'], data['budget'])}")
     if data["next_hint"]:
         click.echo(f"  next hint {printable(data['next_hint'][:200])}")
+    for name, title in (("whole", "whole change"), ("stage", "this stage")):
+        part = (data.get("gate_changes") or {}).get(name)
+        if part is not None:
+            count = len(part["files"])
+            files = "1 file" if count == 1 else f"{count} files"
+            click.echo(f"  {title:<13} {files} since {part['base'][:12]}")
+            for status, path in part["files"]:
+                click.echo(f"                {status} {printable(path)}")
     if data.get("approval_hash"):
         click.echo(f"  approval  {data['approval_hash']}   (approve --expect it)")
     if data.get("answer"):

@@ -24,7 +24,7 @@ def _database_checks(settings: Settings) -> list[Check]:
     except OrchestratorError as exc:
         return [Check(Level.FAIL, "database", str(exc))]
     try:
-        with translate_errors():
+        with translate_errors(engine):
             checks = _inspect_database(engine, shown)
             if all(check.level is not Level.FAIL for check in checks):
                 from orchestrator.doctor.ticks import tick_checks

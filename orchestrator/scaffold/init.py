@@ -23,7 +23,7 @@ from orchestrator.config import (
     load_settings,
 )
 from orchestrator.errors import RefusedError
-from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import repository_root
 
 Say = Callable[[str], None]

@@ -32,6 +32,7 @@ from sqlalchemy.pool import QueuePool
 from orchestrator.errors import (
     ConnectionLostError,
     DatabaseBusyError,
+    DatabaseFullError,
     DatabaseUnreadableError,
     OrchestratorError,
     PermissionDeniedError,
@@ -46,6 +47,7 @@ from orchestrator.testing import install_statement_crash
 # command that only looks can never hold up the tick's writers.
 WRITE = "orchestrator_write"
 WAL_SIZE_LIMIT = 1 << 20  # bytes a reset WAL is cut back to (`journal_size_limit`)
+WAL_CHECKPOINT_PAGES = 128  # a checkpoint once the WAL holds this many pages (512 KiB)
 CONNECT_TIMEOUT = 10  # seconds a PostgreSQL connect may take
 
 
@@ -155,6 +157,11 @@ def _sqlite_engine(url: str, busy_timeout: float, must_exist: Path | None) -> En
             # Without a limit the WAL keeps its largest size for ever (it is
             # reused from the start, not shrunk), which a small volume feels.
             cursor.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+            # SQLite's own checkpoint waits for 1,000 pages (4 MB): a busy
+            # tick then fills a small volume with WAL alone, and the WAL can
+            # no longer be checkpointed (the database file must grow into
+            # the space it holds), so every write fails for good.
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         finally:
             cursor.close()
 
@@ -208,10 +215,23 @@ def checkpoint(engine: Engine) -> None:
             driver.execute(f"PRAGMA busy_timeout = {int(timeout)}").close()
 
 
+def settle_wal(engine: Engine) -> None:
+    """Checkpoint a WAL an earlier command left behind (a full disk failed
+    its checkpoint) before writing more to it: once space is back, the
+    first tick folds it into the database rather than grow it."""
+    path = sqlite_path(str(engine.url)) if is_sqlite(engine) else None
+    try:
+        left = path is not None and Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return
+    if left:
+        checkpoint(engine)
+
+
 @contextmanager
 def write_tx(engine: Engine) -> Iterator[Connection]:
     """A short write transaction (BEGIN IMMEDIATE on SQLite), errors translated."""
-    with translate_errors(), engine.connect() as plain:
+    with translate_errors(engine), engine.connect() as plain:
         conn = plain.execution_options(**{WRITE: True})
         with conn.begin():
             yield conn
@@ -221,7 +241,7 @@ def write_tx(engine: Engine) -> Iterator[Connection]:
 def read_tx(engine: Engine) -> Iterator[Connection]:
     """A read transaction that takes no write lock (SQLite: a deferred BEGIN,
     which in WAL mode neither waits for nor blocks a writer)."""
-    with translate_errors(), engine.connect() as conn, conn.begin():
+    with translate_errors(engine), engine.connect() as conn, conn.begin():
         yield conn
 
 
@@ -261,20 +281,22 @@ def db_now(conn: Connection) -> datetime:
 
 
 _BUSY = ("database is locked", "database table is locked", "lock timeout", "could not obtain lock")
+# A full disk is not damage: it heals when space returns, so it is said
+# apart, naming the file whose disk it is.
+_FULL = ("database or disk is full", "no space left")
 _UNREADABLE = (
     "file is not a database",
     "malformed",
     "disk i/o error",
-    "database or disk is full",
-    "no space left",
     "could not write",
     "corrupt",
 )
 _PERMISSION = ("readonly database", "read-only", "permission denied", "unable to open database")
 
 
-def translate(exc: BaseException) -> OrchestratorError | None:
-    """Map a driver error onto our exit statuses; None when it is not one of ours."""
+def translate(exc: BaseException, database: str | None = None) -> OrchestratorError | None:
+    """Map a driver error onto our exit statuses; None when it is not one of
+    ours. `database` names the file (or server database) in the message."""
     if not isinstance(exc, DBAPIError | sqlite3.Error):
         return None
     orig = getattr(exc, "orig", exc)
@@ -282,6 +304,12 @@ def translate(exc: BaseException) -> OrchestratorError | None:
     lowered = message.lower()
     if any(marker in lowered for marker in _BUSY):
         return DatabaseBusyError(f"database busy: {message} (another writer held it too long)")
+    if any(marker in lowered for marker in _FULL):
+        where = f"database {database}" if database else "the database"
+        return DatabaseFullError(
+            f"disk full under {where} ({message}): nothing was written; "
+            "it heals once space is freed there"
+        )
     if any(marker in lowered for marker in _UNREADABLE):
         return DatabaseUnreadableError(f"database unreadable: {message}")
     if any(marker in lowered for marker in _PERMISSION):
@@ -363,12 +391,17 @@ _DRIFT = ("no such table", "no such column", "has no column named")
 _DRIFT_CLASSES = frozenset({"UndefinedTable", "UndefinedColumn"})
 
 
+def database_name(engine: Engine | Connection) -> str | None:
+    """What a message calls the database: its file (SQLite) or its name."""
+    return engine.engine.url.database or None
+
+
 @contextmanager
-def translate_errors() -> Iterator[None]:
+def translate_errors(engine: Engine | Connection | None = None) -> Iterator[None]:
     try:
         yield
     except (DBAPIError, sqlite3.Error) as exc:
-        mapped = translate(exc)
+        mapped = translate(exc, None if engine is None else database_name(engine))
         if mapped is None:
             raise
         raise mapped from exc

@@ -54,7 +54,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     enable_wal(engine)
     _check_known(engine)
     try:
-        with translate_errors():
+        with translate_errors(engine):
             command.upgrade(alembic_config(engine), revision)
     except IntegrityError as exc:
         # The migration's transaction rolled back: the database is as it was.
@@ -68,7 +68,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 def downgrade(engine: Engine, revision: str) -> None:
     _check_known(engine)
-    with translate_errors():
+    with translate_errors(engine):
         command.downgrade(alembic_config(engine), revision)
 
 

@@ -17,7 +17,7 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.model import AttemptRun, Claim
-from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Identity, Worktree, branch_tip
 
 _T = TypeVar("_T")

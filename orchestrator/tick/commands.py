@@ -17,6 +17,7 @@ from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.model import PROCESS_NOTE_AFTER
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import Progress
+from orchestrator.tick.started import mark_started
 from orchestrator.tick.steps import host_folder
 from orchestrator.tick.tick_run import TickRun
 
@@ -70,6 +71,8 @@ class CommandRunner:
                 should_stop=guard,
                 on_output=self.progress.output(state_dir),
             )
+        if result.start_error is None:
+            mark_started(state_dir)  # it ran: recovery may charge the attempt
         if result.capture_error is not None:
             # The output is whole in memory, the verdict in it counts; the
             # host's fault still stops the tick claiming (74/77).
@@ -106,6 +109,7 @@ class CommandRunner:
         recovery still finds it by its process tag. Like a capture file, the
         failure is noted on the attempt and stops the tick claiming (74/77),
         the same whether the command outlived the note's 10 ms or not."""
+        mark_started(path.parent)
         try:
             ident.write_note(path)
         except OSError as exc:

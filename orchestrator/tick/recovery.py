@@ -16,21 +16,28 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.events import outbox
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.db import db_now, is_sqlite, read_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.applier import Applier
+from orchestrator.tick.dead_ticks import close_dead_ticks
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.kept import forget_kept, kept_run, read_kept
 from orchestrator.tick.lookups import attempt_folder, stage_names, stage_of, stage_policy
 from orchestrator.tick.model import LEASE_EXPIRED, Claim
 from orchestrator.tick.recording import Recorder
+from orchestrator.tick.started import has_started
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
+
+# `Recovery._by_process`: the attempt's tick is running.
+ALIVE = "alive"
 
 
 class Recovery:
     """Recovery. An attempt is an orphan by its lease, or, on its own host, by
-    its tick's pid, start time, boot and pid namespace.
+    its tick's pid, start time, boot and pid namespace. On SQLite (one host)
+    a tick seen alive keeps its attempts whatever the lease says: the lease
+    was written by one process's clock and would be read by another's.
 
     Touches `attempts` (closed `crashed`, `late_result`), `tasks` and
     `transitions` through the applier (or the recorder, for a kept result),
@@ -55,8 +62,18 @@ class Recovery:
         self.applier = applier
 
     def orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
+        verdict = self._by_process(attempt)
+        if verdict == ALIVE and is_sqlite(self.tx.engine):
+            # SQLite is one host: a holder seen alive keeps its attempt,
+            # whatever the clocks of two processes say about its lease.
+            return None
         if attempt.lease_expires_at < now:
             return LEASE_EXPIRED
+        return None if verdict in (ALIVE, None) else verdict
+
+    def _by_process(self, attempt: repo.AttemptSnapshot) -> str | None:
+        """Why the attempt's tick is gone, by its pid, start time, boot and
+        pid namespace; `ALIVE` when it runs; None when this host cannot tell."""
         if attempt.host != self.me.host:
             return None
         boot, _, namespace = attempt.boot_id.partition("/")
@@ -68,14 +85,14 @@ class Recovery:
             # This process: its own attempt only in the tick that opened it
             # (`run` ticks many times); one of an earlier tick was left over.
             if attempt.tick_id is not None and attempt.tick_id == self.tick.tick_id:
-                return None
+                return ALIVE
             return "left by an earlier tick of this process"
         if not runner.pid_alive(attempt.tick_pid):
             return "tick process is gone"
         started = runner.process_start_time(attempt.tick_pid)
         if attempt.tick_start is not None and started is not None and started != attempt.tick_start:
             return "tick process is gone (pid reused)"
-        return None
+        return ALIVE
 
     def recover(self) -> None:
         """Close attempts whose tick died, killing their process groups first.
@@ -84,6 +101,11 @@ class Recovery:
         the close is fenced on the lease token, so a tick that came back to
         life in between keeps its attempt and this one changes nothing.
         """
+        self.tx.retrying(
+            lambda _again: close_dead_ticks(
+                self.tx.engine, host=self.me.host, pid=self.me.pid, tick_id=self.tick.tick_id
+            )
+        )
         for attempt, why, slug in self.tx.retrying(lambda _again: self._orphans()):
             self._kill_orphans(attempt, slug)
             fault_point("before_recover_tx")
@@ -116,7 +138,20 @@ class Recovery:
             except Exception as exc:  # it failed its tick too: closed as a crash
                 self.tick.error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
         usage = self._spent(attempt, slug)
-        self.tx.retrying(lambda _again: self._close_crashed(attempt, why, kept, usage))
+        # What a command reported spending says it ran, noted or not.
+        started = kept is not None or bool(usage) or not self._never_started(attempt, slug)
+        if not started:
+            why += "; none of its commands had started"
+        self.tx.retrying(
+            lambda _again: self._close_crashed(attempt, why, kept, usage, started=started)
+        )
+
+    def _never_started(self, attempt: repo.AttemptSnapshot, slug: str | None) -> bool:
+        """Whether its tick died before any command of it ran (no `started`
+        marker in its state folder); known only on the attempt's own host."""
+        if attempt.host != self.me.host or slug is None or slug_problem(slug) is not None:
+            return False
+        return not has_started(attempt_folder(self.settings, slug, attempt.stage, attempt.number))
 
     def _spent(self, attempt: repo.AttemptSnapshot, slug: str | None) -> dict[str, Any]:
         """What the attempt's commands reported spending, from its state
@@ -217,13 +252,11 @@ class Recovery:
         why: str,
         kept: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None,
+        *,
+        started: bool = True,
     ) -> None:
-        outcome = Outcome.CRASHED
+        outcome = orphan_outcome(kept, started=started)
         if kept is not None:
-            if kept.get("database") is True:
-                # Its tick kept a result because the database failed it: the
-                # database's fault, which counts toward nothing.
-                outcome = Outcome.DATABASE_ERROR
             why += "; the result its tick could not record is kept in late_result"
         with self.tx.write() as conn:
             now = db_now(conn)
@@ -266,3 +299,14 @@ class Recovery:
         self.tick.say(
             f"{task.slug}: attempt {attempt.number} at {attempt.stage} {outcome.value} ({why})"
         )
+
+
+def orphan_outcome(kept: dict[str, Any] | None, *, started: bool) -> Outcome:
+    """How an orphan is closed. Nothing of the task ran (`started` False):
+    the host's fault. Its tick kept a result because the database failed
+    it: the database's. Either counts toward nothing; else it is a crash."""
+    if not started:
+        return Outcome.HOST_ERROR
+    if kept is not None and kept.get("database") is True:
+        return Outcome.DATABASE_ERROR
+    return Outcome.CRASHED

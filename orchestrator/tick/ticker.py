@@ -27,13 +27,14 @@ from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError
 from orchestrator.events.courier import Courier
 from orchestrator.guards import watch as guards
-from orchestrator.storage.db import checkpoint
+from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.attempt import AttemptRunner
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.claims import Claimer
 from orchestrator.tick.commands import CommandRunner
+from orchestrator.tick.delivery import DeliveryFailures
 from orchestrator.tick.dry_run import DryRun
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.model import TICK_ERROR_STATUS, TickOptions, TickReport
@@ -68,7 +69,8 @@ class Ticker:
         me = HostIdentity.here()
         self.state = TickRun(stop=stop, say=say, warn=warn)
         # Hands events to hooks after their transaction commits.
-        self._courier = Courier(settings, engine, warn=warn)
+        self._delivery = DeliveryFailures(warn)  # a failed delivery fails the tick (75)
+        self._courier = Courier(settings, engine, warn=self._delivery.warn)
         tx = Transactions(settings, engine, self.state, me, self._courier)
         self.tx = tx
         notes = AttemptNotes()
@@ -106,6 +108,7 @@ class Ticker:
         fault: OrchestratorError | None = None
         try:
             self._courier.start()
+            settle_wal(self.engine)
             self.recovery.recover()
             self.claimer.advance_approved()
             self.scheduler.claim_and_run(options)
@@ -115,16 +118,19 @@ class Ticker:
             status = exc.exit_code
             raise
         finally:
-            # The tick row is closed however the tick ends. When that fails
-            # too, the error already on its way out (or said) is the one
-            # that explains it.
+            # The tick row is closed however the tick ends, with the status
+            # the deliveries make too (the courier closes first). When that
+            # fails too, the error already on its way out (or said) is the
+            # one that explains it.
+            self._courier.close()  # waits for no hook past its timeout
+            self._delivery.settle(self.report)
+            if status == 0 and fault is None:
+                status = self.report.exit_code
             try:
                 self.tx.close_tick(exit_code=status)
             except Exception:
                 if status == 0:
                     raise
-            finally:
-                self._courier.close()  # waits for no hook past its timeout
         if self.state.tick_id is not None:
             checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
         if fault is not None:

@@ -22,7 +22,7 @@ from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.suggest import unknown_task
-from orchestrator.workspace.gitcmd import GitError, run_git
+from orchestrator.workspace.gitrun import GitError, run_git
 from orchestrator.workspace.worktree import Worktree, branch_tip
 
 
@@ -124,8 +124,114 @@ def _worktree_diff(tree: Worktree, start: str, flags: list[str]) -> str:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
 
         def git(*args: str) -> str:
-            return run_git(tree.workspace, args, git_dir=admin, work_tree=tree.workspace, env=index)
+            return run_git(tree.workspace, args, git_dir=admin, env=index)
 
         git("read-tree", "HEAD")
         git("add", "--all", "--", ".")
         return git("diff", "--cached", *flags, start)
+
+
+SHOWN_DIFF_BYTES = 200_000  # of each part's diff on the page
+
+
+@dataclass(frozen=True)
+class ChangePart:
+    """One view of a branch task's change: the whole of it, or one stage's."""
+
+    base: str  # the commit it is measured from
+    files: tuple[tuple[str, str], ...]  # (git's status letter, path), every file
+    diff: str  # the shown head of the diff
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class BranchChanges:
+    """What a reviewer of a branch task sees at a gate: the whole change
+    against the base commit first, then this stage's part of it. The
+    approval hash covers the tree the worktree would commit now (its
+    `write-tree` through a throwaway index), so any edit, new file or
+    deletion changes it, however much of the diff is shown."""
+
+    whole: ChangePart
+    stage: ChangePart | None
+    digest_parts: tuple[str, ...]
+
+
+def branch_changes(engine: Engine, settings: Settings, slug: str) -> BranchChanges | None:
+    """None for a task that is not a branch, or whose worktree was never made."""
+    with read_tx(engine) as conn:
+        task = repo.get_task(conn, slug)
+        if task is None:
+            raise unknown_task(conn, slug)
+        try:
+            start, _end = _stage_range(conn, task, task.stage)
+        except RefusedError:
+            start = task.base_commit
+    pipeline = settings.pipeline(task.pipeline)
+    if task.branch is None or task.base_commit is None or pipeline is None:
+        return None
+    if pipeline.repository is None:
+        return None
+    tree = Worktree(pipeline.repository, settings.workspace_root / slug, task.branch, "")
+    try:
+        if tree.exists():
+            return _look(tree, task.base_commit, start)
+        tip = branch_tip(pipeline.repository, task.branch)
+        if tip is None:
+            return None
+        return _look_at_commit(pipeline.repository, task.base_commit, start, tip)
+    except GitError as exc:
+        missing = ChangePart(task.base_commit, (), f"(cannot read the change: {exc})", False)
+        return BranchChanges(missing, None, ("branch-error:" + str(exc),))
+
+
+class _Reader:
+    """git calls of one look, sharing a git folder and an environment."""
+
+    def __init__(self, where: Path, git_dir: Path, env: dict[str, str] | None = None) -> None:
+        from orchestrator.workspace.gitrun import SafeGit
+
+        self.git = SafeGit(where, git_dir=git_dir, env=env)
+
+    def __call__(self, *args: str) -> str:
+        done = self.git.run(*args)
+        if not done.ok:
+            raise GitError(f"git {args[0]}: {done.error or done.status}")
+        return done.stdout.decode("utf-8", "surrogateescape")
+
+    def head(self, *args: str) -> tuple[str, bool]:
+        done = self.git.run(*args, limit=SHOWN_DIFF_BYTES)
+        if done.status not in (0, None) or (done.status is None and not done.truncated):
+            raise GitError(f"git {args[0]}: {done.error or done.status}")
+        return done.stdout.decode("utf-8", "replace"), done.truncated
+
+
+def _part(git: _Reader, base: str, tip: str | None) -> ChangePart:
+    """From `base` to `tip`, or (None) to the throwaway index of the worktree."""
+    span = ["--cached", base] if tip is None else [base, tip]
+    names = git("diff", "--name-status", "-z", "--no-renames", *span)
+    fields = [f for f in names.split("\0") if f]
+    files = tuple(zip(fields[0::2], fields[1::2], strict=False))
+    shown, truncated = git.head("diff", "--no-renames", *span)
+    return ChangePart(base, files, shown, truncated)
+
+
+def _look(tree: Worktree, base: str, start: str | None) -> BranchChanges:
+    admin = tree.admin_dir()
+    with tempfile.TemporaryDirectory(prefix="orchestrator-look-") as scratch:
+        git = _Reader(tree.workspace, admin, {"GIT_INDEX_FILE": str(Path(scratch) / "index")})
+        git("read-tree", "HEAD")
+        git("add", "--all", "--", ".")
+        written = git("write-tree").strip()
+        head = git("rev-parse", "--verify", "HEAD").strip()
+        whole = _part(git, base, None)
+        stage = _part(git, start, None) if start and start != base else None
+    parts = (f"branch-tree:{written}", f"head:{head}", f"base:{base}", f"stage-from:{start}")
+    return BranchChanges(whole, stage, parts)
+
+
+def _look_at_commit(repository: Path, base: str, start: str | None, tip: str) -> BranchChanges:
+    git = _Reader(repository, repository / ".git")
+    whole = _part(git, base, tip)
+    stage = _part(git, start, tip) if start and start != base else None
+    return BranchChanges(whole, stage, (f"branch-tip:{tip}", f"base:{base}", f"stage-from:{start}"))

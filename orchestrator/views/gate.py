@@ -23,6 +23,7 @@ from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.answer import Answer, agent_answer
+from orchestrator.views.branch import BranchChanges, branch_changes
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace.changes import collect
@@ -42,6 +43,8 @@ class GateView:
     changes: WorkspaceChanges
     digest: str
     answer: Answer | None = None  # what the agent said, out of its envelope
+    # A task is a branch: the whole change, then this stage's part.
+    branch: BranchChanges | None = None
 
     @property
     def waiting(self) -> bool:
@@ -71,9 +74,13 @@ def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
     pipeline = settings.pipeline(task.pipeline)
     stage = pipeline.stage(task.stage) if pipeline else None
     answer = agent_answer(folder, stage) if folder else None
-    changes = collect(settings.workspace_root / slug, StageStart(started, commit), budget)
+    branch = branch_changes(engine, settings, slug) if task.branch else None
+    if branch is not None:
+        changes = WorkspaceChanges(kind="branch", digest_parts=list(branch.digest_parts))
+    else:
+        changes = collect(settings.workspace_root / slug, StageStart(started, commit), budget)
     digest = _digest(task, attempt, tails, changes, answer)
-    return GateView(task, attempt, tails, started, changes, digest, answer)
+    return GateView(task, attempt, tails, started, changes, digest, answer, branch)
 
 
 def _tails(folder: Path, budget: safefs.Budget) -> dict[str, str]:

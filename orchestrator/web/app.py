@@ -78,6 +78,11 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
     async def reject(request: Request) -> Response:
         return await _post(request, "reject")
 
+    async def refused(request: Request, slug: str, why: str) -> Response:
+        shown = {**context(request), "flash": why, "flash_kind": "error"}
+        html, _ = await run_in_threadpool(lambda: pages.gate(LINKS, slug, **shown))
+        return HTMLResponse(html, status_code=409)
+
     async def _post(request: Request, action: str) -> Response:
         form = await request.form()
         posted = form.get("csrf")
@@ -88,29 +93,28 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
         expect = form.get("expect")
         actor = request.state.actor
 
-        def run() -> None:
+        def run() -> actions.ActionResult:
             if action == "approve":
                 check_expected(engine, settings, slug, expect if isinstance(expect, str) else "")
-                actions.approve(engine, slug, actor, _note(note))
-            else:
-                to = form.get("to")  # the stage picked beside the note; "" = the gate's own
-                actions.reject(
-                    engine,
-                    settings,
-                    slug,
-                    actor,
-                    note if isinstance(note, str) else "",
-                    to if isinstance(to, str) and to else None,
-                )
+                return actions.approve(engine, slug, actor, _note(note))
+            to = form.get("to")  # the stage picked beside the note; "" = the gate's own
+            return actions.reject(
+                engine,
+                settings,
+                slug,
+                actor,
+                note if isinstance(note, str) else "",
+                to if isinstance(to, str) and to else None,
+            )
 
         try:
-            await run_in_threadpool(run)
+            result = await run_in_threadpool(run)
         except UnknownTaskError as exc:
             return _text(str(exc), 404)
         except RefusedError as exc:  # changed since you looked, no note, not at a gate
-            shown = {**context(request), "flash": str(exc), "flash_kind": "error"}
-            html, _ = await run_in_threadpool(lambda: pages.gate(LINKS, slug, **shown))
-            return HTMLResponse(html, status_code=409)
+            return await refused(request, slug, str(exc))
+        if not result.changed:  # lost a race: someone else approved it first (and who)
+            return await refused(request, slug, result.message)
         done = "approved" if action == "approve" else "rejected"
         return RedirectResponse(f"/task/{quote(slug)}?flash={done}", status_code=303)
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import getpass
 import os
+import signal
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -129,7 +131,19 @@ def serve(
     engine = app_obj.engine(settings)
     app = create_app(engine, settings, auth, page_size)
     click.echo(f"serving on http://{host}:{port}/ (Ctrl-C stops)")
-    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again
+    # for its default action, which would end `serve` by the signal (a
+    # failure to service managers). With a handler in the default's place
+    # that second raise does nothing and `serve` exits 0.
+    previous = signal.signal(signal.SIGTERM, _shut_down)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _shut_down(_signum: int, _frame: FrameType | None) -> None:
+    """uvicorn has shut down by now (see `serve`): nothing is left to do."""
 
 
 def _add_user(users_file: Path | None, name: str) -> None:

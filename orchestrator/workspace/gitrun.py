@@ -38,8 +38,11 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from orchestrator.errors import OrchestratorError
 
 GIT_TIMEOUT = 30.0
 OUTPUT_LIMIT = 64 << 20  # bytes of stdout kept; past it the command is stopped
@@ -60,6 +63,10 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("diff.external", ""),
     ("credential.helper", ""),
     ("protocol.allow", "never"),
+    # The orchestrator's own commits (a task is a branch): never signed,
+    # so no signing program the config names runs.
+    ("commit.gpgSign", "false"),
+    ("gpg.program", "false"),
 )
 # Flags a subcommand needs so that no driver runs; inserted right after it.
 _FLAGS: dict[str, tuple[str, ...]] = {
@@ -110,10 +117,23 @@ class GitResult:
 
 
 class SafeGit:
-    """One workspace's git (its own `.git` folder), every call under one deadline."""
+    """One workspace's git, every call under one deadline. Its git folder is
+    the workspace's own `.git`, or `git_dir` when the caller knows better: a
+    worktree's `.git` is a file the worker can rewrite, so the orchestrator
+    names the worktree's folder from the repository's side. `env` adds to
+    the minimal environment (a commit's identity, a throwaway index)."""
 
-    def __init__(self, workspace: Path, *, timeout: float = GIT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        timeout: float = GIT_TIMEOUT,
+        git_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.workspace = workspace
+        self.git_dir = workspace / ".git" if git_dir is None else git_dir
+        self.extra_env = dict(env or {})
         self.deadline = time.monotonic() + timeout
         self._config: list[tuple[str, str]] = list(SAFE_CONFIG)
         drivers = self._filter_drivers()
@@ -125,7 +145,7 @@ class SafeGit:
         where = [
             "-C",
             str(self.workspace),
-            f"--git-dir={self.workspace / '.git'}",  # no search up the parents
+            f"--git-dir={self.git_dir}",  # no search up the parents
             f"--work-tree={self.workspace}",  # not the config's core.worktree
         ]
         if args and args[0] in _FLAGS:
@@ -133,7 +153,7 @@ class SafeGit:
         return ["git", "--no-pager", *where, *args]
 
     def environment(self) -> dict[str, str]:
-        env = git_environment()
+        env = {**git_environment(), **self.extra_env}
         env["GIT_CONFIG_COUNT"] = str(len(self._config))
         for index, (key, value) in enumerate(self._config):
             env[f"GIT_CONFIG_KEY_{index}"] = key
@@ -240,3 +260,30 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     except OSError:
         proc.kill()
     proc.wait()
+
+
+class GitError(OrchestratorError):
+    """A git step of the orchestrator's own (a worktree, a stage commit)
+    failed: refused (exit 1) with git's one line."""
+
+
+STEP_TIMEOUT = 120.0  # a worktree's checkout or `add --all` of a large repository
+
+
+def run_git(
+    where: Path,
+    args: Sequence[str],
+    *,
+    git_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    """A step of the orchestrator's own through `SafeGit`: its stdout, or
+    GitError naming the command and git's reason."""
+    git = SafeGit(where, timeout=STEP_TIMEOUT, git_dir=git_dir, env=env)
+    if not git.usable:
+        raise GitError(f"git cannot read the repository's config in {where}")
+    done = git.run(*args)
+    if not done.ok:
+        why = done.error or f"exit {done.status}"
+        raise GitError(f"git {args[0]} failed in {where}: {why}")
+    return done.stdout.decode("utf-8", "surrogateescape")

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.workspace.gitcmd import GitError, run_git
+from orchestrator.workspace.gitrun import GitError, run_git
 
 BRANCH_PREFIX = "task/"
 TRAILER = "Orchestrator-Attempt"
@@ -66,12 +65,19 @@ class Identity:
 
 
 def repository_root(path: Path) -> Path:
-    """The top of the repository at `path` (its main working tree)."""
-    out = run_git(path, ["rev-parse", "--path-format=absolute", "--git-common-dir"])
-    common = Path(out.strip())
-    if common.name != ".git":
-        raise GitError(f"{path} is not a repository with a working tree (common dir {common})")
-    return common.parent
+    """The top of the repository holding `path`: the nearest folder with a
+    `.git` folder. Found by looking, not by asking git to search: git run
+    there always gets `--git-dir` (`gitrun.SafeGit`)."""
+    for folder in (path, *path.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir() and not dot_git.is_symlink():
+            return folder
+        if dot_git.exists() or dot_git.is_symlink():
+            raise GitError(
+                f"{folder} is a worktree or submodule (its .git is not a folder); "
+                "name the main repository"
+            )
+    raise GitError(f"{path} is not inside a git repository")
 
 
 def current_branch(repository: Path) -> str:
@@ -154,17 +160,8 @@ class Worktree:
                 continue
         raise GitError(f"{self.workspace} is not a worktree of {self.repository}")
 
-    def git(
-        self, args: list[str], env: Mapping[str, str] | None = None, stdin: str | None = None
-    ) -> str:
-        return run_git(
-            self.workspace,
-            args,
-            git_dir=self.admin_dir(),
-            work_tree=self.workspace,
-            env=env,
-            stdin=stdin,
-        )
+    def git(self, args: list[str], env: dict[str, str] | None = None) -> str:
+        return run_git(self.workspace, args, git_dir=self.admin_dir(), env=env)
 
     def head(self) -> str:
         return self.git(["rev-parse", "--verify", "HEAD"]).strip()
@@ -204,11 +201,10 @@ class Worktree:
                 "--no-verify",
                 "--no-gpg-sign",
                 "--cleanup=verbatim",
-                "-F",
-                "-",
+                "-m",
+                body,
             ],
             env=identity.environment(),
-            stdin=body,
         )
         return self.head()
 

@@ -273,3 +273,37 @@ def test_init_refuses_a_repository_that_is_not_one(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and "--repository" in done.stderr
     assert not (tmp_path / "orchestrator.toml").exists()
+
+
+def test_the_gate_shows_the_whole_change_then_the_stages_part(project: Project) -> None:
+    branch_project(project)
+    text = project.config.read_text().replace(
+        'worker = ["true"]', 'worker = ["sh", "-c", "echo looks fine > REVIEW.md"]'
+    )
+    project.config.write_text(text)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    for _ in range(2):
+        assert project.run("tick").returncode == 0
+    assert project.state("fix") == "code_review:awaiting_approval"
+    data = json.loads(project.run("show", "fix", "--json").stdout)
+    whole = sorted(map(tuple, data["gate_changes"]["whole"]["files"]))
+    assert whole == [
+        ("A", "REVIEW.md"),
+        ("A", "committed.txt"),
+        ("A", "untracked.txt"),
+        ("D", "gone.txt"),
+        ("M", "keep.txt"),
+    ]
+    assert data["gate_changes"]["stage"]["files"] == [["A", "REVIEW.md"]]
+    shown = project.run("show", "fix").stdout
+    assert "whole change  5 files since" in shown and "this stage    1 file since" in shown
+    assert "D gone.txt" in shown and "A REVIEW.md" in shown
+    # The hash binds what the worktree would commit: a new file changes it.
+    before = data["approval_hash"]
+    (project.dir / "tasks" / "fix" / "sneaky.py").write_text("print('hi')\n")
+    after = json.loads(project.run("show", "fix", "--json").stdout)
+    assert after["approval_hash"] != before
+    assert ["A", "sneaky.py"] in after["gate_changes"]["whole"]["files"]
+    stale = project.run("approve", "fix", "--expect", before)
+    assert stale.returncode == 1 and "changed since you looked" in stale.stderr
+    assert project.run("approve", "fix", "--expect", after["approval_hash"]).returncode == 0

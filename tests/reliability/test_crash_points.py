@@ -13,6 +13,9 @@ claim per attempt and at most one closing transition each.
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 from reliability_report import CRASH, ProjectFactory
 from reliability_support import (
@@ -37,13 +40,21 @@ POINTS = fault_points()
 # closes it as `crashed` and the stage runs again. (A crash inside the claim
 # transaction rolls the attempt back: there is nothing to recover.)
 ATTEMPT_LOST = {
-    "after_claim_commit",
-    "after_spawn",
     "after_spawn_recorded",
     "after_worker",
     "after_verifier",
     "before_record",
     "inside_record_tx",
+    "after_stage_commit",  # committed, not recorded: rerun, no second copy
+}
+# Points where the attempt is open but none of its commands was seen
+# running (the worker not spawned, or spawned but not yet noted): recovery
+# closes it `host_error`, which counts toward nothing (issue 22, item 12).
+NEVER_STARTED = {
+    "after_claim_commit",
+    "after_spawn",
+    "after_base_recorded",  # a task is a branch: its worktree half made
+    "after_worktree_add",
 }
 # Points reached after everything of the scenario's attempt is committed.
 ATTEMPT_KEPT = {
@@ -60,6 +71,8 @@ STAGES = GATED.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]')
 
 
 def scenario(point: str) -> str:
+    if POINTS[point] == "branches.py":
+        return "branch"
     if POINTS[point] == "actions.py":
         return "approve"
     if "unknown" in point:
@@ -76,8 +89,21 @@ def tick(project: Project, **env: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def make_repository(project: Project) -> None:
+    """A task is a branch: the pipeline's repository, one commit on main."""
+    repo = project.dir / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env |= {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for argv in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "base"]):
+        subprocess.run(["git", "-C", str(repo), *argv], check=True, env=env)
+
+
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
+    if kind == "branch":
+        make_repository(project)
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
     if kind == "unknown":
         # A task ahead of t1 in a pipeline the config does not have: the
@@ -116,7 +142,12 @@ def test_crash_point_recovers_without_double_transitions(
     point: str, reliability_backend: str, new_project: ProjectFactory
 ) -> None:
     kind = scenario(point)
-    project = new_project(STAGES)
+    stages = STAGES
+    if kind == "branch":
+        stages = '[pipelines.default]\nrepository = "repo"\n\n' + STAGES.replace(
+            'worker = ["sleep", "0.1"]', 'worker = ["sh", "-c", "sleep 0.1; date > work.txt"]'
+        )
+    project = new_project(stages)
     prepare(project, kind)
 
     command = ("approve", "t1") if kind == "approve" else ("tick",)
@@ -148,9 +179,77 @@ def test_crash_point_recovers_without_double_transitions(
     audit = audit_transitions(project.db_url)
     assert audit.lost == [] and audit.duplicated == []
     crashed = outcomes(project.db_url).count("crashed")
-    if kind == "recover" or point in ATTEMPT_LOST:
+    if kind == "recover" or point in NEVER_STARTED:
+        # The recovered attempt never ran a command (the scenario's tick died
+        # right after its claim): not charged.
+        assert crashed == 0, outcomes(project.db_url)
+        assert outcomes(project.db_url).count("host_error") == 1, outcomes(project.db_url)
+    elif point in ATTEMPT_LOST:
         assert crashed == 1, outcomes(project.db_url)
     elif point in ATTEMPT_KEPT or kind in ("advance", "approve"):
         assert crashed == 0, outcomes(project.db_url)
     else:
         assert crashed <= 1, outcomes(project.db_url)
+
+
+# issue 22, item 12: PostgreSQL, kill -9 of `tick --jobs 2`: attempts whose
+# worker never started (killed between the claim's commit and the spawn)
+# were closed `crashed` and counted toward `max_attempts`.
+ONE_TRY = GATED.replace(
+    "[[pipelines.default.stages]]", "[[pipelines.default.stages]]\nmax_attempts = 1"
+)
+
+
+def test_an_attempt_whose_commands_never_started_is_not_charged(
+    reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """One attempt allowed; the tick dies after the claim's commit, before
+    the worker: recovery closes the attempt `host_error` and the task runs
+    its one real attempt instead of halting at `max_attempts`."""
+    project = new_project(ONE_TRY)
+    assert project.cli("add", "t1", "--title", "never started").exit_code == 0
+    died = run(project, "tick", env=crash_env("after_claim_commit"))
+    assert died.returncode == CRASH_RC, died.stderr
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr
+    assert outcomes(project.db_url)[0] == "host_error", outcomes(project.db_url)
+    assert project.state("t1") == "research:awaiting_approval", outcomes(project.db_url)
+    assert violations(project.db_url, allow_running=False) == []
+
+
+def test_an_attempt_whose_worker_ran_is_still_charged(
+    reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """The counterpart: the tick dies after its worker ran (and before the
+    record): the attempt is `crashed`, and with one attempt allowed the
+    task halts at `max_attempts`."""
+    project = new_project(ONE_TRY.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]'))
+    assert project.cli("add", "t1", "--title", "ran").exit_code == 0
+    died = run(project, "tick", env=crash_env("after_worker"))
+    assert died.returncode == CRASH_RC, died.stderr
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr
+    assert outcomes(project.db_url) == ["crashed"], outcomes(project.db_url)
+    assert project.state("t1") == "research:halted"
+
+
+# issue 22, item 14: a killed tick's `ticks` row kept `exit_code` NULL for
+# good (35 of 50 kills).
+@pytest.mark.parametrize("point", ["after_claim_commit", "after_record_commit"])
+def test_the_next_tick_closes_a_dead_ticks_row(
+    point: str, reliability_backend: str, new_project: ProjectFactory
+) -> None:
+    """Killed with an attempt open, or after recording everything: either
+    way the next tick closes the dead one's row (exit 137, finished)."""
+    project = new_project()
+    assert project.cli("add", "t1", "--title", "killed").exit_code == 0
+    died = run(project, "tick", env=crash_env(point))
+    assert died.returncode == CRASH_RC, died.stderr
+    rows = project.query("SELECT id, exit_code, finished_at FROM ticks ORDER BY id")
+    assert [(row[1], row[2]) for row in rows] == [(None, None)], rows
+    dead = rows[0][0]
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr
+    closed = project.query("SELECT exit_code, finished_at FROM ticks WHERE id = :i", i=dead)
+    assert closed[0][0] == 137 and closed[0][1] is not None, closed
+    assert project.query("SELECT count(*) FROM ticks WHERE exit_code IS NULL") == [(0,)]

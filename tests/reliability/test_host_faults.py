@@ -16,6 +16,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -83,12 +84,19 @@ def small_fs() -> Iterator[Mount]:
 
 def fill(folder: Path) -> None:
     """Use up every block of a small filesystem (its inodes stay free)."""
-    with (folder / "filler").open("wb") as out:
-        chunk = b"\0" * 65536
+    # Unbuffered: a buffer left to flush at close would raise there, past the suppress.
+    with (folder / "filler").open("wb", buffering=0) as out:
         with contextlib.suppress(OSError):
-            while True:
-                out.write(chunk)
-                out.flush()
+            while out.write(b"\0" * 65536):
+                pass
+        with contextlib.suppress(OSError):
+            while out.write(b"\0" * 512):  # the last partial blocks
+                pass
+
+
+def usage(folder: Path) -> dict[str, int]:
+    """Each file's size under `folder`: what filled a disk that should not be."""
+    return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
 
 def use_up_inodes(folder: Path) -> None:
@@ -537,3 +545,174 @@ def test_disk_fills_up_under_a_tick_with_two_jobs(
     outcomes = [row[0] for row in project.query("SELECT outcome FROM attempts ORDER BY id")]
     assert "crashed" not in outcomes, outcomes
     assert project.query("SELECT count(*) FROM tasks WHERE status = 'halted'") == [(0,)]
+
+
+# -- 6. a small disk filled and freed, round after round (issue 22, item 13) -------------
+
+FULL_ROUNDS = int(os.environ.get("ORCHESTRATOR_DISK_FULL_ROUNDS", "4"))
+
+
+def test_a_full_disk_settles_once_space_returns_round_after_round(
+    small_fs: Mount, template_db: Path, tmp_path: Path
+) -> None:
+    """Database, state and workspaces share a 2 MiB tmpfs, filled while a
+    `--jobs 2` tick has both attempts running and freed after it ended,
+    several rounds over. The full tick names the database file and says
+    "full" (never "unreadable"); once space is back a tick or two settle
+    every task: none left running, no attempt charged as `crashed` (each
+    stage allows one attempt, so a charged one would halt its task), the
+    WAL back to nothing."""
+    from e2e.e2e_support import agent, stage, wait_for
+    from reliability_support import audit_transitions, violations
+    from support import make_project
+
+    folder = small_fs(size="2m")
+    db = folder / "proj" / "orchestrator.db"
+    db.parent.mkdir()
+    shutil.copy(template_db, db)
+    wal = Path(f"{db}-wal")
+    release, dump = tmp_path / "release", tmp_path / "dump.jsonl"
+    worker = agent("--dump", str(dump), "--wait-file", str(release), "--noise", "2000")
+    verifier = agent("--noise", "2000", "--pass", "--score", "0.9")
+    project = make_project(
+        db.parent,
+        f"sqlite:///{db}",
+        stage("research", worker=worker, verifier=verifier, gate=True, max_attempts=1),
+    )
+    settled: list[str] = []
+    for round_ in range(FULL_ROUNDS):
+        slugs = (f"r{round_}a", f"r{round_}b", f"r{round_}c")
+        for slug in slugs:
+            assert project.cli("add", slug, "--title", slug).exit_code == 0
+        release.unlink(missing_ok=True)
+        dump.unlink(missing_ok=True)
+        tick = project.popen("tick", "--jobs", "2")
+        try:
+            wait_for(
+                lambda: dump.exists() and len(dump.read_text().splitlines()) >= 2,
+                timeout=30,
+                what=f"both workers of round {round_}",
+            )
+            free = shutil.disk_usage(folder).free
+            assert free > 256 * 1024, (round_, free, usage(folder))
+            fill(folder)
+        finally:
+            release.touch()
+            out, err = tick.communicate(timeout=90)
+        where = f"round {round_}: rc {tick.returncode}\n{err[-2000:]}"
+        assert "Traceback" not in out + err, where
+        assert "unreadable" not in err, where
+        if tick.returncode != 0:
+            assert tick.returncode == 74, where
+        for line in err.splitlines():
+            if "database" in line and "full" in line:  # its own write failed: the file named
+                assert str(db) in line, where
+
+        (folder / "filler").unlink()
+        for _ in range(3):
+            if all(project.state(slug) == "research:awaiting_approval" for slug in slugs):
+                break
+            after = run(project, "tick", "--jobs", "2")
+            assert after.returncode == 0, f"{where}\nafter: {after.stderr[-2000:]}"
+        states = [project.state(slug) for slug in slugs]
+        assert states == ["research:awaiting_approval"] * 3, (
+            where,
+            states,
+            project.query("SELECT task_id, number, outcome, error FROM attempts ORDER BY id"),
+        )
+        assert project.query("SELECT count(*) FROM attempts WHERE finished_at IS NULL") == [(0,)]
+        assert not wal.exists() or wal.stat().st_size == 0, (where, usage(folder))
+        settled.append(f"round {round_}: full tick rc {tick.returncode}")
+    assert violations(project.db_url) == []
+    audit = audit_transitions(project.db_url)
+    assert audit.lost == [] and audit.duplicated == []
+    outcomes = [row[0] for row in project.query("SELECT outcome FROM attempts ORDER BY id")]
+    assert "crashed" not in outcomes, (outcomes, settled)
+    assert project.query("SELECT count(*) FROM tasks WHERE status = 'halted'") == [(0,)]
+
+
+# -- 7. two processes on one host whose clocks disagree (issue 22, item 15) ---------------
+
+
+def clock_shifted(project: Project, shift: str | None, *args: str) -> subprocess.Popen[str]:
+    """`orchestrator ARGS` in a fresh process whose clock is `shift` off
+    (libfaketime, as `faketime` sets it up), or the true clock for None."""
+    prefix = [] if shift is None else ["faketime", "-f", shift]
+    return subprocess.Popen(
+        [*prefix, sys.executable, "-m", "orchestrator", *args],
+        cwd=project.dir,
+        env=project.process_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.parametrize(("holder", "judge"), [("-2h", None), (None, "+2h")])
+def test_a_skewed_clock_does_not_close_a_live_attempt_on_sqlite(
+    new_project: ProjectFactory, tmp_path: Path, holder: str | None, judge: str | None
+) -> None:
+    """Two configurations share one SQLite database on one host (their own
+    lock files, so their ticks run side by side). One tick holds an attempt
+    whose worker waits; the other recovers under a clock two hours off. By
+    that clock the holder's lease ran out long ago, but the holder is alive:
+    its attempt and its worker must survive, and then pass."""
+    if shutil.which("faketime") is None:
+        cannot("faketime is not installed (apt-get install faketime)")
+    from e2e.e2e_support import agent, stage, wait_for
+    from support import make_project
+
+    release, pidfile = tmp_path / "release", tmp_path / "worker.pid"
+    worker = agent("--pidfile", str(pidfile), "--wait-file", str(release))
+    stages = stage("only", worker=worker, verifier=agent("--pass", "--score", "1.0"))
+    project = new_project(stages, lease_seconds=3)
+    other = make_project(tmp_path / "other", project.db_url, stages, lease_seconds=3)
+    assert project.cli("add", "t1", "--title", "held").exit_code == 0
+    held = clock_shifted(project, holder, "tick")
+    try:
+        wait_for(pidfile.exists, timeout=30, what="the holder's worker")
+        recovery = clock_shifted(other, judge, "tick", "--max-seconds", "0")
+        out, err = recovery.communicate(timeout=60)
+        assert recovery.returncode == 0, (out, err)
+        rows = project.query("SELECT number, outcome, error FROM attempts")
+        assert rows == [(1, None, None)], rows  # the first attempt, still open
+        worker_pid = int(pidfile.read_text().split()[0])
+        assert Path(f"/proc/{worker_pid}").exists(), "the live attempt's worker was killed"
+    finally:
+        release.touch()
+        out, err = held.communicate(timeout=60)
+    assert held.returncode == 0, (out, err)
+    assert project.query("SELECT outcome FROM attempts") == [("passed",)], project.query(
+        "SELECT outcome, error FROM attempts"
+    )
+
+
+def test_a_busy_tick_on_a_small_disk_keeps_its_wal_small(
+    small_fs: Mount, template_db: Path
+) -> None:
+    """Issue 22, item 13: on a 2 MiB volume, a tick of 60 attempts grew the
+    WAL to 1.5 MB (SQLite checkpoints on its own only past 1,000 pages, 4 MB)
+    and filled the disk by itself; the WAL could then not be checkpointed
+    (the database file had to grow into space the WAL held) and every later
+    write failed for good. Checkpointed every 128 pages, it stays small."""
+    from support import make_project
+
+    folder = small_fs(size="2m")
+    db = folder / "proj" / "orchestrator.db"
+    db.parent.mkdir()
+    shutil.copy(template_db, db)
+    reasons = json.dumps({"pass": True, "score": 0.9, "reasons": ["r" * 1500]})
+    stages = (
+        '[[pipelines.default.stages]]\nname = "only"\nworker = ["true"]\n'
+        f"verifier = {json.dumps(['sh', '-c', f'echo {chr(39)}{reasons}{chr(39)}'])}\n"
+    )
+    project = make_project(db.parent, f"sqlite:///{db}", stages)
+    lines = "".join(
+        json.dumps({"slug": f"t{n:02d}", "title": "x", "body": "b" * 3000}) + "\n"
+        for n in range(60)
+    )
+    assert project.cli("add", "--from", "-", input=lines).exit_code == 0
+    result = run(project, "tick", "--jobs", "2")
+    assert result.returncode == 0, (result.stderr[-2000:], usage(folder))
+    assert project.query("SELECT count(*) FROM attempts WHERE outcome = 'passed'") == [(60,)]

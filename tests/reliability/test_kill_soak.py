@@ -53,8 +53,28 @@ MODES = ("tick", "session", "session+worker")
 Process = forkserver.Forked | subprocess.Popen[bytes]
 
 
+# Outcomes that spend nothing of `max_attempts` (nor count as the task's).
+NOT_CHARGED = {"interrupted", "host_error", "database_error", "backoff"}
+
+
+def started_dir(pidfile: Path) -> Path:
+    """Where each attempt's worker notes, as its first act, that it started:
+    `<task>-<stage>-<attempt>`, written by a shell before the agent runs."""
+    return pidfile.with_name("started")
+
+
 def stages(pidfile: Path, sleep: float) -> str:
-    worker = agent("--pidfile", str(pidfile), "--sleep", f"{sleep:.3f}")
+    # The shell writes its note within a millisecond or so of its exec; the
+    # tick notes a command as started only once it ran 10 ms (or ended), so a
+    # worker the soak saw no note of was never judged started by the tick.
+    note = started_dir(pidfile) / "{task}-{stage}-{attempt}"
+    worker = [
+        "sh",
+        "-c",
+        ': > "$0"; exec "$@"',
+        str(note),
+        *agent("--pidfile", str(pidfile), "--sleep", f"{sleep:.3f}"),
+    ]
     return "".join(
         f"""
 [[pipelines.default.stages]]
@@ -97,8 +117,9 @@ def is_agent(pid: int) -> bool:
 
 
 def start_tick(project: Project) -> Process:
-    """A tick of one task in a session of its own, its output discarded."""
-    argv = ["tick", "--max-tasks", "1", "-q"]
+    """A tick of two tasks at once (`--jobs 2`, where attempts killed before
+    their spawn were found) in a session of its own, its output discarded."""
+    argv = ["tick", "--jobs", "2", "--max-tasks", "2", "-q"]
     if forked():
         return forkserver.server().spawn(argv, cwd=project.dir, env=project.process_env())
     return subprocess.Popen(
@@ -145,16 +166,18 @@ def test_kill_soak(
     for _ in range(3):
         configure(project, pidfile, 0.15)
         clock = time.monotonic()
-        assert run(project, "tick", "--max-tasks", "1", "-q").returncode == 0
+        assert run(project, "tick", "--jobs", "2", "--max-tasks", "2", "-q").returncode == 0
         samples.append(time.monotonic() - clock)
     window = max(KILL_WINDOW, sorted(samples)[1])
     report.soak_window = window
 
+    started_dir(pidfile).mkdir()
     failures: list[str] = []
     for iteration in range(ITERATIONS):
         configure(project, pidfile, rng.uniform(0.0, 0.3))
         pidfile.unlink(missing_ok=True)
         before = set(transition_log(project.db_url))
+        last_attempt = query(project.db_url, "SELECT coalesce(max(id), 0) FROM attempts")[0][0]
         kill_at = rng.uniform(0.0, window)
         mode = rng.choice(MODES)
         proc = start_tick(project)
@@ -196,6 +219,24 @@ def test_kill_soak(
             problems.append(f"{len(survivors)} commands survived recovery: {survivors}")
         if missing:
             problems.append(f"{len(missing)} committed transitions lost: {sorted(missing)[:3]}")
+        # The dead tick's row is closed by the recovery tick (issue 22, 14).
+        unclosed = query(project.db_url, "SELECT count(*) FROM ticks WHERE exit_code IS NULL")
+        if unclosed[0][0]:
+            problems.append(f"{unclosed[0][0]} tick rows left without an exit status")
+        # An attempt whose worker never started is not the task's fault: it
+        # must be closed with an outcome that charges nothing (issue 22, 12).
+        for slug, stage, number, outcome in query(
+            project.db_url,
+            "SELECT t.slug, a.stage, a.number, a.outcome FROM attempts a "
+            "JOIN tasks t ON t.id = a.task_id WHERE a.id > :last ORDER BY a.id",
+            last=last_attempt,
+        ):
+            if (started_dir(pidfile) / f"{slug}-{stage}-{number}").exists():
+                continue
+            report.soak_never_started += 1
+            if outcome not in NOT_CHARGED:
+                report.soak_never_started_charged += 1
+                problems.append(f"{slug} attempt {number} at {stage}: never started, {outcome}")
         report.count(SOAK, not problems)
         report.soak_recovered += not problems
         if problems:

@@ -20,6 +20,7 @@ from orchestrator.tick.kept import keep_result
 from orchestrator.tick.lookups import attempt_folder
 from orchestrator.tick.model import LEASE_EXPIRED, AttemptRun
 from orchestrator.tick.recovery import Recovery
+from orchestrator.tick.started import mark_started
 
 ONE_STAGE = stage("only", worker=["true"], verifier=PASS, max_attempts=3)
 
@@ -36,12 +37,20 @@ def _dead_holder() -> HostIdentity:
     return dataclasses.replace(me, pid=gone.pid, start_token="gone")
 
 
+def _started(b: Bench, slug: str, number: int = 1) -> None:
+    """As a command of the attempt leaves it once it ran (`tick.started`)."""
+    folder = attempt_folder(b.settings, slug, "only", number)
+    folder.mkdir(parents=True, exist_ok=True)
+    mark_started(folder)
+
+
 def test_a_dead_holders_attempt_is_closed_crashed_and_retried(
     bench: Callable[..., Bench], project: Project
 ) -> None:
     holder = bench(ONE_STAGE, me=_dead_holder())
     holder.add("t1")
     holder.claim()
+    _started(holder, "t1")
     b = bench()
     recovery = _recovery(b)
     recovery.recover()
@@ -56,10 +65,26 @@ def test_a_dead_holders_attempt_is_closed_crashed_and_retried(
     assert b.tick.report.recovered == 1
 
 
+def test_an_attempt_that_never_started_is_the_hosts_fault(
+    bench: Callable[..., Bench], project: Project
+) -> None:
+    holder = bench(ONE_STAGE, me=_dead_holder())
+    holder.add("t1")
+    holder.claim()  # its tick died before any command of it ran
+    b = bench()
+    _recovery(b).recover()
+    [(outcome, error)] = project.query("SELECT outcome, error FROM attempts")
+    assert outcome == "host_error"  # counts toward nothing
+    assert error == "host_error: tick process is gone; none of its commands had started"
+    assert project.state("t1") == "only"
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
 def test_a_live_ticks_attempt_is_left_alone(bench: Callable[..., Bench], project: Project) -> None:
     b = bench(ONE_STAGE)
     b.add("t1")
     b.claim()  # this process, this tick: alive
+    _started(b, "t1")
     _recovery(b).recover()
     assert project.query("SELECT outcome FROM attempts") == [(None,)]
     assert project.state("t1") == "only:running"

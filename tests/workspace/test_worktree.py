@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.workspace.gitcmd import GitError
+from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import (
     Identity,
     Worktree,

@@ -52,11 +52,15 @@ from orchestrator.storage.repo.task_rows import insert_tasks as insert_tasks
 from orchestrator.storage.repo.task_rows import list_rows as list_rows
 from orchestrator.storage.repo.task_rows import record_base_commit as record_base_commit
 from orchestrator.storage.repo.task_rows import tasks_with_status as tasks_with_status
+from orchestrator.storage.repo.tick_rows import DIED_STATUS as DIED_STATUS
+from orchestrator.storage.repo.tick_rows import close_dead_tick as close_dead_tick
 from orchestrator.storage.repo.tick_rows import close_tick as close_tick
 from orchestrator.storage.repo.tick_rows import last_tick as last_tick
 from orchestrator.storage.repo.tick_rows import note_idle_tick as note_idle_tick
 from orchestrator.storage.repo.tick_rows import open_tick as open_tick
+from orchestrator.storage.repo.tick_rows import open_tick_rows as open_tick_rows
 from orchestrator.storage.repo.transition import _INSERT_TRANSITION as _INSERT_TRANSITION
+from orchestrator.storage.repo.transition import actor_of as actor_of
 from orchestrator.storage.repo.transition import apply_transition as apply_transition
 from orchestrator.storage.repo.transition import last_event as last_event
 from orchestrator.storage.repo.transition import transitions_of as transitions_of

@@ -65,6 +65,9 @@ def note_idle_tick(conn: Connection, *, host: str, pid: int, now: datetime, code
             ticks.c.recovered == 0,
             ticks.c.advanced == 0,
             ticks.c.finished_at.is_not(None),
+            # An idle row ended cleanly; a dead tick's row (137), closed by
+            # recovery with nothing counted, is history to keep.
+            ticks.c.exit_code == 0,
         )
         .values(pid=pid, started_at=now, finished_at=now, exit_code=code)
     )
@@ -101,3 +104,36 @@ def last_tick(conn: Connection, host: str | None = None) -> datetime | None:
     if value is not None and value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value
+
+
+# The exit status recorded for a tick that died without closing its row
+# (SIGKILL, an OOM kill, power loss): 128 + SIGKILL, what a shell reports.
+DIED_STATUS = 137
+# How far back a tick looks for dead ticks' rows: the next tick on the dead
+# one's host closes its row, so it is among the newest; the bound keeps the
+# look a range of the primary key on a table that grows for ever.
+
+
+def open_tick_rows(conn: Connection, host: str) -> list[tuple[int, int]]:
+    """(id, pid) of this host's recent tick rows that were never closed."""
+    newest = conn.execute(select(func.max(ticks.c.id))).scalar()
+    if newest is None:
+        return []
+    rows = conn.execute(
+        select(ticks.c.id, ticks.c.pid).where(
+            ticks.c.id > int(newest) - RECENT_TICKS,
+            ticks.c.host == host,
+            ticks.c.finished_at.is_(None),
+        )
+    )
+    return [(int(row[0]), int(row[1])) for row in rows]
+
+
+def close_dead_tick(conn: Connection, tick_id: int, *, now: datetime) -> bool:
+    """Close a dead tick's row with `DIED_STATUS`, unless it was closed meanwhile."""
+    result = conn.execute(
+        update(ticks)
+        .where(ticks.c.id == tick_id, ticks.c.finished_at.is_(None))
+        .values(finished_at=now, exit_code=DIED_STATUS)
+    )
+    return result.rowcount == 1

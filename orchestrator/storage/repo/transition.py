@@ -145,6 +145,15 @@ def last_event(conn: Connection, task_id: int, event: str) -> tuple[int, str | N
     return None if row is None else (int(row[0]), row[1])
 
 
+def actor_of(conn: Connection, task_id: int, seq: int) -> str | None:
+    """Who made the task's transition `seq` (None: there is no such one)."""
+    return conn.execute(
+        select(transitions.c.actor).where(
+            and_(transitions.c.task_id == task_id, transitions.c.seq == seq)
+        )
+    ).scalar()
+
+
 def transitions_of(conn: Connection, task_id: int) -> list[dict[str, Any]]:
     rows = conn.execute(
         select(
