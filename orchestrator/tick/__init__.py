@@ -1,6 +1,6 @@
-"""The tick, room by room; `Ticker` runs it (see `orchestrator.tick.ticker`)."""
+"""The tick, job by job; `Ticker` puts the jobs together and runs them."""
 
-from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.model import Claim, TickOptions, TickReport
 from orchestrator.tick.ticker import Ticker
 

@@ -10,18 +10,24 @@ from pathlib import Path
 
 from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
-from orchestrator.config import StageConfig
+from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.decide import Outcome, verdict_outcome
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.testing import fault_point
 from orchestrator.tick import branches
-from orchestrator.tick.briefing import Briefing
-from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.attempt_context import AttemptContext
+from orchestrator.tick.briefing import Briefer
+from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.kept import database_fault, forget_kept, keep_result, reserve_kept
+from orchestrator.tick.lookups import attempt_folder
 from orchestrator.tick.model import AttemptRun, Chain, Claim, Ended
+from orchestrator.tick.notes import AttemptNotes
+from orchestrator.tick.progress import Progress
+from orchestrator.tick.recording import Recorder
+from orchestrator.tick.runaway import RunawayGuards
 from orchestrator.tick.steps import (
     HostFault,
     accepted_exit,
@@ -30,16 +36,50 @@ from orchestrator.tick.steps import (
     no_verdict,
     stopped_run,
 )
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
+from orchestrator.tick.workspaces import WorkspacePreparer
 from orchestrator.workspace.start import note_start
 
 
-class Attempts(Briefing):
+class AttemptRunner:
     """One attempt in a pool thread: run it, then record it; a result the
-    record could not take is kept for recovery, never lost."""
+    record could not take is kept for recovery, never lost.
 
-    def _attempt(self, claim: Claim, chain: Chain | None) -> Ended:
+    Reads through the briefer, writes the attempt's record through the
+    recorder and renews its lease through its `FenceGuard`; itself it writes
+    only the workspace's starting commit on the attempt (`note_start`) and a
+    passed stage's commit on the task branch (`tick.branches`). Its files:
+    the attempt's state folder (`prompt.md`, the kept result). Of the tick:
+    `stop`, `db_down`, its host fault, the notes on the attempt."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tx: Transactions,
+        tick: TickRun,
+        notes: AttemptNotes,
+        commands: CommandRunner,
+        workspaces: WorkspacePreparer,
+        briefer: Briefer,
+        runaway: RunawayGuards,
+        recorder: Recorder,
+        progress: Progress,
+    ) -> None:
+        self.settings = settings
+        self.tx = tx
+        self.tick = tick
+        self.notes = notes
+        self.commands = commands
+        self.workspaces = workspaces
+        self.briefer = briefer
+        self.runaway = runaway
+        self.recorder = recorder
+        self.progress = progress  # live lines on a terminal
+
+    def attempt(self, claim: Claim, chain: Chain | None) -> Ended:
         """Run and record one attempt (and, with `chain`, claim the next)."""
-        folder = self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        folder = attempt_folder(self.settings, claim.task.slug, claim.stage.name, claim.number)
         try:
             reserve_kept(folder, claim)  # makes the folder, fresh
             with self.progress.running(claim.task.slug, claim.stage.name, claim.number, folder):
@@ -49,14 +89,13 @@ class Attempts(Briefing):
                 Outcome.HOST_ERROR, error=f"attempt folder {exc.filename} {exc.strerror}"
             )
         except HostFault as fault:
-            result = self._host_fault(fault.error)
+            result = self.tick.host_fault(fault.error)
         except Exception as exc:  # one task's failure never stops the tick
             result = AttemptRun(Outcome.WORKER_ERROR, error=f"internal error: {exc}")
-        with self._tick_lock:
-            note = self._capture_notes.pop(folder, None)
+        note = self.notes.take_capture(folder)
         if note is not None and result.outcome is not Outcome.HOST_ERROR:
             result.error = note if result.error is None else f"{result.error}; {note}"
-        if result.fence_lost and self._db_down.is_set():
+        if result.fence_lost and self.tick.db_down.is_set():
             # Stopped because the database stayed out of reach, not by the
             # worker's doing: an outcome that counts toward nothing.
             result = dataclasses.replace(
@@ -66,12 +105,14 @@ class Attempts(Briefing):
                 fence_lost=False,
             )
         try:
-            self._guard(claim, result)
+            self.runaway.judge(claim, result)
         except Exception as exc:  # a guard's failure must not lose the attempt's result
             result.error = f"{result.error or ''}; runaway guards skipped: {exc}".lstrip("; ")
         fault_point("before_record")
         try:
-            recorded = self._retrying(functools.partial(self._record, claim, result, chain))
+            recorded = self.tx.retrying(
+                functools.partial(self.recorder.record, claim, result, chain)
+            )
         except Exception as exc:
             keep_result(folder, claim, result, database=database_fault(exc))
             raise
@@ -83,10 +124,10 @@ class Attempts(Briefing):
         problem = slug_problem(slug)
         if problem is not None:
             return AttemptRun(Outcome.WORKER_ERROR, error=problem)
-        state_dir = self._state_dir(slug, stage.name, claim.number)
+        state_dir = attempt_folder(self.settings, slug, stage.name, claim.number)
         with host_folder("state_root", self.settings.state_root):
             state_dir.mkdir(parents=True, exist_ok=True)
-        guard = FenceGuard(self, claim)
+        guard = FenceGuard(self.tick, self.tx, claim)
         workspace = self.settings.workspace_root / slug
         context = AttemptContext.of(claim, workspace, self.settings.base_dir)
         tag = runner.process_tag(claim.token)
@@ -96,17 +137,17 @@ class Attempts(Briefing):
             host_folder("state_root", self.settings.state_root),
             host_folder("workspace_root", self.settings.workspace_root),
         ):
-            prepared = self._workspace(claim, context, state_dir, guard, tag)
+            prepared = self.workspaces.prepare(claim, context, state_dir, guard, tag)
         if prepared is not None:
             return prepared
-        brief = self._context(claim)
+        brief = self.briefer.context(claim)
         if isinstance(brief, AttemptRun):
             return brief
-        context = context.with_brief(brief, self._write_context(brief, state_dir))
+        context = context.with_brief(brief, self.briefer.write_context(brief, state_dir))
         with host_folder("state_root", self.settings.state_root):
             prompt_file, prompt_text = self._render_prompt(claim, context, state_dir)
         context = context.with_prompt(prompt_file)
-        env = self._environment(
+        env = self.commands.environment(
             claim.pipeline, stage, {**context.environment(), runner.PROCESS_TAG: tag}
         )
         stdin = (
@@ -115,7 +156,9 @@ class Attempts(Briefing):
 
         def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
             named_env = agent_runtime.command_env(env, state_dir, name)  # its usage file
-            return self._run(name, argv, context, workspace, named_env, state_dir, guard, stdin)
+            return self.commands.run(
+                name, argv, context, workspace, named_env, state_dir, guard, stdin
+            )
 
         ran = self._worker_and_verifier(claim, run, guard, state_dir)
         branches.commit_passed(claim, workspace, ran)
@@ -135,11 +178,13 @@ class Attempts(Briefing):
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
         # Where this stage's diff at its gate begins (the first attempt's).
-        self._retrying(lambda _: note_start(self.engine, claim.attempt_id, claim.token, workspace))
+        self.tx.retrying(
+            lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
+        )
         if stage.worker is not None:
-            self._watch.before(claim.attempt_id, stage, workspace)
+            self.runaway.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)
-            self._watch.worker_ended(claim.attempt_id, workspace)
+            self.runaway.worker_ended(claim.attempt_id, workspace)
             worker_exit = worker.exit_code
             stopped = stopped_run(worker, guard, "worker")
             if stopped is not None:

@@ -13,45 +13,68 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from orchestrator.agents import budget as agent_budget
-from orchestrator.config import PipelineConfig, StageConfig
-from orchestrator.domain.decide import HaltReason, StagePolicy
+from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.domain.pipeline import Event, State, Status, next_state
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
-from orchestrator.tick.host import TickRow
+from orchestrator.tick.applier import Applier
+from orchestrator.tick.claim_limits import ConfigWatch
+from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.model import ACTOR, Claim, TickOptions
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
 
 
-class Claims(TickRow):
+class Claimer:
     """Gates and claims. A claim opens the attempt and marks the task running
-    in one transaction, committed before any command runs."""
+    in one transaction, committed before any command runs.
+
+    Touches `tasks`, `transitions`, `attempts` (a new open attempt) and the
+    tick's row; reads the schema revision. Of the tick: `report` (claimed,
+    advanced, halted, stopped_claiming) and `tick_id`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tx: Transactions,
+        tick: TickRun,
+        me: HostIdentity,
+        applier: Applier,
+        config: ConfigWatch,
+    ) -> None:
+        self.settings = settings
+        self.tx = tx
+        self.tick = tick
+        self.me = me
+        self.applier = applier
+        self.config = config
 
     def advance_approved(self) -> None:
-        approved = self._retrying(lambda _again: self._approved())
+        approved = self.tx.retrying(lambda _again: self._approved())
         for task in approved:
             try:
-                self._retrying(functools.partial(self._advance, task))
+                self.tx.retrying(functools.partial(self._advance, task))
             except repo.ConflictError:
                 continue
 
     def _approved(self) -> list[repo.TaskSnapshot]:
-        with read_tx(self.engine) as conn:
+        with read_tx(self.tx.engine) as conn:
             return repo.tasks_with_status(conn, Status.APPROVED)
 
     def _advance(self, task: repo.TaskSnapshot, _again: bool) -> None:
         """Move one approved gate on; a retry whose first try committed
         finds the task no longer approved and does nothing."""
-        with self._write() as conn:
+        with self.tx.write() as conn:
             current = repo.get_task_by_id(conn, task.id)
             if current is None or current.status is not Status.APPROVED:
                 return
             now = db_now(conn)
-            self._ensure_tick(conn, now)
+            self.tx.ensure_tick(conn, now)
             pipeline = self.settings.pipeline(current.pipeline)
             if pipeline is None or pipeline.stage(current.stage) is None:
-                self._halt_unknown(conn, current, now)
+                self.applier.halt_unknown(conn, current, now)
                 return
             to = next_state(current.state, Event.ADVANCE, pipeline.stage_names)
             repo.apply_transition(
@@ -66,46 +89,46 @@ class Claims(TickRow):
                 hint_source=None,
             )
             fault_point("inside_advance_tx")
-            self.report.advanced += 1
+            self.tick.report.advanced += 1
         fault_point("after_advance_commit")
-        self.say(f"{task.slug}: {task.stage}:approved -> {to}")
+        self.tick.say(f"{task.slug}: {task.stage}:approved -> {to}")
 
-    def _may_claim(self, options: TickOptions, claims: int, started: float) -> bool:
+    def may_claim(self, options: TickOptions, claims: int, started: float) -> bool:
         if options.max_tasks is not None and claims >= options.max_tasks:
             return False
         if options.max_seconds is not None and time.monotonic() - started >= options.max_seconds:
             return False
-        if self._config.changed():
-            self.report.stopped_claiming = "the configuration changed"
+        if self.config.changed():
+            self.tick.report.stopped_claiming = "the configuration changed"
             return False
-        return self.report.stopped_claiming is None
+        return self.tick.report.stopped_claiming is None
 
-    def _claim(
+    def claim(
         self, exclude: Collection[int], only: str | None, token: str, again: bool = False
     ) -> Claim | None:
-        with self._write() as conn:
-            claim = self._claim_by_token(conn, token) if again else None
+        with self.tx.write() as conn:
+            claim = self.claim_by_token(conn, token) if again else None
             if claim is None:
-                claim = self._claim_in(conn, exclude, only, token)
+                claim = self.claim_in(conn, exclude, only, token)
             if claim is not None:
                 fault_point("inside_claim_tx")
         if claim is not None:
             fault_point("after_claim_commit")
-            self.report.claimed += 1
+            self.tick.report.claimed += 1
         return claim
 
-    def _claim_in(
+    def claim_in(
         self, conn: Connection, exclude: Collection[int], only: str | None, token: str
     ) -> Claim | None:
         """Claim the next task in `conn`'s transaction, halting the ones whose
         stage the config lost; None when there is none, or the schema moved."""
         if current_revision(conn) != HEAD:
-            self.report.stopped_claiming = "the schema revision changed"
+            self.tick.report.stopped_claiming = "the schema revision changed"
             return None
         while True:
             task = repo.find_claimable(
                 conn,
-                host=self.host,
+                host=self.me.host,
                 any_host=self.settings.affinity == "any",
                 exclude=exclude,
                 slug=only,
@@ -113,24 +136,24 @@ class Claims(TickRow):
             if task is None:
                 return None
             now = db_now(conn)
-            self._ensure_tick(conn, now)
+            self.tx.ensure_tick(conn, now)
             pipeline = self.settings.pipeline(task.pipeline)
             stage = None if pipeline is None else pipeline.stage(task.stage)
             if pipeline is None or stage is None:
-                self._halt_unknown(conn, task, now)
+                self.applier.halt_unknown(conn, task, now)
                 fault_point("after_halt_unknown")
                 continue
             over = agent_budget.halt_if_over(
                 conn, task, stage, now=now, actor=ACTOR, pipeline=pipeline
             )
             if over is not None:
-                with self._tick_lock:
-                    self.report.halted += 1
-                self._say_after_commit(f"{task.slug}: halted (budget: {over.describe()})")
+                with self.tick.lock:
+                    self.tick.report.halted += 1
+                self.tx.say_after_commit(f"{task.slug}: halted (budget: {over.describe()})")
                 continue
             return self._open_attempt(conn, task, pipeline, stage, now, token)
 
-    def _claim_by_token(self, conn: Connection, token: str) -> Claim | None:
+    def claim_by_token(self, conn: Connection, token: str) -> Claim | None:
         """The claim a first try made and committed though its answer was
         lost: the open attempt holding `token`, rebuilt; None when that try
         rolled back. A task that moved since (halted) gets a version no row
@@ -153,9 +176,9 @@ class Claims(TickRow):
             ),
             None,
         )
-        with self._tick_lock:
-            if self._tick_id is None:  # made by that try, forgotten by `_write`
-                self._tick_id = attempt.tick_id
+        with self.tick.lock:
+            if self.tick.tick_id is None:  # made by that try, forgotten by `Transactions.write`
+                self.tick.tick_id = attempt.tick_id
         return Claim(
             task=task,
             pipeline=pipeline,
@@ -186,13 +209,13 @@ class Claims(TickRow):
             run=task.run,
             number=number,
             hint=task.next_hint,
-            tick_id=self._tick_id,
+            tick_id=self.tick.tick_id,
             lease_token=token,
             lease_expires_at=repo.lease_expiry(now, self.settings.lease_seconds),
-            host=self.host,
-            boot_id=self.identity,
-            tick_pid=self.pid,
-            tick_start=self.start_token,
+            host=self.me.host,
+            boot_id=self.me.identity,
+            tick_pid=self.me.pid,
+            tick_start=self.me.start_token,
             started_at=now,
         )
         claimed = repo.apply_transition(
@@ -204,7 +227,7 @@ class Claims(TickRow):
             actor=ACTOR,
             reason=f"attempt {number}",
             attempt_id=attempt_id,
-            host=self.host if task.host is None else None,
+            host=self.me.host if task.host is None else None,
         )
         return Claim(
             task=claimed,
@@ -217,37 +240,3 @@ class Claims(TickRow):
             prev_outcome=(prev.outcome or "") if prev else "",
             prev_score="" if prev is None or prev.score is None else repr(prev.score),
         )
-
-    def _stage_of(self, task: repo.TaskSnapshot) -> StageConfig | None:
-        pipeline = self.settings.pipeline(task.pipeline)
-        return None if pipeline is None else pipeline.stage(task.stage)
-
-    def _stage_names(self, task: repo.TaskSnapshot) -> tuple[str, ...]:
-        pipeline = self.settings.pipeline(task.pipeline)
-        return () if pipeline is None else pipeline.stage_names
-
-    def _policy(self, stage: StageConfig) -> StagePolicy:
-        return StagePolicy(
-            gate=stage.gate,
-            max_attempts=stage.max_attempts,
-            pass_score=stage.pass_score,
-            plateau=stage.plateau,
-            max_interrupts=self.settings.max_interrupts,
-            halt_after_no_change=stage.halt_after_no_change,
-        )
-
-    def _halt_unknown(self, conn: Connection, task: repo.TaskSnapshot, now: datetime) -> None:
-        """A stage (or pipeline) the configuration no longer has: stop, loudly."""
-        repo.apply_transition(
-            conn,
-            task,
-            Event.HALT if task.status is not Status.RUNNING else Event.GIVE_UP,
-            State(task.stage, Status.HALTED),
-            now=now,
-            actor=ACTOR,
-            reason=f"pipeline {task.pipeline!r} has no stage {task.stage!r}",
-            halt_reason=HaltReason.UNKNOWN_STAGE.value,
-        )
-        with self._tick_lock:
-            self.report.halted += 1
-        self._say_after_commit(f"{task.slug}: halted (unknown_stage {task.stage!r})")

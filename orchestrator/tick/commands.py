@@ -9,33 +9,39 @@ from pathlib import Path
 
 from orchestrator import runner
 from orchestrator.agents import runtime as agent_runtime
-from orchestrator.config import PipelineConfig, StageConfig
-from orchestrator.domain.decide import Outcome
-from orchestrator.errors import OrchestratorError, host_error
+from orchestrator.config import PipelineConfig, Settings, StageConfig
+from orchestrator.errors import host_error
 from orchestrator.testing import fault_point
-from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
-from orchestrator.tick.model import PROCESS_NOTE_AFTER, AttemptRun
-from orchestrator.tick.recording import Recording
+from orchestrator.tick.model import PROCESS_NOTE_AFTER
+from orchestrator.tick.notes import AttemptNotes
+from orchestrator.tick.progress import Progress
 from orchestrator.tick.started import mark_started
 from orchestrator.tick.steps import host_folder
+from orchestrator.tick.tick_run import TickRun
 
 
-class Commands(Recording):
+class CommandRunner:
     """Running an attempt's commands. The environment's filtered base is built
-    once per tick, pipeline and stage; only the ORCHESTRATOR_* values change."""
+    once per tick, pipeline and stage; only the ORCHESTRATOR_* values change.
 
-    def _host_fault(self, error: OrchestratorError) -> AttemptRun:
-        """A folder of the host's failed under the attempt: the attempt counts
-        toward nothing, the tick claims no more (the next claim would fail the
-        same way) and ends with the fault's exit status, naming the folder."""
-        with self._tick_lock:
-            if self.report.host_fault is None:
-                self.report.host_fault = error
-                self.report.stopped_claiming = str(error)
-        return AttemptRun(Outcome.HOST_ERROR, error=str(error))
+    Touches no table: child processes (through the runner), their capture
+    files and process notes in the attempt's state folder, the tick's
+    `AttemptNotes`, and of the tick only its host fault (`TickRun.host_fault`)."""
 
-    def _run(
+    def __init__(
+        self, settings: Settings, tick: TickRun, notes: AttemptNotes, progress: Progress
+    ) -> None:
+        self.settings = settings
+        self.tick = tick
+        self.notes = notes
+        self.progress = progress  # live lines on a terminal
+        # Keyed by (pipeline, stage): two pipelines may both have `implement`
+        # with different `env`, and a secret must reach only the one naming it.
+        self._environments: dict[tuple[str, str], dict[str, str]] = {}
+
+    def run(
         self,
         name: str,
         argv: tuple[str, ...],
@@ -73,18 +79,11 @@ class Commands(Recording):
             error = host_error(
                 f"cannot write state_root {self.settings.state_root}", result.capture_error
             )
-            self._host_fault(error)
-            self._note_capture(state_dir, f"{name} output not fully captured: {error}")
+            self.tick.host_fault(error)
+            self.notes.note_capture(state_dir, f"{name} output not fully captured: {error}")
         return result
 
-    def _note_capture(self, state_dir: Path, note: str) -> None:
-        """Note a file of the attempt the disk could not take (notes of one
-        attempt accumulate; the record names them all)."""
-        with self._tick_lock:
-            earlier = self._capture_notes.get(state_dir)
-            self._capture_notes[state_dir] = note if earlier is None else f"{earlier}; {note}"
-
-    def _environment(
+    def environment(
         self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]
     ) -> dict[str, str]:
         """The child's environment: the stage's filtered base (built once per
@@ -115,8 +114,7 @@ class Commands(Recording):
             ident.write_note(path)
         except OSError as exc:
             error = host_error(f"cannot write state_root {self.settings.state_root}", exc)
-            self._host_fault(error)
-            self._note_capture(path.parent, f"process note not written: {error}")
-        with self._tick_lock:
-            self._processes[path.parent] = ident
+            self.tick.host_fault(error)
+            self.notes.note_capture(path.parent, f"process note not written: {error}")
+        self.notes.note_process(path.parent, ident)
         fault_point("after_spawn_recorded")

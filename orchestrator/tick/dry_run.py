@@ -2,38 +2,58 @@
 
 from __future__ import annotations
 
+from sqlalchemy import Engine
+
 from orchestrator import runner
 from orchestrator.agents import budget as agent_budget
 from orchestrator.agents.context_file import CONTEXT_NAME
-from orchestrator.config import StageConfig
+from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.tick.host import HostIdentity
+from orchestrator.tick.lookups import attempt_folder, stage_of
 from orchestrator.tick.model import TickOptions
-from orchestrator.tick.scheduler import Scheduler
+from orchestrator.tick.recovery import Recovery
+from orchestrator.tick.tick_run import TickRun
 
 
-class DryRun(Scheduler):
+class DryRun:
     """The dry run reads through the claim's own query, so what it shows is
-    what a tick would claim."""
+    what a tick would claim. It reads `attempts` and `tasks` in one read
+    transaction and writes nothing; of the tick, only its `say`."""
 
-    def _dry_run(self, options: TickOptions) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        tick: TickRun,
+        me: HostIdentity,
+        recovery: Recovery,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.tick = tick
+        self.me = me
+        self.recovery = recovery  # its own test of an orphan
+
+    def show(self, options: TickOptions) -> None:
         """What a tick would do now, read through the claim's own query (same
         order, affinity and open-attempt rules), writing nothing."""
         with read_tx(self.engine) as conn:
             now = db_now(conn)
             for attempt in repo.unfinished_attempts(conn):
-                why = self._orphaned(attempt, now)
+                why = self.recovery.orphaned(attempt, now)
                 if why is not None:
-                    self.say(f"would recover attempt {attempt.id} ({attempt.stage}): {why}")
+                    self.tick.say(f"would recover attempt {attempt.id} ({attempt.stage}): {why}")
             for task in repo.tasks_with_status(conn, Status.APPROVED):
-                self.say(f"{task.slug}: would move {task.state} to its next stage")
+                self.tick.say(f"{task.slug}: would move {task.state} to its next stage")
             seen: list[int] = []
             shown = 0  # attempts, as --max-tasks counts them (a halt is none)
             while options.max_tasks is None or shown < options.max_tasks:
                 found = repo.find_claimable(
                     conn,
-                    host=self.host,
+                    host=self.me.host,
                     any_host=self.settings.affinity == "any",
                     exclude=seen,
                     slug=options.task,
@@ -42,13 +62,13 @@ class DryRun(Scheduler):
                 if found is None:
                     break
                 seen.append(found.id)
-                stage = self._stage_of(found)
+                stage = stage_of(self.settings, found)
                 if stage is None:
-                    self.say(f"{found.slug}: would halt (unknown_stage {found.stage!r})")
+                    self.tick.say(f"{found.slug}: would halt (unknown_stage {found.stage!r})")
                     continue
                 budget = agent_budget.budget_of(conn, found, stage)
                 if budget is not None and budget.reached:
-                    self.say(f"{found.slug}: would halt (budget: {budget.describe()})")
+                    self.tick.say(f"{found.slug}: would halt (budget: {budget.describe()})")
                     continue
                 shown += 1
                 prev = repo.last_attempt(conn, found.id, found.stage)
@@ -64,7 +84,7 @@ class DryRun(Scheduler):
                 if setup and not (self.settings.workspace_root / found.slug).exists():
                     made = runner.render_argv(setup, {**values, "hint": "", "prompt_file": ""})
                     commands.insert(0, f"setup {made} first (no workspace yet)")
-                self.say(
+                self.tick.say(
                     f"{found.slug}: would run {stage.name} attempt {number}: " + "; ".join(commands)
                 )
 
@@ -73,7 +93,7 @@ class DryRun(Scheduler):
     ) -> dict[str, str]:
         """What the placeholders would be (`AttemptContext.placeholders`);
         the previous agent session is known only once the attempt starts."""
-        state_dir = self._state_dir(task.slug, stage.name, number)
+        state_dir = attempt_folder(self.settings, task.slug, stage.name, number)
         return {
             "task": task.slug,
             "stage": stage.name,

@@ -7,8 +7,9 @@ import time
 from orchestrator.errors import ConnectionLostError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
-from orchestrator.tick.host import TickRow
 from orchestrator.tick.model import FENCE_CHECK_SECONDS, Claim
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
 
 
 class FenceGuard:
@@ -22,28 +23,29 @@ class FenceGuard:
     unreachable), another host may take the attempt over: it stops itself.
     """
 
-    def __init__(self, ticker: TickRow, claim: Claim) -> None:
-        self.ticker = ticker
+    def __init__(self, tick: TickRun, tx: Transactions, claim: Claim) -> None:
+        self.tick = tick
+        self.tx = tx
         self.claim = claim
         self.fence_lost = False
-        self.lease = ticker.settings.lease_seconds
+        self.lease = tx.settings.lease_seconds
         self.interval = min(FENCE_CHECK_SECONDS, self.lease / 3)
         self.renewed = time.monotonic()  # the claim's commit set the lease
         self.next_check = self.renewed + self.interval
         self.failing_since: float | None = None
 
     def __call__(self) -> bool:
-        if self.ticker.stop.is_set():
+        if self.tick.stop.is_set():
             return True
-        if self.ticker._db_down.is_set():
-            self.fence_lost = True  # `_attempt` records it as the database's fault
+        if self.tick.db_down.is_set():
+            self.fence_lost = True  # `AttemptRunner.attempt` records it as the database's fault
             return True
         if time.monotonic() < self.next_check:
             return self.fence_lost
         self.next_check = time.monotonic() + self.interval
         asked = time.monotonic()
         try:
-            with write_tx(self.ticker.engine) as conn:
+            with write_tx(self.tx.engine) as conn:
                 now = db_now(conn)
                 ours = repo.renew_lease(
                     conn,
@@ -64,13 +66,13 @@ class FenceGuard:
                 # attempt counts toward nothing); a busy or failing database
                 # that the task may itself cause stops it as `interrupted`.
                 if isinstance(exc, ConnectionLostError):
-                    self.ticker._database_down(exc)
+                    self.tick.database_down(exc)
                 self.fence_lost = True
             elif (
                 isinstance(exc, ConnectionLostError)
-                and asked - self.failing_since >= self.ticker._reconnect_bound()
+                and asked - self.failing_since >= self.tx.reconnect_bound()
             ):
-                self.ticker._database_down(exc)
+                self.tick.database_down(exc)
                 self.fence_lost = True
             return self.fence_lost
         self.failing_since = None

@@ -68,7 +68,7 @@ def reserve_kept(folder: Path, claim: Claim) -> None:
     files outside among them, would be written through. `safefs.FolderExists`
     then, which the attempt records as counting toward nothing."""
     if slug_problem(claim.task.slug) is not None:
-        return  # never a path from a bad slug (`Attempts._execute` refuses the attempt)
+        return  # never a path from a bad slug (`AttemptRunner._execute` refuses it)
     try:
         safefs.fresh_folder(folder)
     except (safefs.FolderExists, safefs.NotRegularFile):

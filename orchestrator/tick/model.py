@@ -1,5 +1,5 @@
 """The tick's shared vocabulary: its options and report, a claim, what an
-attempt produced before it is recorded, and the constants its rooms share."""
+attempt produced before it is recorded, and the constants its jobs share."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
 from orchestrator.errors import OrchestratorError
 from orchestrator.storage import repo
-from orchestrator.tick.guards import Cooldown
+from orchestrator.tick.claim_limits import Cooldown
 
 ACTOR = "tick"
 LEASE_EXPIRED = "lease expired"
@@ -112,7 +112,7 @@ class Chain:
     started: float
     cooldown: Cooldown  # the tasks waiting out `retry_interval`
     # Made before the record's first try, so a retry finds the claim a lost
-    # commit made (`Recording._recorded_before`).
+    # commit made (`Recorder._recorded_before`).
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 

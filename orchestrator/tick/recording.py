@@ -6,30 +6,57 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection
 
 from orchestrator.agents import runtime as agent_runtime
-from orchestrator.domain.decide import Decision, Outcome, decide
+from orchestrator.config import Settings
+from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import connection_lost, db_now, savepoint
 from orchestrator.testing import fault_point
-from orchestrator.tick.claims import Claims
-from orchestrator.tick.model import ACTOR, AttemptRun, Chain, Claim, Ended
+from orchestrator.tick.applier import Applier
+from orchestrator.tick.claims import Claimer
+from orchestrator.tick.lookups import attempt_folder, stage_policy
+from orchestrator.tick.model import AttemptRun, Chain, Claim, Ended
+from orchestrator.tick.notes import AttemptNotes
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
 
 
-class Recording(Claims):
+class Recorder:
     """Closing an attempt. Every close is a compare-and-set on the lease token
     (and, for a result to count, the task's version): a stale result is kept
-    aside in `late_result`, never applied."""
+    aside in `late_result`, never applied.
 
-    def _record(
+    Touches `attempts` (the close, `late_result`, a backoff), and through the
+    applier `tasks` and `transitions`; with a `Chain`, the claimer's tables
+    too. Reads the attempt's usage files. Of the tick: `report` (outcomes,
+    claimed) and the process notes (`AttemptNotes`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tx: Transactions,
+        tick: TickRun,
+        claimer: Claimer,
+        applier: Applier,
+        notes: AttemptNotes,
+    ) -> None:
+        self.settings = settings
+        self.tx = tx
+        self.tick = tick
+        self.claimer = claimer
+        self.applier = applier
+        self.notes = notes
+
+    def record(
         self, claim: Claim, run: AttemptRun, chain: Chain | None = None, again: bool = False
     ) -> Ended:
         """Close the attempt and apply its decision; say whether the task is
@@ -52,15 +79,14 @@ class Recording(Claims):
         }
         usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
         fields.update(usage)
-        with self._tick_lock:
-            ident = self._processes.pop(
-                self._state_dir(claim.task.slug, claim.stage.name, claim.number), None
-            )
+        ident = self.notes.take_process(
+            attempt_folder(self.settings, claim.task.slug, claim.stage.name, claim.number)
+        )
         if ident is not None:  # the last process the attempt started, for the record
             fields.update(pid=ident.pid, pgid=ident.pgid, proc_start=ident.start_time)
         columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
         following: Claim | None = None
-        with self._write() as conn:
+        with self.tx.write() as conn:
             now = db_now(conn)
             if again:
                 done = self._recorded_before(conn, claim, run, chain)
@@ -85,12 +111,12 @@ class Recording(Claims):
                 )
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 if closed:  # else another tick closed it: its result is only kept
-                    self._count(Outcome.INTERRUPTED)
+                    self.tick.count(Outcome.INTERRUPTED)
                 return True, None
             decision = decide(
                 task.stage,
                 claim.pipeline.stage_names,
-                self._policy(claim.stage),
+                stage_policy(self.settings, claim.stage),
                 repo.run_history(conn, task, excluding=claim.attempt_id),
                 run.outcome,
                 verdict,
@@ -105,7 +131,7 @@ class Recording(Claims):
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 return True, None
             fault_point("inside_record_tx")
-            self._apply(conn, task, decision, claim.attempt_id, now)
+            self.applier.apply(conn, task, decision, claim.attempt_id, now)
             if run.backoff_seconds is not None and decision.state.status is Status.READY:
                 wait = run.backoff_seconds  # 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
@@ -117,24 +143,24 @@ class Recording(Claims):
         fault_point("after_record_commit")
         if following is not None:
             fault_point("after_claim_commit")
-            self.report.claimed += 1
+            self.tick.report.claimed += 1
         try:
-            self._count(run.outcome)
+            self.tick.count(run.outcome)
             score = "" if verdict is None else f" score {verdict.score:.2f}"
-            self.say(
+            self.tick.say(
                 f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
                 f"{run.outcome.value}{score}{_why(run)} -> {decision.state}"
                 + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
             )
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
-            self._error(f"{claim.task.slug}: reporting failed", exc)
+            self.tick.error(f"{claim.task.slug}: reporting failed", exc)
         return ready, following
 
     def _usage_dir(self, claim: Claim) -> Path | None:
         """The folder whose files say what the attempt spent (never one of a bad slug)."""
         if slug_problem(claim.task.slug) is not None:
             return None
-        return self._state_dir(claim.task.slug, claim.stage.name, claim.number)
+        return attempt_folder(self.settings, claim.task.slug, claim.stage.name, claim.number)
 
     def _recorded_before(
         self, conn: Connection, claim: Claim, run: AttemptRun, chain: Chain | None
@@ -163,79 +189,56 @@ class Recording(Claims):
             )
             return True, None
         task = repo.get_task_by_id(conn, claim.task.id)
-        following = None if chain is None else self._claim_by_token(conn, chain.token)
-        self._count(run.outcome)
+        following = None if chain is None else self.claimer.claim_by_token(conn, chain.token)
+        self.tick.count(run.outcome)
         if following is not None:
-            self.report.claimed += 1
-        self._say_after_commit(
+            self.tick.report.claimed += 1
+        self.tx.say_after_commit(
             f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
             f"{attempt.outcome} (recorded before the connection was lost)"
         )
         return task is not None and task.status is Status.READY, following
 
-    def _release(self, claim: Claim) -> None:
+    def release(self, claim: Claim) -> None:
         """Close a claim whose attempt never started (the tick is stopping)."""
         try:
-            self._retrying(
+            self.tx.retrying(
                 functools.partial(
-                    self._record,
+                    self.record,
                     claim,
                     AttemptRun(Outcome.INTERRUPTED, error="the tick stopped before it started"),
                     None,
                 )
             )
         except Exception as exc:
-            self._error(f"{claim.task.slug}: releasing the claim", exc)
+            self.tick.error(f"{claim.task.slug}: releasing the claim", exc)
 
     def _claim_next(self, conn: Connection, chain: Chain, ready_again: int | None) -> Claim | None:
         """The next claim, in the transaction recording the last attempt
         (whose task, `ready_again`, waits out `retry_interval` like the rest)."""
-        if self.stop.is_set() or not self._may_claim(chain.options, chain.claims, chain.started):
+        if self.tick.stop.is_set() or not self.claimer.may_claim(
+            chain.options, chain.claims, chain.started
+        ):
             return None
         exclude = chain.cooldown.waiting()
         if ready_again is not None and self.settings.retry_interval > 0:
             exclude.add(ready_again)
-        lines = list(getattr(self._local, "lines", None) or [])
-        halted = self.report.halted
+        lines = self.tx.pending_lines()
+        halted = self.tick.report.halted
         try:
             # In a savepoint: a claim that fails must not take the record
             # with it. The loop then claims again on its own.
             with savepoint(conn):
-                return self._claim_in(conn, exclude, chain.options.task, chain.token)
+                return self.claimer.claim_in(conn, exclude, chain.options.task, chain.token)
         except Exception as exc:
             if connection_lost(exc):
-                raise  # the record went with it: retried whole (`_retrying`)
+                raise  # the record went with it: retried whole (`Transactions.retrying`)
             # What the rolled-back claim did is undone: forget its lines too.
-            self._local.lines[:] = lines
-            with self._tick_lock:
-                self.report.halted = halted
-            self._error("claiming the next task (the loop claims again)", exc)
+            self.tx.forget_lines(lines)
+            with self.tick.lock:
+                self.tick.report.halted = halted
+            self.tick.error("claiming the next task (the loop claims again)", exc)
             return None
-
-    def _apply(
-        self,
-        conn: Connection,
-        task: repo.TaskSnapshot,
-        decision: Decision,
-        attempt_id: int,
-        now: datetime,
-    ) -> None:
-        repo.apply_transition(
-            conn,
-            task,
-            decision.event,
-            decision.state,
-            now=now,
-            actor=ACTOR,
-            reason=decision.reason,
-            attempt_id=attempt_id,
-            halt_reason=None if decision.halt_reason is None else decision.halt_reason.value,
-            next_hint=decision.next_hint,
-            hint_source="verdict",
-        )
-        if decision.halt_reason is not None:
-            with self._tick_lock:
-                self.report.halted += 1
 
 
 def _why(run: AttemptRun) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator import runner
 from orchestrator.agents import runtime as agent_runtime
+from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
@@ -17,25 +18,52 @@ from orchestrator.events import outbox
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, is_sqlite, read_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick.attempt import Attempts
+from orchestrator.tick.applier import Applier
 from orchestrator.tick.dead_ticks import close_dead_ticks
+from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.kept import forget_kept, kept_run, read_kept
+from orchestrator.tick.lookups import attempt_folder, stage_names, stage_of, stage_policy
 from orchestrator.tick.model import LEASE_EXPIRED, Claim
+from orchestrator.tick.recording import Recorder
 from orchestrator.tick.started import has_started
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
 
 # `Recovery._by_process`: the attempt's tick is running.
 ALIVE = "alive"
 
 
-class Recovery(Attempts):
+class Recovery:
     """Recovery. An attempt is an orphan by its lease, or, on its own host, by
     its tick's pid, start time, boot and pid namespace. On SQLite (one host)
     a tick seen alive keeps its attempts whatever the lease says: the lease
-    was written by one process's clock and would be read by another's."""
+    was written by one process's clock and would be read by another's.
 
-    def _orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
+    Touches `attempts` (closed `crashed`, `late_result`), `tasks` and
+    `transitions` through the applier (or the recorder, for a kept result),
+    the outbox (`on_crash`) and the tick's row; kills process groups on
+    this host; reads and removes kept results. Of the tick: `report`
+    (recovered) and `tick_id`, to know its own attempts."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tx: Transactions,
+        tick: TickRun,
+        me: HostIdentity,
+        recorder: Recorder,
+        applier: Applier,
+    ) -> None:
+        self.settings = settings
+        self.tx = tx
+        self.tick = tick
+        self.me = me
+        self.recorder = recorder
+        self.applier = applier
+
+    def orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
         verdict = self._by_process(attempt)
-        if verdict == ALIVE and is_sqlite(self.engine):
+        if verdict == ALIVE and is_sqlite(self.tx.engine):
             # SQLite is one host: a holder seen alive keeps its attempt,
             # whatever the clocks of two processes say about its lease.
             return None
@@ -46,17 +74,17 @@ class Recovery(Attempts):
     def _by_process(self, attempt: repo.AttemptSnapshot) -> str | None:
         """Why the attempt's tick is gone, by its pid, start time, boot and
         pid namespace; `ALIVE` when it runs; None when this host cannot tell."""
-        if attempt.host != self.host:
+        if attempt.host != self.me.host:
             return None
         boot, _, namespace = attempt.boot_id.partition("/")
-        if boot != self.boot:
+        if boot != self.me.boot:
             return "host rebooted"
-        if namespace != self.pid_namespace:
+        if namespace != self.me.pid_namespace:
             return None  # its pids mean nothing here: only its lease can tell
-        if attempt.tick_pid == self.pid and attempt.tick_start == self.start_token:
+        if attempt.tick_pid == self.me.pid and attempt.tick_start == self.me.start_token:
             # This process: its own attempt only in the tick that opened it
             # (`run` ticks many times); one of an earlier tick was left over.
-            if attempt.tick_id is not None and attempt.tick_id == self._tick_id:
+            if attempt.tick_id is not None and attempt.tick_id == self.tick.tick_id:
                 return ALIVE
             return "left by an earlier tick of this process"
         if not runner.pid_alive(attempt.tick_pid):
@@ -73,12 +101,12 @@ class Recovery(Attempts):
         the close is fenced on the lease token, so a tick that came back to
         life in between keeps its attempt and this one changes nothing.
         """
-        self._retrying(
+        self.tx.retrying(
             lambda _again: close_dead_ticks(
-                self.engine, host=self.host, pid=self.pid, tick_id=self._tick_id
+                self.tx.engine, host=self.me.host, pid=self.me.pid, tick_id=self.tick.tick_id
             )
         )
-        for attempt, why, slug in self._retrying(lambda _again: self._orphans()):
+        for attempt, why, slug in self.tx.retrying(lambda _again: self._orphans()):
             self._kill_orphans(attempt, slug)
             fault_point("before_recover_tx")
             try:
@@ -87,11 +115,11 @@ class Recovery(Attempts):
                 continue
 
     def _orphans(self) -> list[tuple[repo.AttemptSnapshot, str, str | None]]:
-        with read_tx(self.engine) as conn:
+        with read_tx(self.tx.engine) as conn:
             now = db_now(conn)
             found = []
             for attempt in repo.unfinished_attempts(conn):
-                why = self._orphaned(attempt, now)
+                why = self.orphaned(attempt, now)
                 if why is not None:
                     task = repo.get_task_by_id(conn, attempt.task_id)
                     found.append((attempt, why, task.slug if task else None))
@@ -108,47 +136,47 @@ class Recovery(Attempts):
             except repo.ConflictError:
                 raise
             except Exception as exc:  # it failed its tick too: closed as a crash
-                self._error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
+                self.tick.error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
         usage = self._spent(attempt, slug)
         # What a command reported spending says it ran, noted or not.
         started = kept is not None or bool(usage) or not self._never_started(attempt, slug)
         if not started:
             why += "; none of its commands had started"
-        self._retrying(
+        self.tx.retrying(
             lambda _again: self._close_crashed(attempt, why, kept, usage, started=started)
         )
 
     def _never_started(self, attempt: repo.AttemptSnapshot, slug: str | None) -> bool:
         """Whether its tick died before any command of it ran (no `started`
         marker in its state folder); known only on the attempt's own host."""
-        if attempt.host != self.host or slug is None or slug_problem(slug) is not None:
+        if attempt.host != self.me.host or slug is None or slug_problem(slug) is not None:
             return False
-        return not has_started(self._state_dir(slug, attempt.stage, attempt.number))
+        return not has_started(attempt_folder(self.settings, slug, attempt.stage, attempt.number))
 
     def _spent(self, attempt: repo.AttemptSnapshot, slug: str | None) -> dict[str, Any]:
         """What the attempt's commands reported spending, from its state
         folder as its tick would have read it: a crash must not make what
         was spent vanish from the budget. Nothing when the folder is not
         on this host or the config lost the attempt's stage."""
-        if attempt.host != self.host or slug is None or slug_problem(slug) is not None:
+        if attempt.host != self.me.host or slug is None or slug_problem(slug) is not None:
             return {}
-        task = self._retrying(lambda _again: self._task(attempt.task_id))
+        task = self.tx.retrying(lambda _again: self._task(attempt.task_id))
         pipeline = None if task is None else self.settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(attempt.stage)
         if stage is None:
             return {}
-        folder = self._state_dir(slug, attempt.stage, attempt.number)
+        folder = attempt_folder(self.settings, slug, attempt.stage, attempt.number)
         usage = agent_runtime.attempt_usage(folder, stage)
         return {name: value for name, value in usage.items() if value is not None}
 
     def _record_kept(self, attempt: repo.AttemptSnapshot, kept: dict[str, Any]) -> bool:
-        """Record a kept result through `_record`, fenced as its own tick's
+        """Record a kept result through `Recorder.record`, fenced as its own tick's
         record would have been: the attempt still open with its token, the
         task still at the version its claim gave it (else `interrupted`,
         the result in `late_result`). False when it cannot be (the task is
         gone, the config lost its stage): then it is closed like a crash."""
         version = kept.get("version")
-        task = self._retrying(lambda _again: self._task(attempt.task_id))
+        task = self.tx.retrying(lambda _again: self._task(attempt.task_id))
         pipeline = None if task is None else self.settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(attempt.stage)
         if task is None or pipeline is None or stage is None or not isinstance(version, int):
@@ -164,21 +192,21 @@ class Recovery(Attempts):
             prev_outcome="",
             prev_score="",
         )
-        self._retrying(lambda _again: self._open_tick())
-        self._retrying(functools.partial(self._record, claim, kept_run(kept), None))
-        with self._tick_lock:
-            self.report.recovered += 1
-        folder = self._state_dir(task.slug, attempt.stage, attempt.number)
+        self.tx.retrying(lambda _again: self.tx.open_tick())
+        self.tx.retrying(functools.partial(self.recorder.record, claim, kept_run(kept), None))
+        with self.tick.lock:
+            self.tick.report.recovered += 1
+        folder = attempt_folder(self.settings, task.slug, attempt.stage, attempt.number)
         forget_kept(folder)  # recorded: nothing is kept any more
         return True
 
     def _task(self, task_id: int) -> repo.TaskSnapshot | None:
-        with read_tx(self.engine) as conn:
+        with read_tx(self.tx.engine) as conn:
             return repo.get_task_by_id(conn, task_id)
 
     def _local_pids(self, attempt: repo.AttemptSnapshot) -> bool:
         """Whether the attempt's pids are ours to judge: same host, boot, namespace."""
-        return attempt.host == self.host and attempt.boot_id == self.identity
+        return attempt.host == self.me.host and attempt.boot_id == self.me.identity
 
     def _kill_orphans(self, attempt: repo.AttemptSnapshot, slug: str | None) -> None:
         """Kill what the attempt started: each noted process group, and on
@@ -202,9 +230,9 @@ class Recovery(Attempts):
         could kill them anyway). The runner kills a group only when host,
         boot id and the leader's start time all still match.
         """
-        if attempt.host != self.host or slug is None:
+        if attempt.host != self.me.host or slug is None:
             return []
-        folder = self._state_dir(slug, attempt.stage, attempt.number)
+        folder = attempt_folder(self.settings, slug, attempt.stage, attempt.number)
         notes = (folder / f"{name}.proc" for name in ("setup", "worker", "verifier"))
         return [ident for ident in map(runner.ProcessIdentity.read_note, notes) if ident]
 
@@ -212,9 +240,11 @@ class Recovery(Attempts):
         self, attempt: repo.AttemptSnapshot, slug: str | None
     ) -> dict[str, Any] | None:
         """The result a tick could not record (`kept.keep_result`), if it left one."""
-        if attempt.host != self.host or slug is None:
+        if attempt.host != self.me.host or slug is None:
             return None
-        return read_kept(self._state_dir(slug, attempt.stage, attempt.number), attempt.lease_token)
+        return read_kept(
+            attempt_folder(self.settings, slug, attempt.stage, attempt.number), attempt.lease_token
+        )
 
     def _close_crashed(
         self,
@@ -228,7 +258,7 @@ class Recovery(Attempts):
         outcome = orphan_outcome(kept, started=started)
         if kept is not None:
             why += "; the result its tick could not record is kept in late_result"
-        with self._write() as conn:
+        with self.tx.write() as conn:
             now = db_now(conn)
             closed = repo.close_attempt(
                 conn,
@@ -246,27 +276,27 @@ class Recovery(Attempts):
                 return
             if kept is not None:
                 repo.record_late_result(conn, attempt.id, kept)
-            self._ensure_tick(conn, now)
-            self.report.recovered += 1
+            self.tx.ensure_tick(conn, now)
+            self.tick.report.recovered += 1
             task = repo.get_task_by_id(conn, attempt.task_id)
             outbox.on_crash(conn, task, attempt, now=now, why=why, outcome=outcome.value)
             if task is None or task.status is not Status.RUNNING or task.stage != attempt.stage:
                 return  # halted or cancelled meanwhile: the attempt just ends
-            stage = self._stage_of(task)
+            stage = stage_of(self.settings, task)
             if stage is None:
-                self._halt_unknown(conn, task, now)
+                self.applier.halt_unknown(conn, task, now)
                 return
             decision = decide(
                 task.stage,
-                self._stage_names(task),
-                self._policy(stage),
+                stage_names(self.settings, task),
+                stage_policy(self.settings, stage),
                 repo.run_history(conn, task, excluding=attempt.id),
                 outcome,
             )
-            self._apply(conn, task, decision, attempt.id, now)
+            self.applier.apply(conn, task, decision, attempt.id, now)
             fault_point("inside_recover_tx")
         fault_point("after_recover_commit")
-        self.say(
+        self.tick.say(
             f"{task.slug}: attempt {attempt.number} at {attempt.stage} {outcome.value} ({why})"
         )
 

@@ -10,16 +10,41 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from orchestrator.tick.guards import Cooldown
+from orchestrator.config import Settings
+from orchestrator.tick.attempt import AttemptRunner
+from orchestrator.tick.claim_limits import Cooldown
+from orchestrator.tick.claims import Claimer
 from orchestrator.tick.model import ADVANCE_CHECK_SECONDS, Chain, Claim, Ended, TickOptions
-from orchestrator.tick.recovery import Recovery
+from orchestrator.tick.recording import Recorder
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
 
 
-class Scheduler(Recovery):
+class Scheduler:
     """The claim loop. Claims stop at a bound, a stop, a host fault, an edited
-    config or a moved schema; running attempts still end and are recorded."""
+    config or a moved schema; running attempts still end and are recorded.
 
-    def _claim_and_run(self, options: TickOptions) -> None:
+    Touches no table itself: it claims through the claimer, runs through
+    the attempt runner, and releases a claim it will not run through the
+    recorder. Of the tick: `stop`, `report` (advanced) and survived errors."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tx: Transactions,
+        tick: TickRun,
+        claimer: Claimer,
+        attempts: AttemptRunner,
+        recorder: Recorder,
+    ) -> None:
+        self.settings = settings
+        self.tx = tx
+        self.tick = tick
+        self.claimer = claimer
+        self.attempts = attempts
+        self.recorder = recorder
+
+    def claim_and_run(self, options: TickOptions) -> None:
         jobs = max(1, options.jobs)
         started = time.monotonic()
         cooldown = Cooldown(self.settings.retry_interval)
@@ -35,26 +60,29 @@ class Scheduler(Recovery):
             while True:
                 while chained is not None or (
                     not exhausted
-                    and not self.stop.is_set()
+                    and not self.tick.stop.is_set()
                     and len(running) < jobs
-                    and self._may_claim(options, claims, started)
+                    and self.claimer.may_claim(options, claims, started)
                 ):
                     if chained is not None:
                         # Claimed (and committed) with the last record.
                         claim, chained = chained, None
-                        if self.stop.is_set():
+                        if self.tick.stop.is_set():
                             # A stop came since: start nothing, close it now.
                             claims += 1
-                            self._release(claim)
+                            self.recorder.release(claim)
                             continue
                     else:
                         # Running tasks are not ready, so the query passes them
                         # over; only tasks that ended ready again wait here.
                         # The token is made before the first try: a retry
                         # finds the claim whose commit answer was lost.
-                        found = self._retrying(
+                        found = self.tx.retrying(
                             functools.partial(
-                                self._claim, cooldown.waiting(), options.task, uuid.uuid4().hex
+                                self.claimer.claim,
+                                cooldown.waiting(),
+                                options.task,
+                                uuid.uuid4().hex,
                             )
                         )
                         if found is None:
@@ -63,27 +91,27 @@ class Scheduler(Recovery):
                         claim = found
                     claims += 1
                     chain = Chain(options, claims, started, cooldown) if jobs == 1 else None
-                    running[pool.submit(self._attempt, claim, chain)] = claim
+                    running[pool.submit(self.attempts.attempt, claim, chain)] = claim
                 if not running:
                     # Before ending, look once more for gates approved
                     # while the last attempts ran: they may be claimable now.
-                    if unchecked and not self.stop.is_set():
+                    if unchecked and not self.tick.stop.is_set():
                         unchecked = False
-                        before = self.report.advanced
-                        self.advance_approved()
-                        if self.report.advanced > before:
+                        before = self.tick.report.advanced
+                        self.claimer.advance_approved()
+                        if self.tick.report.advanced > before:
                             exhausted = False
                             continue
                     break
                 done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
                 for future in done:
                     chained = self._ended(running.pop(future), future, cooldown) or chained
-                if done and not self.stop.is_set():
+                if done and not self.tick.stop.is_set():
                     # Gates approved meanwhile move on; looked for at most
                     # once a second, not after every (maybe instant) attempt.
                     unchecked = True
                     if time.monotonic() - last_advance >= ADVANCE_CHECK_SECONDS:
-                        self.advance_approved()
+                        self.claimer.advance_approved()
                         last_advance = time.monotonic()
                         unchecked = False
                     exhausted = False
@@ -95,7 +123,7 @@ class Scheduler(Recovery):
         if ready:
             cooldown.ended(claim.task.id)
         if error is not None:
-            self._error(
+            self.tick.error(
                 f"{claim.task.slug}: attempt {claim.number} at {claim.stage.name} "
                 "could not be recorded (the next tick recovers it)",
                 error,

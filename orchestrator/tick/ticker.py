@@ -12,33 +12,106 @@ processes and do short transactions, so the GIL is no bottleneck. Signals are
 the CLI's business: it sets `stop`, and every running attempt sees it within
 a poll interval, stops its process group and is recorded `interrupted`.
 
-`Ticker` is the last of a line of classes, one module each, every one adding
-one job to the one before (see docs/architecture.md).
+`Ticker` builds the tick's jobs, each from the few collaborators it needs,
+and runs them in order; they share one `TickRun` (see docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError
+from orchestrator.events.courier import Courier
+from orchestrator.guards import watch as guards
 from orchestrator.storage.db import checkpoint, settle_wal
+from orchestrator.tick.applier import Applier
+from orchestrator.tick.attempt import AttemptRunner
+from orchestrator.tick.briefing import Briefer
+from orchestrator.tick.claim_limits import ConfigWatch
+from orchestrator.tick.claims import Claimer
+from orchestrator.tick.commands import CommandRunner
+from orchestrator.tick.delivery import DeliveryFailures
 from orchestrator.tick.dry_run import DryRun
+from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.model import TICK_ERROR_STATUS, TickOptions, TickReport
+from orchestrator.tick.notes import AttemptNotes
+from orchestrator.tick.progress import NoProgress, Progress
+from orchestrator.tick.recording import Recorder
+from orchestrator.tick.recovery import Recovery
+from orchestrator.tick.runaway import RunawayGuards
+from orchestrator.tick.scheduler import Scheduler
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
+from orchestrator.tick.workspaces import WorkspacePreparer
 
 
-class Ticker(DryRun):
-    """Runs ticks: `tick()` once per tick; `finish()` after a signal stopped one."""
+class Ticker:
+    """Runs ticks: `tick()` once per tick; `finish()` after a signal stopped one.
+
+    The one place the tick's jobs are put together: what each may reach is
+    what it is handed here."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        *,
+        stop: threading.Event | None = None,
+        say: Callable[[str], None] = lambda line: None,
+        warn: Callable[[str], None] = lambda line: None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.engine = engine
+        me = HostIdentity.here()
+        self.state = TickRun(stop=stop, say=say, warn=warn)
+        # Hands events to hooks after their transaction commits.
+        self._delivery = DeliveryFailures(warn)  # a failed delivery fails the tick (75)
+        self._courier = Courier(settings, engine, warn=self._delivery.warn)
+        tx = Transactions(settings, engine, self.state, me, self._courier)
+        self.tx = tx
+        notes = AttemptNotes()
+        applier = Applier(tx, self.state)
+        config = ConfigWatch(settings.config_path, settings.fingerprint)
+        self.claimer = Claimer(settings, tx, self.state, me, applier, config)
+        recorder = Recorder(settings, tx, self.state, self.claimer, applier, notes)
+        shown = progress or NoProgress()  # live lines on a terminal
+        commands = CommandRunner(settings, self.state, notes, shown)
+        attempts = AttemptRunner(
+            settings,
+            tx,
+            self.state,
+            notes,
+            commands,
+            WorkspacePreparer(settings, tx, commands),
+            Briefer(settings, tx, self.state, notes),
+            RunawayGuards(settings, tx, guards.WorkspaceWatch()),
+            recorder,
+            shown,
+        )
+        self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
+        self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
+        self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
+
+    @property
+    def report(self) -> TickReport:
+        return self.state.report
 
     def tick(self, options: TickOptions = TickOptions()) -> TickReport:
         if options.dry_run:
-            self._dry_run(options)
+            self.dry_run.show(options)
             return self.report
         status = TICK_ERROR_STATUS
         fault: OrchestratorError | None = None
         try:
             self._courier.start()
             settle_wal(self.engine)
-            self.recover()
-            self.advance_approved()
-            self._claim_and_run(options)
+            self.recovery.recover()
+            self.claimer.advance_approved()
+            self.scheduler.claim_and_run(options)
             fault = self.report.host_fault
             status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:
@@ -54,12 +127,16 @@ class Ticker(DryRun):
             if status == 0 and fault is None:
                 status = self.report.exit_code
             try:
-                self._close_tick(exit_code=status)
+                self.tx.close_tick(exit_code=status)
             except Exception:
                 if status == 0:
                     raise
-        if self._tick_id is not None:
+        if self.state.tick_id is not None:
             checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
         if fault is not None:
             raise fault
         return self.report
+
+    def finish(self, exit_code: int) -> None:
+        """Record the tick's end when it was stopped by a signal."""
+        self.tx.close_tick(exit_code)

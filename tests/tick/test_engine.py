@@ -25,7 +25,8 @@ from support import Project, check_invariants
 from orchestrator.cli.app import App
 from orchestrator.cli.ticking import _run_one_tick
 from orchestrator.errors import Interrupted
-from orchestrator.tick import Ticker
+from orchestrator.tick.claims import Claimer
+from orchestrator.tick.tick_run import TickRun
 
 BEFORE_COMMIT = [
     "after_claim_commit",
@@ -165,24 +166,26 @@ def test_an_edited_config_stops_claiming_and_a_touch_does_not(project: Project, 
         assert "stopped claiming" not in result.output
 
 
-def _fail_once(monkeypatch: pytest.MonkeyPatch, name: str, call: int) -> None:
-    """Make Ticker.<name> raise on its `call`-th call (1-based), once."""
-    real = getattr(Ticker, name)
+def _fail_once(monkeypatch: pytest.MonkeyPatch, owner: type, name: str, call: int) -> None:
+    """Make <owner>.<name> raise on its `call`-th call (1-based), once."""
+    real = getattr(owner, name)
     calls = 0
 
-    def flaky(self: Ticker, *args: object, **kwargs: object) -> object:
+    def flaky(self: object, *args: object, **kwargs: object) -> object:
         nonlocal calls
         calls += 1
         if calls == call:
             raise RuntimeError(f"injected failure in {name}")
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Ticker, name, flaky)
+    monkeypatch.setattr(owner, name, flaky)
 
 
-@pytest.mark.parametrize(("name", "call"), [("_claim_in", 2), ("_count", 1)])
+@pytest.mark.parametrize(
+    ("owner", "name", "call"), [(Claimer, "claim_in", 2), (TickRun, "count", 1)]
+)
 def test_a_failure_around_the_chained_claim_loses_neither_record_nor_claim(
-    project: Project, monkeypatch: pytest.MonkeyPatch, name: str, call: int
+    project: Project, monkeypatch: pytest.MonkeyPatch, owner: type, name: str, call: int
 ) -> None:
     """With --jobs 1 the record of t1 and the claim of t2 share a transaction.
     A claim that fails there is undone alone (a savepoint) and made again by
@@ -190,7 +193,7 @@ def test_a_failure_around_the_chained_claim_loses_neither_record_nor_claim(
     project.write_config(stage("only", worker=["true"], verifier=PASS), retry_interval=60)
     for slug in ("t1", "t2"):
         assert project.cli("add", slug, "--title", slug).exit_code == 0
-    _fail_once(monkeypatch, name, call)
+    _fail_once(monkeypatch, owner, name, call)
     project.cli("tick")
     assert [project.state(s) for s in ("t1", "t2")] == ["complete", "complete"]
     assert outcomes(project, "t1") == ["passed"]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from orchestrator import runner
-from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.attempt_context import AttemptContext
 
 
 def _context(tmp_path: Path) -> AttemptContext:

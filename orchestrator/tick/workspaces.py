@@ -10,19 +10,31 @@ import stat
 from pathlib import Path
 
 from orchestrator import runner
+from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.tick import branches
-from orchestrator.tick.commands import Commands
-from orchestrator.tick.context import AttemptContext
+from orchestrator.tick.attempt_context import AttemptContext
+from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.steps import failure, setup_state, stopped_run, write_setup_state
+from orchestrator.tick.transactions import Transactions
 
 
-class Workspaces(Commands):
-    """A task's workspace is made once, by setup, and kept for every stage."""
+class WorkspacePreparer:
+    """A task's workspace is made once, by setup, and kept for every stage.
 
-    def _workspace(
+    Touches the workspace under `workspace_root` and the task's `setup.json`
+    marker beside its state folders; setup runs as a command. For a pipeline
+    with a `repository`, the task's worktree and its base commit on the task
+    row (`tick.branches.prepare`)."""
+
+    def __init__(self, settings: Settings, tx: Transactions, commands: CommandRunner) -> None:
+        self.settings = settings
+        self.tx = tx  # for a task's worktree (`tick.branches`)
+        self.commands = commands
+
+    def prepare(
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
     ) -> AttemptRun | None:
         """Make the task's workspace on first use (running the pipeline's
@@ -91,7 +103,7 @@ class Workspaces(Commands):
         """A task is a branch: the worktree first (`tick.branches`), then the
         pipeline's `setup`, if any, once, inside it."""
         self.settings.workspace_root.mkdir(parents=True, exist_ok=True)
-        made = branches.prepare(self.engine, self._retrying, claim, context.workspace)
+        made = branches.prepare(self.tx.engine, self.tx.retrying, claim, context.workspace)
         if made is not None:
             return made
         setup = claim.pipeline.setup
@@ -123,4 +135,4 @@ class Workspaces(Commands):
             extra={},
             orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
         )
-        return self._run("setup", setup, context.for_setup(), cwd, env, state_dir, guard)
+        return self.commands.run("setup", setup, context.for_setup(), cwd, env, state_dir, guard)
