@@ -136,6 +136,12 @@ def test_the_quickstart_runs_verbatim_in_a_fresh_home(tmp_path: Path) -> None:
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
     project = home / "projects" / "myapp-tasks"
+    # The newcomer's own repository, which `init --repository` names.
+    repository = home / "projects" / "myapp"
+    repository.mkdir(parents=True)
+    git = ["git", "-C", str(repository), "-c", "user.name=me", "-c", "user.email=me@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True, env=env)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "start"], check=True, env=env)
     try:
         done = subprocess.run(
             ["bash", "-c", script],
@@ -159,6 +165,17 @@ def test_the_quickstart_runs_verbatim_in_a_fresh_home(tmp_path: Path) -> None:
     assert "0 failed" in out  # doctor: every check ok or a warning
     assert re.search(r"fix-login: research attempt 1 passed .*-> research:awaiting_approval", out)
     assert "fix-login: approved research" in out
+    # A task is a branch: research's work is its first commit, shown by `show` and `diff`.
+    assert f'repository = "{repository}"' in (project / "orchestrator.toml").read_text()
+    assert "branch    task/fix-login (from main)" in out
+    assert "+++ b/RESEARCH.md" in out
+    log = subprocess.run(
+        ["git", "-C", str(repository), "log", "--format=%s", "main..task/fix-login"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert log == "fix-login: research (attempt 1)\n"
     installed = (home / "crontab.txt").read_text()
     assert f"# orchestrator-cron {project / 'orchestrator.toml'}" in installed
     assert str(home / ".venvs" / "orch" / "bin" / "orchestrator") in installed
