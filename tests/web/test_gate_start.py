@@ -240,3 +240,44 @@ def test_an_attempt_from_before_the_record_falls_back_to_commit_dates(
     page = _page(project)
     assert "+LATER-WORK" in page
     assert f"{start[:12]} (the newest commit older than the stage)" in page
+
+
+def test_an_edit_the_worker_marks_unchanged_in_the_index_is_shown_and_hashed(
+    project: Project,
+) -> None:
+    # The index is the worker's too: an assume-unchanged or skip-worktree
+    # entry makes git take the file as its indexed content, so the edit
+    # would be in neither the diff nor the hash.
+    workspace, _ = _repository(project)
+    (workspace / "notes.txt").write_text("two\n")
+    _git(workspace, "add", "notes.txt")
+    _git(workspace, "commit", "-qm", "notes")
+    _stage_with_worker(
+        project,
+        "git update-index --assume-unchanged plan.txt\n"
+        "git update-index --skip-worktree notes.txt\n"
+        "echo HIDDEN-IN-PLAN >> plan.txt\n"
+        "echo HIDDEN-IN-NOTES >> notes.txt\n",
+    )
+    _to_gate(project)
+    page = _page(project)
+    assert "+HIDDEN-IN-PLAN" in page
+    assert "+HIDDEN-IN-NOTES" in page
+    seen = _hash(project)
+    (workspace / "plan.txt").write_text("one\nedited after the look\n")
+    assert _hash(project) != seen
+
+
+def test_an_edit_the_worker_marks_binary_in_info_attributes_is_shown(project: Project) -> None:
+    # `.git/info/attributes` is never shown either: `-diff` there (or a
+    # tiny core.bigFileThreshold) would turn every change into "Binary
+    # files differ".
+    _repository(project)
+    _stage_with_worker(
+        project,
+        "echo '* -diff' > .git/info/attributes\n"
+        "git config core.bigFileThreshold 1\n"
+        "echo HIDDEN-AS-BINARY >> plan.txt\n",
+    )
+    _to_gate(project)
+    assert "+HIDDEN-AS-BINARY" in _page(project)
