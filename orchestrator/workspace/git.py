@@ -14,11 +14,18 @@ of them is as it was in the starting commit; one the stage added, changed
 or removed (tracked or not) makes every untracked file listed. Names come
 from `-z` listings (never from diff text, whose content lines can look like
 headers). HEAD's sha is in the hash, so a commit after the look changes it.
+
+The worker's index is not used once there is a commit: an assume-unchanged
+or skip-worktree entry (or one whose stat data was forged) makes git take
+a file for its indexed content, hiding an edit from the diff and the hash.
+A throwaway index read from HEAD has no such entries and no stat data, so
+every tracked file is compared by its content.
 """
 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from pathlib import Path
 
 from orchestrator import safefs
@@ -41,10 +48,21 @@ def git_changes(
     workspace: Path, start: StageStart, budget: safefs.Budget | None = None
 ) -> WorkspaceChanges | None:
     """None when this is not a usable repository (the caller lists files instead)."""
+    with tempfile.TemporaryDirectory(prefix="orchestrator-index-") as scratch:
+        return _changes(workspace, start, budget, Path(scratch) / "index")
+
+
+def _changes(
+    workspace: Path, start: StageStart, budget: safefs.Budget | None, index: Path
+) -> WorkspaceChanges | None:
     git = SafeGit(workspace)
     if not git.usable:
         return None
     head_sha = _commit(git, "HEAD")
+    if head_sha:  # without a commit the index is all there is to diff
+        git.extra_env["GIT_INDEX_FILE"] = str(index)
+        if git.out("read-tree", head_sha) is None:
+            return None
     base, label = _base(git, start, head_sha)
     if base:  # the stage's work: what changed since its starting commit
         against = [base]
