@@ -58,6 +58,9 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.attributesFile", os.devnull),
     ("core.excludesFile", os.devnull),
     ("core.untrackedCache", "false"),
+    # A file above it is "Binary files differ" to diff: the worker's tiny
+    # threshold would hide every change from the page. (git's default.)
+    ("core.bigFileThreshold", "512m"),
     ("core.askPass", ""),
     ("core.useReplaceRefs", "false"),
     ("diff.external", ""),
