@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from support import Project
 
+from orchestrator.workspace import gitrun
 from orchestrator.workspace.gitrun import SafeGit, git_environment
 
 GIT_AS_T = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
@@ -289,3 +290,28 @@ def test_output_past_the_limit_is_cut_and_flagged(project: Project) -> None:
     done = SafeGit(workspace).run("diff", limit=1000)
     assert done.truncated and not done.ok
     assert len(done.stdout) == 1000
+
+
+def test_an_order_file_naming_dev_zero_is_not_read(project: Project) -> None:
+    # diff.orderFile is read whole before the diff: /dev/zero grows git
+    # without end (gigabytes a second) until the deadline.
+    workspace = _workspace(project)
+    _git(workspace, "config", "diff.orderFile", "/dev/zero")
+    done = SafeGit(workspace, timeout=5.0).run("diff")
+    assert done.ok, done.error
+    assert b"+two" in done.stdout
+
+
+def test_git_reading_dev_zero_is_stopped_by_its_memory_cap(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Git reads .git/info/attributes through a link: pointed at /dev/zero,
+    # it is one endless line. No option stops git reading it; a cap on
+    # git's memory ends the call long before the deadline would.
+    monkeypatch.setattr(gitrun, "DATA_LIMIT", 64 << 20, raising=False)
+    workspace = _workspace(project)
+    (workspace / ".git" / "info").mkdir(exist_ok=True)
+    (workspace / ".git" / "info" / "attributes").symlink_to("/dev/zero")
+    done = SafeGit(workspace, timeout=5.0).run("diff")
+    assert done.status not in (0, None), done.error  # git itself gave up
+    assert done.error != "out of time"
