@@ -309,6 +309,11 @@ CONFIGS = {
         "[orchestrator]\nlease_seconds = 1" + "0" * 400 + "\n\n" + GOOD_STAGE,
         ("orchestrator.lease_seconds",),
     ),
+    # Past 4,300 digits Python's int() itself refuses, inside tomllib.
+    "integer-past-int-parsing": (
+        "[orchestrator]\nlease_seconds = 1" + "0" * 5000 + "\n\n" + GOOD_STAGE,
+        ("invalid TOML", "digits"),
+    ),
 }
 
 
