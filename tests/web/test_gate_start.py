@@ -15,7 +15,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
 from support import Project, check_invariants
 
 GIT_AS_T = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
@@ -281,14 +280,21 @@ def test_an_edit_a_tiny_big_file_threshold_would_make_binary_is_shown(project: P
     assert "+HIDDEN-AS-BINARY" in _page(project)
 
 
-@pytest.mark.xfail(strict=True, reason="known: git reads .git/info/attributes, no option stops it")
 def test_an_edit_the_worker_marks_binary_in_info_attributes_is_shown(project: Project) -> None:
     # `.git/info/attributes` is never shown: `-diff` there turns the change
-    # into "Binary files differ" (the hash still covers the content).
-    _repository(project)
+    # into "Binary files differ" (the hash still covers the content). A
+    # file that is binary stays so.
+    workspace, _ = _repository(project)
+    (workspace / "image.bin").write_bytes(b"\0\1\2")
+    _git(workspace, "add", "image.bin")
+    _git(workspace, "commit", "-qm", "an image")
     _stage_with_worker(
         project,
-        "echo '* -diff' > .git/info/attributes\necho HIDDEN-AS-BINARY >> plan.txt\n",
+        "echo '* -diff' > .git/info/attributes\necho HIDDEN-AS-BINARY >> plan.txt\n"
+        "printf 'BIN\\000ARY' > image.bin\n",
     )
     _to_gate(project)
-    assert "+HIDDEN-AS-BINARY" in _page(project)
+    page = _page(project)
+    assert "+HIDDEN-AS-BINARY" in page
+    assert "Binary files a/image.bin and b/image.bin differ" in page
+    assert "+BIN" not in page  # not diffed as text
