@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from orchestrator import safefs
-from orchestrator.workspace.gitrun import SafeGit
+from orchestrator.workspace.gitrun import GitResult, SafeGit
 from orchestrator.workspace.listing import (
     LOOK_BYTES,
     MARKDOWN_SUFFIXES,
@@ -39,9 +39,12 @@ from orchestrator.workspace.listing import (
     add_files,
     add_markdown,
     hash_file,
+    inside,
 )
 
 _IGNORE_FILE = ".gitignore"
+_TEXT_PROBE = 8000  # bytes git looks at to call a file binary
+_MAX_RESHOWN = 100  # files diffed again as text (each one is an argument)
 
 
 def git_changes(
@@ -71,6 +74,8 @@ def _changes(
     else:  # no commit yet: what is staged
         against = ["--cached"]
     shown = git.run("diff", *against, limit=SHOWN_BYTES)
+    if shown.ok:
+        shown = _with_text_shown(git, workspace, against, shown)
     if base:
         names = git.out("diff", "--name-only", "--no-renames", "-z", *against)
     else:
@@ -100,6 +105,43 @@ def _changes(
         if name.endswith(MARKDOWN_SUFFIXES):
             add_markdown(changes, workspace, name)
     return changes
+
+
+def _with_text_shown(
+    git: SafeGit, workspace: Path, against: list[str], shown: GitResult
+) -> GitResult:
+    """The diff, plus the text of files git called binary that are not.
+
+    `.git/info/attributes` is the worker's, never shown, and git reads it
+    whatever we set: `-diff` there makes every change "Binary files
+    differ". A file whose head holds no NUL (git's own test, without the
+    attributes) is diffed again as text, after the rest."""
+    numstat = git.out("diff", "--numstat", "-z", "--no-renames", *against)
+    binary = [
+        record.split(b"\t", 2)[2].decode("utf-8", "surrogateescape")
+        for record in (numstat or b"").split(b"\0")
+        if record.startswith(b"-\t-\t")
+    ]
+    texts = [name for name in binary if _looks_text(workspace, name)][:_MAX_RESHOWN]
+    left = SHOWN_BYTES - len(shown.stdout)
+    if not texts or left <= 0:
+        return shown
+    pathspecs = [f":(literal){name}" for name in texts]
+    again = git.run("diff", "--text", *against, "--", *pathspecs, limit=left)
+    if again.status != 0 and not again.truncated:
+        return shown
+    return GitResult(0, shown.stdout + again.stdout, truncated=again.truncated)
+
+
+def _looks_text(workspace: Path, name: str) -> bool:
+    path = inside(workspace, name)
+    if path is None:
+        return False
+    try:
+        head = safefs.read_bytes(path, _TEXT_PROBE)
+    except OSError:
+        return False
+    return b"\0" not in head
 
 
 def _base(git: SafeGit, start: StageStart, head_sha: str) -> tuple[str, str]:
