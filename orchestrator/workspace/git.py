@@ -75,7 +75,7 @@ def _changes(
         against = ["--cached"]
     shown = git.run("diff", *against, limit=SHOWN_BYTES)
     if shown.ok:
-        shown = _with_text_shown(git, workspace, against, shown)
+        shown = with_text_shown(git, workspace, against, shown, SHOWN_BYTES)
     if base:
         names = git.out("diff", "--name-only", "--no-renames", "-z", *against)
     else:
@@ -107,15 +107,16 @@ def _changes(
     return changes
 
 
-def _with_text_shown(
-    git: SafeGit, workspace: Path, against: list[str], shown: GitResult
+def with_text_shown(
+    git: SafeGit, workspace: Path, against: list[str], shown: GitResult, cap: int
 ) -> GitResult:
     """The diff, plus the text of files git called binary that are not.
 
     `.git/info/attributes` is the worker's, never shown, and git reads it
     whatever we set: `-diff` there makes every change "Binary files
     differ". A file whose head holds no NUL (git's own test, without the
-    attributes) is diffed again as text, after the rest."""
+    attributes) is diffed again as text, after the rest: the diff is
+    against the work tree (or an index made from it), whose file is read."""
     numstat = git.out("diff", "--numstat", "-z", "--no-renames", *against)
     binary = [
         record.split(b"\t", 2)[2].decode("utf-8", "surrogateescape")
@@ -123,7 +124,7 @@ def _with_text_shown(
         if record.startswith(b"-\t-\t")
     ]
     texts = [name for name in binary if _looks_text(workspace, name)][:_MAX_RESHOWN]
-    left = SHOWN_BYTES - len(shown.stdout)
+    left = cap - len(shown.stdout)
     if not texts or left <= 0:
         return shown
     pathspecs = [f":(literal){name}" for name in texts]
