@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator import runner
+from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import Outcome
@@ -73,7 +73,8 @@ class Commands(Recording):
             error = host_error(
                 f"cannot write state_root {self.settings.state_root}", result.capture_error
             )
-            self._host_fault(error)
+            if not safefs.planted(result.capture_error):
+                self._host_fault(error)
             self._note_capture(state_dir, f"{name} output not fully captured: {error}")
         return result
 
@@ -115,7 +116,8 @@ class Commands(Recording):
             ident.write_note(path)
         except OSError as exc:
             error = host_error(f"cannot write state_root {self.settings.state_root}", exc)
-            self._host_fault(error)
+            if not safefs.planted(exc):
+                self._host_fault(error)
             self._note_capture(path.parent, f"process note not written: {error}")
         with self._tick_lock:
             self._processes[path.parent] = ident
