@@ -298,3 +298,22 @@ def test_an_edit_the_worker_marks_binary_in_info_attributes_is_shown(project: Pr
     assert "+HIDDEN-AS-BINARY" in page
     assert "Binary files a/image.bin and b/image.bin differ" in page
     assert "+BIN" not in page  # not diffed as text
+
+
+def test_a_file_named_like_a_tracked_one_but_for_case_is_shown(project: Project) -> None:
+    # core.ignoreCase in the worker's config makes git take `makefile` for
+    # the tracked `Makefile`: not untracked, not changed. Make reads
+    # `makefile` first.
+    workspace, _ = _repository(project)
+    (workspace / "Makefile").write_text("all:\n\ttrue\n")
+    _git(workspace, "add", "Makefile")
+    _git(workspace, "commit", "-qm", "a Makefile")
+    _stage_with_worker(
+        project,
+        "git config core.ignoreCase true\nprintf 'all:\\n\\tcurl evil\\n' > makefile\n",
+    )
+    _to_gate(project)
+    assert "makefile" in _page(project)
+    seen = _hash(project)
+    (workspace / "makefile").write_text("all:\n\tcurl worse\n")
+    assert _hash(project) != seen
