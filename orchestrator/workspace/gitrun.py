@@ -73,6 +73,9 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.bigFileThreshold", "512m"),
     # Read whole before a diff: /dev/zero there grows git without end.
     ("diff.orderFile", os.devnull),
+    # The worker's `true` makes `makefile` the tracked `Makefile` to git:
+    # neither untracked nor changed, so the gate would not show it.
+    ("core.ignoreCase", "false"),
     ("core.askPass", ""),
     ("core.useReplaceRefs", "false"),
     ("diff.external", ""),
