@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,3 +316,23 @@ def test_git_reading_dev_zero_is_stopped_by_its_memory_cap(
     done = SafeGit(workspace, timeout=5.0).run("diff")
     assert done.status not in (0, None), done.error  # git itself gave up
     assert done.error != "out of time"
+
+
+def test_git_runs_under_a_host_data_limit_already_below_the_cap(project: Project) -> None:
+    # A host (a container, a cron with `ulimit -d`) whose hard limit is
+    # below DATA_LIMIT: the cap cannot be raised to, and needs no setting.
+    workspace = _workspace(project)
+    below = (gitrun.DATA_LIMIT * 3) // 4
+    code = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_DATA, ({below}, {below}))\n"
+        "from pathlib import Path\n"
+        "from orchestrator.workspace.gitrun import SafeGit\n"
+        "done = SafeGit(Path(sys.argv[1])).run('diff')\n"
+        "print(done.ok, done.error)\n"
+        "sys.exit(0 if done.ok and b'+two' in done.stdout else 1)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code, str(workspace)], capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
