@@ -55,8 +55,9 @@ _STDERR_LIMIT = 4096
 # diff below core.bigFileThreshold fit in it.
 DATA_LIMIT = 2 << 30
 # A fixed script, the git argv its positional parameters: nothing of the
-# worker's is parsed by the shell.
-_CAPPED = 'ulimit -d "$1" || exit 125; shift; exec "$@"'
+# worker's is parsed by the shell. `ulimit` fails only when the host's hard
+# limit is lower already: then that lower one holds, and git runs under it.
+_CAPPED = 'ulimit -d "$1" 2>/dev/null; shift; exec "$@"'
 
 # Command-scope settings that win over the repository's. An empty helper,
 # askpass or filter command is "none"; `protocol.allow=never` stops any
