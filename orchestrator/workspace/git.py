@@ -74,8 +74,9 @@ def _changes(
     else:  # no commit yet: what is staged
         against = ["--cached"]
     shown = git.run("diff", *against, limit=SHOWN_BYTES)
+    budget = budget or safefs.Budget(LOOK_BYTES)
     if shown.ok:
-        shown = with_text_shown(git, workspace, against, shown, SHOWN_BYTES)
+        shown = with_text_shown(git, workspace, against, shown, SHOWN_BYTES, budget)
     if base:
         names = git.out("diff", "--name-only", "--no-renames", "-z", *against)
     else:
@@ -86,9 +87,7 @@ def _changes(
     untracked = _untracked(git, tracked, keep_ignored=not base)
     if untracked is None:
         return None
-    changes = WorkspaceChanges(
-        kind="git", base=label, every_tracked=not base, budget=budget or safefs.Budget(LOOK_BYTES)
-    )
+    changes = WorkspaceChanges(kind="git", base=label, every_tracked=not base, budget=budget)
     changes.diff, changes.diff_truncated = shown.stdout.decode("utf-8", "replace"), shown.truncated
     changes.digest_parts += [f"git-head:{head_sha}", f"git-base:{base}"]
     changes.digest_parts.append("git-diff:" + hashlib.sha256(shown.stdout).hexdigest())
@@ -108,7 +107,12 @@ def _changes(
 
 
 def with_text_shown(
-    git: SafeGit, workspace: Path, against: list[str], shown: GitResult, cap: int
+    git: SafeGit,
+    workspace: Path,
+    against: list[str],
+    shown: GitResult,
+    cap: int,
+    budget: safefs.Budget | None = None,
 ) -> GitResult:
     """The diff, plus the text of files git called binary that are not.
 
@@ -123,7 +127,13 @@ def with_text_shown(
         for record in (numstat or b"").split(b"\0")
         if record.startswith(b"-\t-\t")
     ]
-    texts = [name for name in binary if _looks_text(workspace, name)][:_MAX_RESHOWN]
+    budget = budget or safefs.Budget(LOOK_BYTES)
+    texts: list[str] = []
+    for name in binary:  # each probe draws on the look's budget
+        if len(texts) >= _MAX_RESHOWN or budget.left < _TEXT_PROBE:
+            break
+        if _looks_text(workspace, name, budget):
+            texts.append(name)
     left = cap - len(shown.stdout)
     if not texts or left <= 0:
         return shown
@@ -134,12 +144,12 @@ def with_text_shown(
     return GitResult(0, shown.stdout + again.stdout, truncated=again.truncated)
 
 
-def _looks_text(workspace: Path, name: str) -> bool:
+def _looks_text(workspace: Path, name: str, budget: safefs.Budget) -> bool:
     path = inside(workspace, name)
     if path is None:
         return False
     try:
-        head = safefs.read_bytes(path, _TEXT_PROBE)
+        head = safefs.read_bytes(path, _TEXT_PROBE, budget)
     except OSError:
         return False
     return b"\0" not in head
