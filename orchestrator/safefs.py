@@ -32,6 +32,17 @@ class NotRegularFile(OSError):
     """What is at the name is a FIFO, a device, a socket, a folder or a link."""
 
 
+# What a worker's own hand makes of a write: a link or a FIFO planted, a
+# folder moved away or swapped for a file. Not the disk's fault.
+_PLANTED_ERRNOS = frozenset({errno.ELOOP, errno.ENOENT, errno.ENOTDIR, errno.EEXIST})
+
+
+def planted(exc: OSError) -> bool:
+    """Whether a failed write in a state folder is the worker's doing (the
+    tick goes on) rather than the host's (full, read-only, broken)."""
+    return isinstance(exc, NotRegularFile) or exc.errno in _PLANTED_ERRNOS
+
+
 @dataclass
 class Budget:
     """Bytes one operation may still read, across all the files it opens."""

@@ -110,6 +110,10 @@ def test_fresh_folder_refuses_an_existing_one(tmp_path: Path) -> None:
 WORKER_REACHABLE = (
     "workspace/fingerprint.py",
     "workspace/changes.py",
+    "workspace/git.py",
+    "workspace/listing.py",
+    "workspace/worktree.py",
+    "views/branch.py",
     "views/gate.py",
     "agents/runtime.py",
     "agents/context_file.py",

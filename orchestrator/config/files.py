@@ -72,6 +72,8 @@ def _parse(path: Path, raw: bytes) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except ValueError as exc:  # an integer past int()'s digit limit, raised inside tomllib
+        raise ConfigError(f"{path}: invalid TOML: {str(exc).partition(':')[0]}") from exc
 
 
 def _absolute(path: Path, base: Path) -> Path:

@@ -89,7 +89,10 @@ class _ValueReader:
             what = f"a number {'>=' if low_inclusive else '>'} {low:g}"
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.expected(key, what, value)
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # tomllib's integers have no size limit
+            self.expected(key, what, value)
         ok = math.isfinite(number) and (number >= low if low_inclusive else number > low)
         if not ok or (high is not None and number > high):
             self.expected(key, what, value)

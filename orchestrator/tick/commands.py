@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator import runner
+from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.errors import host_error
@@ -79,7 +79,8 @@ class CommandRunner:
             error = host_error(
                 f"cannot write state_root {self.settings.state_root}", result.capture_error
             )
-            self.tick.host_fault(error)
+            if not safefs.planted(result.capture_error):
+                self.tick.host_fault(error)
             self.notes.note_capture(state_dir, f"{name} output not fully captured: {error}")
         return result
 
@@ -114,7 +115,8 @@ class CommandRunner:
             ident.write_note(path)
         except OSError as exc:
             error = host_error(f"cannot write state_root {self.settings.state_root}", exc)
-            self.tick.host_fault(error)
+            if not safefs.planted(exc):
+                self.tick.host_fault(error)
             self.notes.note_capture(path.parent, f"process note not written: {error}")
         self.notes.note_process(path.parent, ident)
         fault_point("after_spawn_recorded")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from orchestrator import safefs
+
 STARTED = "started"
 
 
@@ -25,7 +27,7 @@ def mark_started(folder: Path) -> None:
     """Best effort: a disk that cannot take the marker leaves the attempt
     uncharged should its tick die, the error a full disk makes anyway."""
     with contextlib.suppress(OSError):
-        (folder / STARTED).touch()
+        safefs.replace(folder / STARTED, b"")  # not through a link the worker planted
 
 
 def has_started(folder: Path) -> bool:

@@ -213,6 +213,13 @@ def _part(git: _Reader, base: str, tip: str | None) -> ChangePart:
     fields = [f for f in names.split("\0") if f]
     files = tuple(zip(fields[0::2], fields[1::2], strict=False))
     shown, truncated = git.head("diff", "--no-renames", *span)
+    if tip is None and not truncated:  # the index was made from the work tree
+        from orchestrator.workspace.git import with_text_shown
+        from orchestrator.workspace.gitrun import GitResult
+
+        done = GitResult(0, shown.encode("utf-8", "replace"))
+        done = with_text_shown(git.git, git.git.workspace, span, done, SHOWN_DIFF_BYTES)
+        shown, truncated = done.stdout.decode("utf-8", "replace"), done.truncated
     return ChangePart(base, files, shown, truncated)
 
 

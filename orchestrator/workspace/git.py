@@ -14,15 +14,22 @@ of them is as it was in the starting commit; one the stage added, changed
 or removed (tracked or not) makes every untracked file listed. Names come
 from `-z` listings (never from diff text, whose content lines can look like
 headers). HEAD's sha is in the hash, so a commit after the look changes it.
+
+The worker's index is not used once there is a commit: an assume-unchanged
+or skip-worktree entry (or one whose stat data was forged) makes git take
+a file for its indexed content, hiding an edit from the diff and the hash.
+A throwaway index read from HEAD has no such entries and no stat data, so
+every tracked file is compared by its content.
 """
 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from pathlib import Path
 
 from orchestrator import safefs
-from orchestrator.workspace.gitrun import SafeGit
+from orchestrator.workspace.gitrun import GitResult, SafeGit
 from orchestrator.workspace.listing import (
     LOOK_BYTES,
     MARKDOWN_SUFFIXES,
@@ -32,19 +39,33 @@ from orchestrator.workspace.listing import (
     add_files,
     add_markdown,
     hash_file,
+    inside,
 )
 
 _IGNORE_FILE = ".gitignore"
+_TEXT_PROBE = 8000  # bytes git looks at to call a file binary
+_MAX_RESHOWN = 100  # files diffed again as text (each one is an argument)
 
 
 def git_changes(
     workspace: Path, start: StageStart, budget: safefs.Budget | None = None
 ) -> WorkspaceChanges | None:
     """None when this is not a usable repository (the caller lists files instead)."""
+    with tempfile.TemporaryDirectory(prefix="orchestrator-index-") as scratch:
+        return _changes(workspace, start, budget, Path(scratch) / "index")
+
+
+def _changes(
+    workspace: Path, start: StageStart, budget: safefs.Budget | None, index: Path
+) -> WorkspaceChanges | None:
     git = SafeGit(workspace)
     if not git.usable:
         return None
     head_sha = _commit(git, "HEAD")
+    if head_sha:  # without a commit the index is all there is to diff
+        git.extra_env["GIT_INDEX_FILE"] = str(index)
+        if git.out("read-tree", head_sha) is None:
+            return None
     base, label = _base(git, start, head_sha)
     if base:  # the stage's work: what changed since its starting commit
         against = [base]
@@ -53,6 +74,9 @@ def git_changes(
     else:  # no commit yet: what is staged
         against = ["--cached"]
     shown = git.run("diff", *against, limit=SHOWN_BYTES)
+    budget = budget or safefs.Budget(LOOK_BYTES)
+    if shown.ok:
+        shown = with_text_shown(git, workspace, against, shown, SHOWN_BYTES, budget)
     if base:
         names = git.out("diff", "--name-only", "--no-renames", "-z", *against)
     else:
@@ -63,9 +87,7 @@ def git_changes(
     untracked = _untracked(git, tracked, keep_ignored=not base)
     if untracked is None:
         return None
-    changes = WorkspaceChanges(
-        kind="git", base=label, every_tracked=not base, budget=budget or safefs.Budget(LOOK_BYTES)
-    )
+    changes = WorkspaceChanges(kind="git", base=label, every_tracked=not base, budget=budget)
     changes.diff, changes.diff_truncated = shown.stdout.decode("utf-8", "replace"), shown.truncated
     changes.digest_parts += [f"git-head:{head_sha}", f"git-base:{base}"]
     changes.digest_parts.append("git-diff:" + hashlib.sha256(shown.stdout).hexdigest())
@@ -82,6 +104,55 @@ def git_changes(
         if name.endswith(MARKDOWN_SUFFIXES):
             add_markdown(changes, workspace, name)
     return changes
+
+
+def with_text_shown(
+    git: SafeGit,
+    workspace: Path,
+    against: list[str],
+    shown: GitResult,
+    cap: int,
+    budget: safefs.Budget | None = None,
+) -> GitResult:
+    """The diff, plus the text of files git called binary that are not.
+
+    `.git/info/attributes` is the worker's, never shown, and git reads it
+    whatever we set: `-diff` there makes every change "Binary files
+    differ". A file whose head holds no NUL (git's own test, without the
+    attributes) is diffed again as text, after the rest: the diff is
+    against the work tree (or an index made from it), whose file is read."""
+    numstat = git.out("diff", "--numstat", "-z", "--no-renames", *against)
+    binary = [
+        record.split(b"\t", 2)[2].decode("utf-8", "surrogateescape")
+        for record in (numstat or b"").split(b"\0")
+        if record.startswith(b"-\t-\t")
+    ]
+    budget = budget or safefs.Budget(LOOK_BYTES)
+    texts: list[str] = []
+    for name in binary:  # each probe draws on the look's budget
+        if len(texts) >= _MAX_RESHOWN or budget.left < _TEXT_PROBE:
+            break
+        if _looks_text(workspace, name, budget):
+            texts.append(name)
+    left = cap - len(shown.stdout)
+    if not texts or left <= 0:
+        return shown
+    pathspecs = [f":(literal){name}" for name in texts]
+    again = git.run("diff", "--text", *against, "--", *pathspecs, limit=left)
+    if again.status != 0 and not again.truncated:
+        return shown
+    return GitResult(0, shown.stdout + again.stdout, truncated=again.truncated)
+
+
+def _looks_text(workspace: Path, name: str, budget: safefs.Budget) -> bool:
+    path = inside(workspace, name)
+    if path is None:
+        return False
+    try:
+        head = safefs.read_bytes(path, _TEXT_PROBE, budget)
+    except OSError:
+        return False
+    return b"\0" not in head
 
 
 def _base(git: SafeGit, start: StageStart, head_sha: str) -> tuple[str, str]:

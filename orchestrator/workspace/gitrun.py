@@ -22,9 +22,10 @@ group and timeout, with our environment (the database URL, the secrets
   and never pages or prompts;
 - runs with a minimal environment of its own (`git_environment`), not the
   caller's, so nothing git might still start sees our settings;
-- reads stdin from /dev/null, keeps at most `limit` bytes of output and
-  kills the command's whole process group at one deadline shared by all of
-  a `SafeGit`'s calls (an `include.path` naming a FIFO hangs every command).
+- caps git's memory (`DATA_LIMIT`), reads stdin from /dev/null, keeps at
+  most `limit` bytes of output and kills the command's whole process group
+  at one deadline shared by all of a `SafeGit`'s calls (an `include.path`
+  naming a FIFO hangs every command).
 
 The config itself cannot be switched off (git has no such option), and
 `--git-dir`/`--work-tree` keep a `core.worktree` or a `.git` file from
@@ -47,6 +48,16 @@ from orchestrator.errors import OrchestratorError
 GIT_TIMEOUT = 30.0
 OUTPUT_LIMIT = 64 << 20  # bytes of stdout kept; past it the command is stopped
 _STDERR_LIMIT = 4096
+# Git's heap (`ulimit -d`, KiB below): files it reads whole that no option
+# turns off (`.git/info/attributes`, `objects/info/alternates`) may be a
+# link to /dev/zero, an endless line; past the cap git fails at once
+# instead of taking the host's memory until the deadline. Two sides of a
+# diff below core.bigFileThreshold fit in it.
+DATA_LIMIT = 2 << 30
+# A fixed script, the git argv its positional parameters: nothing of the
+# worker's is parsed by the shell. `ulimit` fails only when the host's hard
+# limit is lower already: then that lower one holds, and git runs under it.
+_CAPPED = 'ulimit -d "$1" 2>/dev/null; shift; exec "$@"'
 
 # Command-scope settings that win over the repository's. An empty helper,
 # askpass or filter command is "none"; `protocol.allow=never` stops any
@@ -58,6 +69,14 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.attributesFile", os.devnull),
     ("core.excludesFile", os.devnull),
     ("core.untrackedCache", "false"),
+    # A file above it is "Binary files differ" to diff: the worker's tiny
+    # threshold would hide every change from the page. (git's default.)
+    ("core.bigFileThreshold", "512m"),
+    # Read whole before a diff: /dev/zero there grows git without end.
+    ("diff.orderFile", os.devnull),
+    # The worker's `true` makes `makefile` the tracked `Makefile` to git:
+    # neither untracked nor changed, so the gate would not show it.
+    ("core.ignoreCase", "false"),
     ("core.askPass", ""),
     ("core.useReplaceRefs", "false"),
     ("diff.external", ""),
@@ -176,7 +195,7 @@ class SafeGit:
             return GitResult(None, b"", error="out of time")
         try:
             proc = subprocess.Popen(
-                self.argv(*args),
+                ["sh", "-c", _CAPPED, "sh", str(DATA_LIMIT >> 10), *self.argv(*args)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -26,11 +26,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import safefs
 from orchestrator.workspace.gitrun import GitError, run_git
 
 BRANCH_PREFIX = "task/"
 TRAILER = "Orchestrator-Attempt"
 DEFAULT_AUTHOR = "orchestrator <orchestrator@localhost>"
+_RECORD_BYTES = 4096  # of a `.git` file or a `gitdir` record: one path
 
 
 def branch_name(slug: str) -> str:
@@ -154,7 +156,9 @@ class Worktree:
         for entry in sorted(admin.iterdir()) if admin.is_dir() else []:
             gitdir = entry / "gitdir"
             try:
-                if gitdir.read_text(encoding="utf-8", errors="replace").strip() == wanted:
+                # The worker's git writes in this folder: a FIFO or a link
+                # to /dev/zero there must not hang or fill the tick.
+                if safefs.read_text(gitdir, _RECORD_BYTES).strip() == wanted:
                     return entry
             except OSError:
                 continue
@@ -245,7 +249,7 @@ class Worktree:
 
 def _points_into(dot_git: Path, repository: Path) -> bool:
     try:
-        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096]
+        text = safefs.read_text(dot_git, _RECORD_BYTES)
     except OSError:
         return False
     target = text.strip().removeprefix("gitdir:").strip()

@@ -307,3 +307,20 @@ def test_the_gate_shows_the_whole_change_then_the_stages_part(project: Project) 
     stale = project.run("approve", "fix", "--expect", before)
     assert stale.returncode == 1 and "changed since you looked" in stale.stderr
     assert project.run("approve", "fix", "--expect", after["approval_hash"]).returncode == 0
+
+
+def test_the_gate_shows_text_the_worker_marked_binary_in_info_attributes(
+    project: Project,
+) -> None:
+    # The repository's .git/info/attributes is the worker's to write (it is
+    # the worktree's common folder) and is never shown: `-diff` there would
+    # blank the page's diff of every file.
+    hide = "echo '* -diff' > \"$(git rev-parse --git-common-dir)/info/attributes\" && "
+    branch_project(project, hide + IMPLEMENT)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    for _ in range(2):
+        assert project.run("tick").returncode == 0
+    assert project.state("fix") == "code_review:awaiting_approval"
+    page = project.dir / "report.html"
+    assert project.run("report", "--html", str(page)).returncode == 0
+    assert "+changed" in page.read_text("utf-8")

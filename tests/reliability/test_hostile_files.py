@@ -331,3 +331,32 @@ def test_capture_files_replace_links_the_worker_planted(
     assert not (folder / "worker.out").is_symlink()
     assert (folder / "worker.out").read_text().strip() == "worker output"
     assert project.state("t1") == "complete"
+
+
+@pytest.mark.lane(HOSTILE)
+def test_a_state_folder_the_worker_swaps_for_a_link_is_not_the_hosts_fault(
+    new_project: ProjectFactory, report: ReliabilityReport, tmp_path: Path
+) -> None:
+    """The worker moves its attempt's folder away and leaves a link to a
+    folder outside. The writes after it are refused, but that is the
+    worker's doing, not a full or broken disk: the tick must not stop
+    claiming (and exit 74) on its word, nor touch anything outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    worker = python(
+        HEADER
+        + STATE
+        + "if os.environ['ORCHESTRATOR_TASK'] == 't1':\n"
+        + "    state.rename(state.with_name('moved'))\n"
+        + f"    state.symlink_to({str(outside)!r})\n"
+        + "print('worker output')\n"
+    )
+    project = new_project(stage("work", worker=worker, verifier=PASS_VERDICT))
+    assert project.cli("add", "t1", "--title", "swaps", "--priority", "9").exit_code == 0
+    assert project.cli("add", "t2", "--title", "honest").exit_code == 0
+    finished(run(project, "tick", timeout=DEADLINE), "tick")
+    escaped = sorted(p.name for p in outside.iterdir())
+    report.escaped(len(escaped))
+    assert escaped == []
+    assert project.state("t2") == "complete"
+    assert violations(project.db_url) == []

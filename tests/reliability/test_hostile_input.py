@@ -304,6 +304,16 @@ CONFIGS = {
         ("stages[1] (research).name", "duplicate", "research"),
     ),
     "bad-stage-name": (stage("../up", worker=["true"], verifier=PASS_VERDICT), ("stages[0].name",)),
+    # TOML integers have no size limit in tomllib; float() of this one overflows.
+    "integer-past-float": (
+        "[orchestrator]\nlease_seconds = 1" + "0" * 400 + "\n\n" + GOOD_STAGE,
+        ("orchestrator.lease_seconds",),
+    ),
+    # Past 4,300 digits Python's int() itself refuses, inside tomllib.
+    "integer-past-int-parsing": (
+        "[orchestrator]\nlease_seconds = 1" + "0" * 5000 + "\n\n" + GOOD_STAGE,
+        ("invalid TOML", "digits"),
+    ),
 }
 
 

@@ -88,13 +88,16 @@ def test_the_environment_is_filtered_once_per_stage(
     assert "LATE_VALUE" in b.commands().environment(claim.pipeline, claim.stage, {})
 
 
-def test_a_state_folder_that_cannot_take_the_output_is_a_host_fault(
+def test_a_state_folder_gone_is_noted_and_is_not_the_hosts_fault(
     bench: Callable[..., Bench], project: Project, tmp_path: Path
 ) -> None:
     b = bench(stage("only", worker=["true"], verifier=PASS))
     b.add("t1")
     claim = b.claim()
-    gone = tmp_path / "no-such-folder"  # neither capture file nor note fits there
+    # Gone (as a worker that moved it away leaves it): neither capture file
+    # nor note fits there. The disk is fine, so the tick goes on claiming;
+    # a full or read-only disk is the host's fault (tests/reliability).
+    gone = tmp_path / "no-such-folder"
     result = b.commands().run(
         "worker",
         ("sh", "-c", "sleep 0.2; echo done"),
@@ -106,10 +109,8 @@ def test_a_state_folder_that_cannot_take_the_output_is_a_host_fault(
     )
     assert result.ok  # the command ran; its output is whole in memory
     assert result.stdout.strip() == "done"
-    fault = b.tick.report.host_fault
-    assert fault is not None
-    assert str(fault).startswith(f"cannot write state_root {b.settings.state_root}")
-    assert b.tick.report.stopped_claiming == str(fault)
+    assert b.tick.report.host_fault is None
+    assert b.tick.report.stopped_claiming is None
     note = b.notes.take_capture(gone)
     assert note is not None
     assert "worker output not fully captured" in note

@@ -240,3 +240,80 @@ def test_an_attempt_from_before_the_record_falls_back_to_commit_dates(
     page = _page(project)
     assert "+LATER-WORK" in page
     assert f"{start[:12]} (the newest commit older than the stage)" in page
+
+
+def test_an_edit_the_worker_marks_unchanged_in_the_index_is_shown_and_hashed(
+    project: Project,
+) -> None:
+    # The index is the worker's too: an assume-unchanged or skip-worktree
+    # entry makes git take the file as its indexed content, so the edit
+    # would be in neither the diff nor the hash.
+    workspace, _ = _repository(project)
+    (workspace / "notes.txt").write_text("two\n")
+    _git(workspace, "add", "notes.txt")
+    _git(workspace, "commit", "-qm", "notes")
+    _stage_with_worker(
+        project,
+        "git update-index --assume-unchanged plan.txt\n"
+        "git update-index --skip-worktree notes.txt\n"
+        "echo HIDDEN-IN-PLAN >> plan.txt\n"
+        "echo HIDDEN-IN-NOTES >> notes.txt\n",
+    )
+    _to_gate(project)
+    page = _page(project)
+    assert "+HIDDEN-IN-PLAN" in page
+    assert "+HIDDEN-IN-NOTES" in page
+    seen = _hash(project)
+    (workspace / "plan.txt").write_text("one\nedited after the look\n")
+    assert _hash(project) != seen
+
+
+def test_an_edit_a_tiny_big_file_threshold_would_make_binary_is_shown(project: Project) -> None:
+    # The worker's core.bigFileThreshold: a file above it is "Binary files
+    # differ" to git diff, so a threshold of one byte hides every change.
+    _repository(project)
+    _stage_with_worker(
+        project,
+        "git config core.bigFileThreshold 1\necho HIDDEN-AS-BINARY >> plan.txt\n",
+    )
+    _to_gate(project)
+    assert "+HIDDEN-AS-BINARY" in _page(project)
+
+
+def test_an_edit_the_worker_marks_binary_in_info_attributes_is_shown(project: Project) -> None:
+    # `.git/info/attributes` is never shown: `-diff` there turns the change
+    # into "Binary files differ" (the hash still covers the content). A
+    # file that is binary stays so.
+    workspace, _ = _repository(project)
+    (workspace / "image.bin").write_bytes(b"\0\1\2")
+    _git(workspace, "add", "image.bin")
+    _git(workspace, "commit", "-qm", "an image")
+    _stage_with_worker(
+        project,
+        "echo '* -diff' > .git/info/attributes\necho HIDDEN-AS-BINARY >> plan.txt\n"
+        "printf 'BIN\\000ARY' > image.bin\n",
+    )
+    _to_gate(project)
+    page = _page(project)
+    assert "+HIDDEN-AS-BINARY" in page
+    assert "Binary files a/image.bin and b/image.bin differ" in page
+    assert "+BIN" not in page  # not diffed as text
+
+
+def test_a_file_named_like_a_tracked_one_but_for_case_is_shown(project: Project) -> None:
+    # core.ignoreCase in the worker's config makes git take `makefile` for
+    # the tracked `Makefile`: not untracked, not changed. Make reads
+    # `makefile` first.
+    workspace, _ = _repository(project)
+    (workspace / "Makefile").write_text("all:\n\ttrue\n")
+    _git(workspace, "add", "Makefile")
+    _git(workspace, "commit", "-qm", "a Makefile")
+    _stage_with_worker(
+        project,
+        "git config core.ignoreCase true\nprintf 'all:\\n\\tcurl evil\\n' > makefile\n",
+    )
+    _to_gate(project)
+    assert "makefile" in _page(project)
+    seen = _hash(project)
+    (workspace / "makefile").write_text("all:\n\tcurl worse\n")
+    assert _hash(project) != seen

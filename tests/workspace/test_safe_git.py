@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 from support import Project
 
+from orchestrator.workspace import gitrun
 from orchestrator.workspace.gitrun import SafeGit, git_environment
 
 GIT_AS_T = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
@@ -291,3 +293,47 @@ def test_output_past_the_limit_is_cut_and_flagged(project: Project) -> None:
     done = SafeGit(workspace).run("diff", limit=1000)
     assert done.truncated and not done.ok
     assert len(done.stdout) == 1000
+
+
+def test_an_order_file_naming_dev_zero_is_not_read(project: Project) -> None:
+    # diff.orderFile is read whole before the diff: /dev/zero grows git
+    # without end (gigabytes a second) until the deadline.
+    workspace = _workspace(project)
+    _git(workspace, "config", "diff.orderFile", "/dev/zero")
+    done = SafeGit(workspace, timeout=5.0).run("diff")
+    assert done.ok, done.error
+    assert b"+two" in done.stdout
+
+
+def test_git_reading_dev_zero_is_stopped_by_its_memory_cap(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Git reads .git/info/attributes through a link: pointed at /dev/zero,
+    # it is one endless line. No option stops git reading it; a cap on
+    # git's memory ends the call long before the deadline would.
+    monkeypatch.setattr(gitrun, "DATA_LIMIT", 64 << 20, raising=False)
+    workspace = _workspace(project)
+    (workspace / ".git" / "info").mkdir(exist_ok=True)
+    (workspace / ".git" / "info" / "attributes").symlink_to("/dev/zero")
+    done = SafeGit(workspace, timeout=5.0).run("diff")
+    assert done.status not in (0, None), done.error  # git itself gave up
+    assert done.error != "out of time"
+
+
+def test_git_runs_under_a_host_data_limit_already_below_the_cap(project: Project) -> None:
+    # A host (a container, a cron with `ulimit -d`) whose hard limit is
+    # below DATA_LIMIT: the cap cannot be raised to, and needs no setting.
+    workspace = _workspace(project)
+    below = (gitrun.DATA_LIMIT * 3) // 4
+    code = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_DATA, ({below}, {below}))\n"
+        "from pathlib import Path\n"
+        "from orchestrator.workspace.gitrun import SafeGit\n"
+        "done = SafeGit(Path(sys.argv[1])).run('diff')\n"
+        "print(done.ok, done.error)\n"
+        "sys.exit(0 if done.ok and b'+two' in done.stdout else 1)\n"
+    )
+    argv = [sys.executable, "-c", code, str(workspace)]
+    ran = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,35 @@ def test_admin_dir_ignores_a_rewritten_dot_git_file(repo: Path, tmp_path: Path) 
     git(elsewhere, "init", "-q")
     (wt.workspace / ".git").write_text(f"gitdir: {elsewhere / '.git'}\n")
     assert wt.admin_dir() == real
+
+
+def test_a_fifo_the_worker_puts_at_its_gitdir_record_does_not_hang_a_commit(
+    repo: Path, tmp_path: Path
+) -> None:
+    # The worktree's folder under .git/worktrees is written by the worker's
+    # own git, so it is the worker's: a FIFO at its `gitdir` blocks a plain
+    # read for ever, in the tick, under the host lock.
+    wt = tree(repo, tmp_path)
+    wt.ensure()
+    record = wt.admin_dir() / "gitdir"
+    record.unlink()
+    os.mkfifo(record)
+    (wt.workspace / "new.txt").write_text("work\n")
+    outcome: list[object] = []
+
+    def commit() -> None:
+        try:
+            outcome.append(wt.commit_stage("m", "t1/implement/1", IDENTITY))
+        except GitError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=commit, daemon=True)
+    thread.start()
+    thread.join(20)
+    hung = thread.is_alive()
+    if hung:  # let the blocked open see a writer, and end
+        os.close(os.open(record, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(20)
+    assert not hung
+    [result] = outcome
+    assert isinstance(result, GitError)  # no worktree record it can trust
