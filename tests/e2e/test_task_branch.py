@@ -307,3 +307,61 @@ def test_the_gate_shows_the_whole_change_then_the_stages_part(project: Project) 
     stale = project.run("approve", "fix", "--expect", before)
     assert stale.returncode == 1 and "changed since you looked" in stale.stderr
     assert project.run("approve", "fix", "--expect", after["approval_hash"]).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [
+        "git checkout -q --detach",  # a detached HEAD
+        "git checkout -q -b elsewhere",  # another branch in the worktree
+    ],
+)
+def test_a_worker_that_moves_head_off_the_branch_loses_no_work(
+    project: Project, leave: str
+) -> None:
+    repo = branch_project(project, implement=f"{leave} && echo work > work.txt")
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    workspace = project.dir / "tasks" / "fix"
+    for _ in range(2):
+        project.run("tick")
+    # The stage's commit never lands beside the branch, and the worker's
+    # folder is never removed to make the worktree again.
+    assert (workspace / "work.txt").read_text() == "work\n"
+    errors = [e for (e,) in project.query("SELECT error FROM attempts") if e]
+    assert errors and all("task/fix" in e for e in errors), errors
+    assert git(repo, "log", "--format=%s", "main..task/fix") == ""
+    assert project.query("SELECT commit_sha FROM attempts WHERE commit_sha IS NOT NULL") == []
+    assert check_invariants(project.db_url) == []
+
+
+def test_a_project_reached_through_a_link_makes_its_commits(project: Project) -> None:
+    repo = branch_project(project)
+    link = project.dir.parent / "project-link"
+    link.symlink_to(project.dir)
+    through = {"ORCHESTRATOR_CONFIG": str(link / project.config.name)}
+    assert project.run("add", "fix", "--title", "Fix it", extra_env=through).returncode == 0
+    for _ in range(2):
+        done = project.run("tick", extra_env=through)
+        assert done.returncode == 0, done.stderr
+    rows = project.query("SELECT stage, outcome, error FROM attempts ORDER BY id")
+    assert project.state("fix") == "code_review:awaiting_approval", rows
+    assert len(git(repo, "log", "--format=%H", "main..task/fix").split()) == 3
+    assert (project.dir / "tasks" / "fix" / "untracked.txt").exists()
+
+
+def test_a_trailer_already_in_the_base_is_not_this_attempts_commit(project: Project) -> None:
+    # A repository outlives a database: a task of an earlier project, also
+    # called `fix`, was landed on main with its trailers.
+    repo = branch_project(project, implement="echo work > work.txt")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "old\n\nOrchestrator-Attempt: fix/implement/1")
+    git(
+        repo, "commit", "-q", "--allow-empty", "-m", "old\n\nOrchestrator-Attempt: fix/implement/10"
+    )
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    assert project.run("tick").returncode == 0
+    (sha,) = project.query("SELECT commit_sha FROM attempts")[0]
+    assert sha == git(repo, "rev-parse", "task/fix").strip()
+    assert git(repo, "log", "--format=%s", "main..task/fix").splitlines() == [
+        "fix: implement (attempt 1)"
+    ]
+    assert "work.txt" in git(repo, "show", "--name-only", "--format=", "task/fix")
