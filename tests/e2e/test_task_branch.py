@@ -358,10 +358,11 @@ def test_a_trailer_already_in_the_base_is_not_this_attempts_commit(project: Proj
         repo, "commit", "-q", "--allow-empty", "-m", "old\n\nOrchestrator-Attempt: fix/implement/10"
     )
     assert project.run("add", "fix", "--title", "Fix it").returncode == 0
-    assert project.run("tick").returncode == 0
-    (sha,) = project.query("SELECT commit_sha FROM attempts")[0]
-    assert sha == git(repo, "rev-parse", "task/fix").strip()
+    assert project.run("tick").returncode == 0  # implement, then code_review
+    (sha,) = project.query("SELECT commit_sha FROM attempts WHERE stage = 'implement'")[0]
+    assert sha == git(repo, "rev-parse", "task/fix~1").strip()
     assert git(repo, "log", "--format=%s", "main..task/fix").splitlines() == [
-        "fix: implement (attempt 1)"
+        "fix: code_review (attempt 1)",
+        "fix: implement (attempt 1)",
     ]
-    assert "work.txt" in git(repo, "show", "--name-only", "--format=", "task/fix")
+    assert "work.txt" in git(repo, "show", "--name-only", "--format=", sha)
