@@ -109,12 +109,24 @@ class Worktree:
     branch: str
     base_commit: str
 
+    @property
+    def real_workspace(self) -> Path:
+        """The workspace as git records it (real folders): the project may be
+        reached through a link. The last part is never resolved, so a link
+        at the workspace's own path is still seen as one."""
+        return Path(os.path.realpath(self.workspace.parent)) / self.workspace.name
+
     def ensure(self) -> None:
         """Make the worktree, or finish what a killed tick began."""
         listed = self._listed()
-        if listed.get(self.workspace) == self.branch and self.workspace.is_dir():
-            return
-        if self.workspace in listed or any(not p.exists() for p in listed):
+        here = self.real_workspace
+        if here in listed and self.workspace.is_dir():
+            if listed[here] == self.branch:
+                return
+            # The worker moved HEAD (detached it, or checked out another
+            # branch): its folder is work, never cleared to make it again.
+            raise GitError(self._off_branch(listed[here]))
+        if here in listed or any(not p.exists() for p in listed):
             run_git(self.repository, ["worktree", "prune"])
         self._clear_half_made()
         if branch_tip(self.repository, self.branch) is None:
@@ -137,11 +149,11 @@ class Worktree:
             )
 
     def exists(self) -> bool:
-        return self._listed().get(self.workspace) == self.branch and self.workspace.is_dir()
+        return self._listed().get(self.real_workspace) == self.branch and self.workspace.is_dir()
 
     def remove(self) -> bool:
         """Remove the worktree (the branch stays); False when there was none."""
-        if self.workspace not in self._listed():
+        if self.real_workspace not in self._listed():
             return False
         run_git(self.repository, ["worktree", "remove", "--force", str(self.workspace)])
         return True
@@ -149,7 +161,7 @@ class Worktree:
     def admin_dir(self) -> Path:
         """The worktree's own git folder, found from the repository's side:
         the `.git` file in the workspace is the worker's to rewrite."""
-        wanted = str(self.workspace / ".git")
+        wanted = str(self.real_workspace / ".git")
         admin = self.repository / ".git" / "worktrees"
         for entry in sorted(admin.iterdir()) if admin.is_dir() else []:
             gitdir = entry / "gitdir"
@@ -167,19 +179,28 @@ class Worktree:
         return self.git(["rev-parse", "--verify", "HEAD"]).strip()
 
     def find_stage_commit(self, attempt_key: str) -> str | None:
-        """The commit on HEAD whose trailer names this attempt."""
+        """The commit on HEAD, and on no other branch, whose trailer line is
+        this attempt's: the repository may outlive the database, so a landed
+        task of an earlier one may carry the same slug and attempt id (and
+        `--grep` alone matches `.../1` in `.../10`)."""
+        trailer = f"{TRAILER}: {attempt_key}"
         out = self.git(
             [
                 "log",
-                "-n",
-                "1",
-                "--format=%H",
+                "--format=%H%x00%B%x00",
                 "--fixed-strings",
-                f"--grep={TRAILER}: {attempt_key}",
+                f"--grep={trailer}",
                 "HEAD",
+                "--not",
+                f"--exclude={self.branch}",
+                "--branches",
             ]
         )
-        return out.strip() or None
+        fields = out.split("\0")
+        for sha, body in zip(fields[0::2], fields[1::2], strict=False):
+            if trailer in body.splitlines():
+                return sha.strip()
+        return None
 
     def commit_stage(self, message: str, attempt_key: str, identity: Identity) -> str:
         """Commit everything the worker changed (tracked, untracked,
@@ -188,6 +209,9 @@ class Worktree:
         made. A stage that changed nothing (a reviewer) still gets its
         commit, empty, so the branch holds one commit per passed stage; a
         worker's own commits stay beneath it."""
+        on = self._head_branch()
+        if on != self.branch:
+            raise GitError(self._off_branch(on))
         done = self.find_stage_commit(attempt_key)
         if done is not None:
             return done
@@ -207,6 +231,21 @@ class Worktree:
             env=identity.environment(),
         )
         return self.head()
+
+    def _head_branch(self) -> str:
+        """The branch HEAD is on; "" when detached."""
+        try:
+            ref = self.git(["symbolic-ref", "--quiet", "HEAD"]).strip()
+        except GitError:
+            return ""
+        return ref.removeprefix("refs/heads/")
+
+    def _off_branch(self, on: str) -> str:
+        what = f"branch {on!r}" if on else "a detached HEAD"
+        return (
+            f"{self.workspace} has {what} checked out, not {self.branch}; "
+            f"check out {self.branch} there to go on"
+        )
 
     def _listed(self) -> dict[Path, str]:
         """Worktree path -> branch ("" when detached), from git's own list."""
@@ -236,7 +275,7 @@ class Worktree:
         ours = (
             dot_git.is_file()
             and not dot_git.is_symlink()
-            and _points_into(dot_git, self.repository)
+            and _points_into(dot_git, Path(os.path.realpath(self.repository)))
         )
         if entries and not ours:
             raise GitError(f"{self.workspace} exists and is not this task's worktree; move it away")
