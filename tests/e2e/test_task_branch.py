@@ -366,18 +366,3 @@ def test_a_trailer_already_in_the_base_is_not_this_attempts_commit(project: Proj
         "fix: implement (attempt 1)",
     ]
     assert "work.txt" in git(repo, "show", "--name-only", "--format=", sha)
-
-
-def test_a_worker_commit_that_forges_the_trailer_does_not_take_the_stages_work(
-    project: Project,
-) -> None:
-    # Attempt ids are small numbers: a worker can guess its own key.
-    forge = (
-        "git -c user.name=w -c user.email=w@w commit -q --allow-empty "
-        "-m 'mine' -m 'Orchestrator-Attempt: fix/implement/1' && echo work > work.txt"
-    )
-    repo = branch_project(project, implement=forge)
-    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
-    assert project.run("tick").returncode == 0
-    (sha,) = project.query("SELECT commit_sha FROM attempts WHERE stage = 'implement'")[0]
-    assert "work.txt" in git(repo, "show", "--name-only", "--format=", sha)
