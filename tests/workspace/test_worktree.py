@@ -185,3 +185,12 @@ def test_admin_dir_ignores_a_rewritten_dot_git_file(repo: Path, tmp_path: Path) 
     git(elsewhere, "init", "-q")
     (wt.workspace / ".git").write_text(f"gitdir: {elsewhere / '.git'}\n")
     assert wt.admin_dir() == real
+
+
+def test_a_trailer_is_matched_by_its_whole_line(repo: Path, tmp_path: Path) -> None:
+    wt = tree(repo, tmp_path)
+    wt.ensure()
+    tenth = wt.commit_stage("m", "t1/implement/10", IDENTITY)
+    (wt.workspace / "new.txt").write_text("new\n")
+    first = wt.commit_stage("m", "t1/implement/1", IDENTITY)  # not the 10th's
+    assert first != tenth and git(wt.workspace, "rev-parse", f"{first}^").strip() == tenth
