@@ -366,3 +366,16 @@ def test_a_trailer_already_in_the_base_is_not_this_attempts_commit(project: Proj
         "fix: implement (attempt 1)",
     ]
     assert "work.txt" in git(repo, "show", "--name-only", "--format=", sha)
+
+
+def test_prune_finished_keeps_a_worktree_with_work_no_commit_holds(project: Project) -> None:
+    repo = branch_project(project)
+    workspace = finish(project, "fix")
+    (workspace / "late.txt").write_text("a person's fix after the last stage\n")
+    done = project.run("prune", "--finished")
+    assert (workspace / "late.txt").read_text() == "a person's fix after the last stage\n"
+    assert f"kept worktree {workspace}" in done.stderr
+    assert "task/fix" in git(repo, "worktree", "list")
+    (workspace / "late.txt").unlink()  # nothing left outside the branch: it goes
+    assert "removed worktree" in project.run("prune", "--finished").stdout
+    assert not workspace.exists()
