@@ -152,10 +152,13 @@ class Worktree:
         return self._listed().get(self.real_workspace) == self.branch and self.workspace.is_dir()
 
     def remove(self) -> bool:
-        """Remove the worktree (the branch stays); False when there was none."""
+        """Remove the worktree (the branch stays); False when there was none.
+        Never forced: a file no commit holds (a person's edit at the last
+        gate is approved but not committed) makes git refuse, and the
+        worktree is kept. Ignored files go with it."""
         if self.real_workspace not in self._listed():
             return False
-        run_git(self.repository, ["worktree", "remove", "--force", str(self.workspace)])
+        run_git(self.repository, ["worktree", "remove", str(self.workspace)])
         return True
 
     def admin_dir(self) -> Path:
