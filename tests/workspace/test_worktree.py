@@ -194,3 +194,30 @@ def test_a_trailer_is_matched_by_its_whole_line(repo: Path, tmp_path: Path) -> N
     (wt.workspace / "new.txt").write_text("new\n")
     first = wt.commit_stage("m", "t1/implement/1", IDENTITY)  # not the 10th's
     assert first != tenth and git(wt.workspace, "rev-parse", f"{first}^").strip() == tenth
+
+
+def test_a_worktree_add_killed_before_its_checkout_is_made_again(
+    repo: Path, tmp_path: Path
+) -> None:
+    # What `git worktree add -b` leaves when killed (the SafeGit deadline on
+    # a large repository, an OOM kill) after it set HEAD and before its
+    # checkout: the branch, the worktree listed on it and still locked
+    # "initializing", no index, no files. Used as it is, the stage commit
+    # would delete every file of the repository.
+    wt = tree(repo, tmp_path)
+    wt.workspace.parent.mkdir()
+    git(repo, "worktree", "add", "-q", "--no-checkout", "-b", wt.branch, str(wt.workspace))
+    (repo / ".git" / "worktrees" / "t1" / "locked").write_text("initializing\n")
+    wt.ensure()
+    assert (wt.workspace / "keep.txt").read_text() == "keep\n"
+    assert git(wt.workspace, "status", "--porcelain") == ""
+    assert "locked" not in git(repo, "worktree", "list", "--porcelain")
+
+
+def test_a_worktree_a_person_locked_is_left_as_it_is(repo: Path, tmp_path: Path) -> None:
+    wt = tree(repo, tmp_path)
+    wt.ensure()
+    (wt.workspace / "mine.txt").write_text("work\n")
+    git(repo, "worktree", "lock", "--reason", "on a USB disk", str(wt.workspace))
+    wt.ensure()
+    assert (wt.workspace / "mine.txt").read_text() == "work\n"
