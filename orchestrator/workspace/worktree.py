@@ -10,6 +10,10 @@ is recognised by looking rather than remembered:
   worktree removed by `prune --finished`): the worktree is added on it,
   never reset, so a stage's commits survive;
 - a worktree entry whose folder is gone: `git worktree prune` clears it;
+- a worktree git still marks "locked initializing" (its add was killed
+  before the checkout, so it has no index and no files): removed and added
+  again, never used (a commit there would delete every file);
+- HEAD moved off the branch by a worker: refused, never cleared;
 - a folder at the workspace's path that is not this worktree: removed
   only when it is empty or git's own half-made checkout (it holds a `.git`
   file naming our worktree); anything else is refused, never deleted.
@@ -31,6 +35,9 @@ from orchestrator.workspace.gitrun import GitError, run_git
 BRANCH_PREFIX = "task/"
 TRAILER = "Orchestrator-Attempt"
 DEFAULT_AUTHOR = "orchestrator <orchestrator@localhost>"
+# In `_listed`, a worktree `git worktree add` left "locked initializing"
+# (killed before its checkout); no branch can have this name.
+_HALF_MADE = "\0initializing"
 
 
 def branch_name(slug: str) -> str:
@@ -120,6 +127,11 @@ class Worktree:
         """Make the worktree, or finish what a killed tick began."""
         listed = self._listed()
         here = self.real_workspace
+        if listed.get(here) == _HALF_MADE:
+            # Git's own mark of an add that never finished its checkout:
+            # nothing of a worker's is in it (no attempt ran there).
+            run_git(self.repository, ["worktree", "remove", "--force", "--force", str(here)])
+            listed = self._listed()
         if here in listed and self.workspace.is_dir():
             if listed[here] == self.branch:
                 return
@@ -251,7 +263,7 @@ class Worktree:
         )
 
     def _listed(self) -> dict[Path, str]:
-        """Worktree path -> branch ("" when detached), from git's own list."""
+        """Worktree path -> branch ("" when detached, `_HALF_MADE`), from git's own list."""
         out = run_git(self.repository, ["worktree", "list", "--porcelain", "-z"])
         found: dict[Path, str] = {}
         path: Path | None = None
@@ -261,6 +273,8 @@ class Worktree:
                 found[path] = ""
             elif field.startswith("branch ") and path is not None:
                 found[path] = field.removeprefix("branch refs/heads/")
+            elif field == "locked initializing" and path is not None:
+                found[path] = _HALF_MADE  # git runs with LC_ALL=C: untranslated
         return found
 
     def _clear_half_made(self) -> None:
