@@ -379,3 +379,24 @@ def test_prune_finished_keeps_a_worktree_with_work_no_commit_holds(project: Proj
     (workspace / "late.txt").unlink()  # nothing left outside the branch: it goes
     assert "removed worktree" in project.run("prune", "--finished").stdout
     assert not workspace.exists()
+
+
+def test_a_worktree_swapped_for_a_link_is_never_followed(project: Project) -> None:
+    outside = project.dir.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the task's\n")
+    swap = f"cd .. && rm -rf fix && ln -s '{outside}' fix"
+    repo = branch_project(project, implement=swap)
+    text = project.config.read_text().replace(
+        'worker = ["true"]', 'worker = ["sh", "-c", "echo review > review.txt"]'
+    )
+    project.config.write_text(text)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    for _ in range(2):
+        project.run("tick")
+    branch_files = git(repo, "log", "--format=", "--name-only", "main..task/fix")
+    assert "secret.txt" not in branch_files
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]  # no stage ran there
+    errors = [e for (e,) in project.query("SELECT error FROM attempts") if e]
+    assert errors and all("link" in e for e in errors), errors
+    assert "secret.txt" not in project.run("diff", "fix").stdout
