@@ -132,7 +132,7 @@ class Worktree:
             # nothing of a worker's is in it (no attempt ran there).
             run_git(self.repository, ["worktree", "remove", "--force", "--force", str(here)])
             listed = self._listed()
-        if here in listed and self.workspace.is_dir():
+        if here in listed and self.workspace.is_dir() and not self.workspace.is_symlink():
             if listed[here] == self.branch:
                 return
             # The worker moved HEAD (detached it, or checked out another
@@ -161,6 +161,8 @@ class Worktree:
             )
 
     def exists(self) -> bool:
+        if self.workspace.is_symlink():
+            return False  # a worker swapped it: the branch is the change, not the link
         return self._listed().get(self.real_workspace) == self.branch and self.workspace.is_dir()
 
     def remove(self) -> bool:
@@ -188,6 +190,10 @@ class Worktree:
         raise GitError(f"{self.workspace} is not a worktree of {self.repository}")
 
     def git(self, args: list[str], env: dict[str, str] | None = None) -> str:
+        if self.workspace.is_symlink():
+            # A worker replaced its folder with a link: git would commit
+            # (and the next stage work in) whatever it points at.
+            raise GitError(f"{self.workspace} is a link; refusing to follow it")
         return run_git(self.workspace, args, git_dir=self.admin_dir(), env=env)
 
     def head(self) -> str:
@@ -248,12 +254,9 @@ class Worktree:
         return self.head()
 
     def _head_branch(self) -> str:
-        """The branch HEAD is on; "" when detached."""
-        try:
-            ref = self.git(["symbolic-ref", "--quiet", "HEAD"]).strip()
-        except GitError:
-            return ""
-        return ref.removeprefix("refs/heads/")
+        """The branch HEAD is on; "" when detached (git names it `HEAD`)."""
+        ref = self.git(["rev-parse", "--symbolic-full-name", "HEAD"]).strip()
+        return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ""
 
     def _off_branch(self, on: str) -> str:
         what = f"branch {on!r}" if on else "a detached HEAD"
