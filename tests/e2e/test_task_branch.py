@@ -400,3 +400,12 @@ def test_a_worktree_swapped_for_a_link_is_never_followed(project: Project) -> No
     errors = [e for (e,) in project.query("SELECT error FROM attempts") if e]
     assert errors and all("link" in e for e in errors), errors
     assert "secret.txt" not in project.run("diff", "fix").stdout
+
+
+@pytest.mark.parametrize("slug", ["fix.lock", "fix."])
+def test_a_slug_git_cannot_name_a_branch_is_refused_at_add(project: Project, slug: str) -> None:
+    branch_project(project)
+    done = project.run("add", slug, "--title", "Fix it")
+    assert done.returncode == 1 and "branch" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert project.query("SELECT slug FROM tasks") == []
