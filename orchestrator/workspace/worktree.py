@@ -44,6 +44,16 @@ def branch_name(slug: str) -> str:
     return BRANCH_PREFIX + slug
 
 
+def branch_problem(slug: str) -> str | None:
+    """Why git cannot name a valid slug's branch: of git's ref rules, only
+    these two are left by the slug's own (letters, digits, `.`, `_`, `-`,
+    no `..`, a letter or digit first)."""
+    for ending in (".lock", "."):
+        if slug.endswith(ending):
+            return f"git cannot name a branch {branch_name(slug)!r} (it ends in {ending!r})"
+    return None
+
+
 @dataclass(frozen=True)
 class Identity:
     """Who the orchestrator's commits are by (`commit_author` in the pipeline)."""
