@@ -117,6 +117,9 @@ def task_branch(pipeline: PipelineConfig, slug: str) -> dict[str, str]:
     so that a later checkout in the repository cannot change it."""
     if pipeline.repository is None:
         return {}
+    problem = worktree.branch_problem(slug)
+    if problem is not None:
+        raise RefusedError(f"invalid slug {slug!r} for pipeline {pipeline.name!r}: {problem}")
     try:
         root = worktree.repository_root(pipeline.repository)
         base = pipeline.base or worktree.current_branch(root)

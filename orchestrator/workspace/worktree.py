@@ -10,6 +10,10 @@ is recognised by looking rather than remembered:
   worktree removed by `prune --finished`): the worktree is added on it,
   never reset, so a stage's commits survive;
 - a worktree entry whose folder is gone: `git worktree prune` clears it;
+- a worktree git still marks "locked initializing" (its add was killed
+  before the checkout, so it has no index and no files): removed and added
+  again, never used (a commit there would delete every file);
+- HEAD moved off the branch by a worker: refused, never cleared;
 - a folder at the workspace's path that is not this worktree: removed
   only when it is empty or git's own half-made checkout (it holds a `.git`
   file naming our worktree); anything else is refused, never deleted.
@@ -33,10 +37,23 @@ BRANCH_PREFIX = "task/"
 TRAILER = "Orchestrator-Attempt"
 DEFAULT_AUTHOR = "orchestrator <orchestrator@localhost>"
 _RECORD_BYTES = 4096  # of a `.git` file or a `gitdir` record: one path
+# In `_listed`, a worktree `git worktree add` left "locked initializing"
+# (killed before its checkout); no branch can have this name.
+_HALF_MADE = "\0initializing"
 
 
 def branch_name(slug: str) -> str:
     return BRANCH_PREFIX + slug
+
+
+def branch_problem(slug: str) -> str | None:
+    """Why git cannot name a valid slug's branch: of git's ref rules, only
+    these two are left by the slug's own (letters, digits, `.`, `_`, `-`,
+    no `..`, a letter or digit first)."""
+    for ending in (".lock", "."):
+        if slug.endswith(ending):
+            return f"git cannot name a branch {branch_name(slug)!r} (it ends in {ending!r})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -111,12 +128,29 @@ class Worktree:
     branch: str
     base_commit: str
 
+    @property
+    def real_workspace(self) -> Path:
+        """The workspace as git records it (real folders): the project may be
+        reached through a link. The last part is never resolved, so a link
+        at the workspace's own path is still seen as one."""
+        return Path(os.path.realpath(self.workspace.parent)) / self.workspace.name
+
     def ensure(self) -> None:
         """Make the worktree, or finish what a killed tick began."""
         listed = self._listed()
-        if listed.get(self.workspace) == self.branch and self.workspace.is_dir():
-            return
-        if self.workspace in listed or any(not p.exists() for p in listed):
+        here = self.real_workspace
+        if listed.get(here) == _HALF_MADE:
+            # Git's own mark of an add that never finished its checkout:
+            # nothing of a worker's is in it (no attempt ran there).
+            run_git(self.repository, ["worktree", "remove", "--force", "--force", str(here)])
+            listed = self._listed()
+        if here in listed and self.workspace.is_dir() and not self.workspace.is_symlink():
+            if listed[here] == self.branch:
+                return
+            # The worker moved HEAD (detached it, or checked out another
+            # branch): its folder is work, never cleared to make it again.
+            raise GitError(self._off_branch(listed[here]))
+        if here in listed or any(not p.exists() for p in listed):
             run_git(self.repository, ["worktree", "prune"])
         self._clear_half_made()
         if branch_tip(self.repository, self.branch) is None:
@@ -139,19 +173,24 @@ class Worktree:
             )
 
     def exists(self) -> bool:
-        return self._listed().get(self.workspace) == self.branch and self.workspace.is_dir()
+        if self.workspace.is_symlink():
+            return False  # a worker swapped it: the branch is the change, not the link
+        return self._listed().get(self.real_workspace) == self.branch and self.workspace.is_dir()
 
     def remove(self) -> bool:
-        """Remove the worktree (the branch stays); False when there was none."""
-        if self.workspace not in self._listed():
+        """Remove the worktree (the branch stays); False when there was none.
+        Never forced: a file no commit holds (a person's edit at the last
+        gate is approved but not committed) makes git refuse, and the
+        worktree is kept. Ignored files go with it."""
+        if self.real_workspace not in self._listed():
             return False
-        run_git(self.repository, ["worktree", "remove", "--force", str(self.workspace)])
+        run_git(self.repository, ["worktree", "remove", str(self.workspace)])
         return True
 
     def admin_dir(self) -> Path:
         """The worktree's own git folder, found from the repository's side:
         the `.git` file in the workspace is the worker's to rewrite."""
-        wanted = str(self.workspace / ".git")
+        wanted = str(self.real_workspace / ".git")
         admin = self.repository / ".git" / "worktrees"
         for entry in sorted(admin.iterdir()) if admin.is_dir() else []:
             gitdir = entry / "gitdir"
@@ -165,25 +204,38 @@ class Worktree:
         raise GitError(f"{self.workspace} is not a worktree of {self.repository}")
 
     def git(self, args: list[str], env: dict[str, str] | None = None) -> str:
+        if self.workspace.is_symlink():
+            # A worker replaced its folder with a link: git would commit
+            # (and the next stage work in) whatever it points at.
+            raise GitError(f"{self.workspace} is a link; refusing to follow it")
         return run_git(self.workspace, args, git_dir=self.admin_dir(), env=env)
 
     def head(self) -> str:
         return self.git(["rev-parse", "--verify", "HEAD"]).strip()
 
     def find_stage_commit(self, attempt_key: str) -> str | None:
-        """The commit on HEAD whose trailer names this attempt."""
+        """The commit on HEAD, and on no other branch, whose trailer line is
+        this attempt's: the repository may outlive the database, so a landed
+        task of an earlier one may carry the same slug and attempt id (and
+        `--grep` alone matches `.../1` in `.../10`)."""
+        trailer = f"{TRAILER}: {attempt_key}"
         out = self.git(
             [
                 "log",
-                "-n",
-                "1",
-                "--format=%H",
+                "--format=%H%x00%B%x00",
                 "--fixed-strings",
-                f"--grep={TRAILER}: {attempt_key}",
+                f"--grep={trailer}",
                 "HEAD",
+                "--not",
+                f"--exclude={self.branch}",
+                "--branches",
             ]
         )
-        return out.strip() or None
+        fields = out.split("\0")
+        for sha, body in zip(fields[0::2], fields[1::2], strict=False):
+            if trailer in body.splitlines():
+                return sha.strip()
+        return None
 
     def commit_stage(self, message: str, attempt_key: str, identity: Identity) -> str:
         """Commit everything the worker changed (tracked, untracked,
@@ -192,6 +244,9 @@ class Worktree:
         made. A stage that changed nothing (a reviewer) still gets its
         commit, empty, so the branch holds one commit per passed stage; a
         worker's own commits stay beneath it."""
+        on = self._head_branch()
+        if on != self.branch:
+            raise GitError(self._off_branch(on))
         done = self.find_stage_commit(attempt_key)
         if done is not None:
             return done
@@ -212,8 +267,20 @@ class Worktree:
         )
         return self.head()
 
+    def _head_branch(self) -> str:
+        """The branch HEAD is on; "" when detached (git names it `HEAD`)."""
+        ref = self.git(["rev-parse", "--symbolic-full-name", "HEAD"]).strip()
+        return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ""
+
+    def _off_branch(self, on: str) -> str:
+        what = f"branch {on!r}" if on else "a detached HEAD"
+        return (
+            f"{self.workspace} has {what} checked out, not {self.branch}; "
+            f"check out {self.branch} there to go on"
+        )
+
     def _listed(self) -> dict[Path, str]:
-        """Worktree path -> branch ("" when detached), from git's own list."""
+        """Worktree path -> branch ("" when detached, `_HALF_MADE`), from git's own list."""
         out = run_git(self.repository, ["worktree", "list", "--porcelain", "-z"])
         found: dict[Path, str] = {}
         path: Path | None = None
@@ -223,6 +290,8 @@ class Worktree:
                 found[path] = ""
             elif field.startswith("branch ") and path is not None:
                 found[path] = field.removeprefix("branch refs/heads/")
+            elif field == "locked initializing" and path is not None:
+                found[path] = _HALF_MADE  # git runs with LC_ALL=C: untranslated
         return found
 
     def _clear_half_made(self) -> None:
@@ -240,7 +309,7 @@ class Worktree:
         ours = (
             dot_git.is_file()
             and not dot_git.is_symlink()
-            and _points_into(dot_git, self.repository)
+            and _points_into(dot_git, Path(os.path.realpath(self.repository)))
         )
         if entries and not ours:
             raise GitError(f"{self.workspace} exists and is not this task's worktree; move it away")

@@ -324,3 +324,105 @@ def test_the_gate_shows_text_the_worker_marked_binary_in_info_attributes(
     page = project.dir / "report.html"
     assert project.run("report", "--html", str(page)).returncode == 0
     assert "+changed" in page.read_text("utf-8")
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [
+        "git checkout -q --detach",  # a detached HEAD
+        "git checkout -q -b elsewhere",  # another branch in the worktree
+    ],
+)
+def test_a_worker_that_moves_head_off_the_branch_loses_no_work(
+    project: Project, leave: str
+) -> None:
+    repo = branch_project(project, implement=f"{leave} && echo work > work.txt")
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    workspace = project.dir / "tasks" / "fix"
+    for _ in range(2):
+        project.run("tick")
+    # The stage's commit never lands beside the branch, and the worker's
+    # folder is never removed to make the worktree again.
+    assert (workspace / "work.txt").read_text() == "work\n"
+    errors = [e for (e,) in project.query("SELECT error FROM attempts") if e]
+    assert errors and all("task/fix" in e for e in errors), errors
+    assert git(repo, "log", "--format=%s", "main..task/fix") == ""
+    assert project.query("SELECT commit_sha FROM attempts WHERE commit_sha IS NOT NULL") == []
+    assert check_invariants(project.db_url) == []
+
+
+def test_a_project_reached_through_a_link_makes_its_commits(project: Project) -> None:
+    repo = branch_project(project)
+    link = project.dir.parent / "project-link"
+    link.symlink_to(project.dir)
+    through = {"ORCHESTRATOR_CONFIG": str(link / project.config.name)}
+    assert project.run("add", "fix", "--title", "Fix it", extra_env=through).returncode == 0
+    for _ in range(2):
+        done = project.run("tick", extra_env=through)
+        assert done.returncode == 0, done.stderr
+    rows = project.query("SELECT stage, outcome, error FROM attempts ORDER BY id")
+    assert project.state("fix") == "code_review:awaiting_approval", rows
+    assert len(git(repo, "log", "--format=%H", "main..task/fix").split()) == 3
+    assert (project.dir / "tasks" / "fix" / "untracked.txt").exists()
+
+
+def test_a_trailer_already_in_the_base_is_not_this_attempts_commit(project: Project) -> None:
+    # A repository outlives a database: a task of an earlier project, also
+    # called `fix`, was landed on main with its trailers.
+    repo = branch_project(project, implement="echo work > work.txt")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "old\n\nOrchestrator-Attempt: fix/implement/1")
+    git(
+        repo, "commit", "-q", "--allow-empty", "-m", "old\n\nOrchestrator-Attempt: fix/implement/10"
+    )
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    assert project.run("tick").returncode == 0  # implement, then code_review
+    (sha,) = project.query("SELECT commit_sha FROM attempts WHERE stage = 'implement'")[0]
+    assert sha == git(repo, "rev-parse", "task/fix~1").strip()
+    assert git(repo, "log", "--format=%s", "main..task/fix").splitlines() == [
+        "fix: code_review (attempt 1)",
+        "fix: implement (attempt 1)",
+    ]
+    assert "work.txt" in git(repo, "show", "--name-only", "--format=", sha)
+
+
+def test_prune_finished_keeps_a_worktree_with_work_no_commit_holds(project: Project) -> None:
+    repo = branch_project(project)
+    workspace = finish(project, "fix")
+    (workspace / "late.txt").write_text("a person's fix after the last stage\n")
+    done = project.run("prune", "--finished")
+    assert (workspace / "late.txt").read_text() == "a person's fix after the last stage\n"
+    assert f"kept worktree {workspace}" in done.stderr
+    assert "task/fix" in git(repo, "worktree", "list")
+    (workspace / "late.txt").unlink()  # nothing left outside the branch: it goes
+    assert "removed worktree" in project.run("prune", "--finished").stdout
+    assert not workspace.exists()
+
+
+def test_a_worktree_swapped_for_a_link_is_never_followed(project: Project) -> None:
+    outside = project.dir.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the task's\n")
+    swap = f"cd .. && rm -rf fix && ln -s '{outside}' fix"
+    repo = branch_project(project, implement=swap)
+    text = project.config.read_text().replace(
+        'worker = ["true"]', 'worker = ["sh", "-c", "echo review > review.txt"]'
+    )
+    project.config.write_text(text)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    for _ in range(2):
+        project.run("tick")
+    branch_files = git(repo, "log", "--format=", "--name-only", "main..task/fix")
+    assert "secret.txt" not in branch_files
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]  # no stage ran there
+    errors = [e for (e,) in project.query("SELECT error FROM attempts") if e]
+    assert errors and all("link" in e for e in errors), errors
+    assert "secret.txt" not in project.run("diff", "fix").stdout
+
+
+@pytest.mark.parametrize("slug", ["fix.lock", "fix."])
+def test_a_slug_git_cannot_name_a_branch_is_refused_at_add(project: Project, slug: str) -> None:
+    branch_project(project)
+    done = project.run("add", slug, "--title", "Fix it")
+    assert done.returncode == 1 and "branch" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert project.query("SELECT slug FROM tasks") == []

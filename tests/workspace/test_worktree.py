@@ -218,3 +218,39 @@ def test_a_fifo_the_worker_puts_at_its_gitdir_record_does_not_hang_a_commit(
     assert not hung
     [result] = outcome
     assert isinstance(result, GitError)  # no worktree record it can trust
+
+
+def test_a_trailer_is_matched_by_its_whole_line(repo: Path, tmp_path: Path) -> None:
+    wt = tree(repo, tmp_path)
+    wt.ensure()
+    tenth = wt.commit_stage("m", "t1/implement/10", IDENTITY)
+    (wt.workspace / "new.txt").write_text("new\n")
+    first = wt.commit_stage("m", "t1/implement/1", IDENTITY)  # not the 10th's
+    assert first != tenth and git(wt.workspace, "rev-parse", f"{first}^").strip() == tenth
+
+
+def test_a_worktree_add_killed_before_its_checkout_is_made_again(
+    repo: Path, tmp_path: Path
+) -> None:
+    # What `git worktree add -b` leaves when killed (the SafeGit deadline on
+    # a large repository, an OOM kill) after it set HEAD and before its
+    # checkout: the branch, the worktree listed on it and still locked
+    # "initializing", no index, no files. Used as it is, the stage commit
+    # would delete every file of the repository.
+    wt = tree(repo, tmp_path)
+    wt.workspace.parent.mkdir()
+    git(repo, "worktree", "add", "-q", "--no-checkout", "-b", wt.branch, str(wt.workspace))
+    (repo / ".git" / "worktrees" / "t1" / "locked").write_text("initializing\n")
+    wt.ensure()
+    assert (wt.workspace / "keep.txt").read_text() == "keep\n"
+    assert git(wt.workspace, "status", "--porcelain") == ""
+    assert "locked" not in git(repo, "worktree", "list", "--porcelain")
+
+
+def test_a_worktree_a_person_locked_is_left_as_it_is(repo: Path, tmp_path: Path) -> None:
+    wt = tree(repo, tmp_path)
+    wt.ensure()
+    (wt.workspace / "mine.txt").write_text("work\n")
+    git(repo, "worktree", "lock", "--reason", "on a USB disk", str(wt.workspace))
+    wt.ensure()
+    assert (wt.workspace / "mine.txt").read_text() == "work\n"
