@@ -6,6 +6,8 @@ without a tick around it, and each is safe to run again after a kill."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -63,8 +65,12 @@ def prepare(
 
 
 def attempt_key(claim: Claim) -> str:
-    """Names one attempt for ever (the attempt row's id is never reused)."""
-    return f"{claim.task.slug}/{claim.stage.name}/{claim.attempt_id}"
+    """Names one attempt for ever (the attempt row's id is never reused),
+    with a seal made from its lease token, which no worker sees: a worker
+    that writes the trailer into a commit of its own cannot pass that
+    commit off as the stage's and keep the rest of its work out of it."""
+    seal = hmac.new(claim.token.encode(), b"stage-commit", hashlib.sha256).hexdigest()[:16]
+    return f"{claim.task.slug}/{claim.stage.name}/{claim.attempt_id}/{seal}"
 
 
 def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:

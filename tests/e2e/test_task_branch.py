@@ -426,3 +426,22 @@ def test_a_slug_git_cannot_name_a_branch_is_refused_at_add(project: Project, slu
     assert done.returncode == 1 and "branch" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert project.query("SELECT slug FROM tasks") == []
+
+
+def test_a_trailer_the_worker_forges_does_not_stand_for_the_stage_commit(
+    project: Project,
+) -> None:
+    """The worker commits one file under the trailer it guesses for its
+    attempt, and leaves another uncommitted: the stage's own commit still
+    holds the rest, by the orchestrator's identity."""
+    forge = (
+        "echo a > forged.txt && git add forged.txt && "
+        "git -c user.name=w -c user.email=w@w commit -q -m 'looks like a stage' "
+        "-m 'Orchestrator-Attempt: fix/implement/1' && echo b > left.txt"
+    )
+    repo = branch_project(project, implement=forge)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    assert project.run("tick").returncode == 0
+    [(sha,)] = project.query("SELECT commit_sha FROM attempts WHERE stage = 'implement'")
+    shown = git(repo, "show", "--name-only", "--format=%an%n%s", sha).split()
+    assert shown[:1] == ["orchestrator"] and "left.txt" in shown
