@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from sqlalchemy import Engine
 
+from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
@@ -96,3 +97,34 @@ def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:
     except GitError as exc:
         run.outcome = Outcome.WORKER_ERROR
         run.error = f"stage commit: {exc}"
+
+
+def commit_approved(
+    settings: Settings, task: repo.TaskSnapshot, warn: Callable[[str], None]
+) -> None:
+    """An approved gate of a branch task: what a person changed in the
+    worktree while reviewing (covered by the approval hash they approved)
+    becomes a commit before the task moves on, so the branch holds what was
+    approved. Nothing changed: no commit. Keyed by the task's version,
+    which the approval fixed, so a tick killed after the commit finds it.
+    A commit that fails is a warning: the edit stays in the worktree."""
+    pipeline = settings.pipeline(task.pipeline)
+    if pipeline is None or pipeline.repository is None or task.branch is None:
+        return
+    identity = Identity.parse(pipeline.commit_author)
+    assert identity is not None  # the config refuses any other
+    tree = Worktree(
+        pipeline.repository,
+        settings.workspace_root / task.slug,
+        task.branch,
+        task.base_commit or "",
+    )
+    key = f"{task.slug}/{task.stage}/approved/{task.version}"
+    try:
+        if not tree.exists():
+            return
+        message = f"{task.slug}: {task.stage} approved, with the reviewer's changes"
+        tree.commit_stage(message, key, identity, allow_empty=False)
+        fault_point("after_approval_commit")
+    except GitError as exc:
+        warn(f"{task.slug}: the changes made at the {task.stage} gate stay uncommitted: {exc}")

@@ -19,6 +19,7 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
+from orchestrator.tick import branches
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.host import HostIdentity
@@ -54,6 +55,7 @@ class Claimer:
     def advance_approved(self) -> None:
         approved = self.tx.retrying(lambda _again: self._approved())
         for task in approved:
+            branches.commit_approved(self.settings, task, self.tick.warn)
             try:
                 self.tx.retrying(functools.partial(self._advance, task))
             except repo.ConflictError:

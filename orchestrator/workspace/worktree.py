@@ -237,13 +237,16 @@ class Worktree:
                 return sha.strip()
         return None
 
-    def commit_stage(self, message: str, attempt_key: str, identity: Identity) -> str:
+    def commit_stage(
+        self, message: str, attempt_key: str, identity: Identity, *, allow_empty: bool = True
+    ) -> str | None:
         """Commit everything the worker changed (tracked, untracked,
         deletions; ignored files stay out) with the attempt's trailer, and
         return the commit: the new one, or the one a killed tick already
         made. A stage that changed nothing (a reviewer) still gets its
         commit, empty, so the branch holds one commit per passed stage; a
-        worker's own commits stay beneath it."""
+        worker's own commits stay beneath it. Without `allow_empty`, nothing
+        to commit is None (an approval that changed nothing adds no commit)."""
         on = self._head_branch()
         if on != self.branch:
             raise GitError(self._off_branch(on))
@@ -251,6 +254,8 @@ class Worktree:
         if done is not None:
             return done
         self.git(["add", "--all", "--", "."])
+        if not allow_empty and not self.git(["diff", "--cached", "--name-only", "-z"]).strip("\0"):
+            return None
         body = f"{message}\n\n{TRAILER}: {attempt_key}\n"
         self.git(
             [

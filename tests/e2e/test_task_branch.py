@@ -445,3 +445,31 @@ def test_a_trailer_the_worker_forges_does_not_stand_for_the_stage_commit(
     [(sha,)] = project.query("SELECT commit_sha FROM attempts WHERE stage = 'implement'")
     shown = git(repo, "show", "--name-only", "--format=%an%n%s", sha).split()
     assert shown[:1] == ["orchestrator"] and "left.txt" in shown
+
+
+def test_what_a_reviewer_changes_at_the_gate_is_committed_when_approved(
+    project: Project,
+) -> None:
+    repo = branch_project(project)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    for _ in range(2):
+        project.run("tick")
+    assert project.state("fix") == "code_review:awaiting_approval"
+    before = git(repo, "rev-parse", "task/fix").strip()
+    (project.dir / "tasks" / "fix" / "keep.txt").write_text("the reviewer's fix\n")
+    assert project.run("approve", "fix", "--by", "rev").returncode == 0
+    assert project.run("tick").returncode == 0
+    assert project.state("fix") == "complete"
+    assert git(repo, "log", "--format=%s", "-n", "1", "task/fix").strip() == (
+        "fix: code_review approved, with the reviewer's changes"
+    )
+    assert git(repo, "show", "task/fix:keep.txt") == "the reviewer's fix\n"
+    assert git(repo, "rev-parse", "task/fix~1").strip() == before
+
+
+def test_an_approval_that_changed_nothing_adds_no_commit(project: Project) -> None:
+    repo = branch_project(project)
+    finish(project, "fix")
+    assert git(repo, "log", "--format=%s", "-n", "1", "task/fix").strip() == (
+        "fix: code_review (attempt 1)"
+    )

@@ -62,6 +62,7 @@ ATTEMPT_KEPT = {
     "after_record_commit",
     "inside_close_tick_tx",
     "after_halt_unknown",
+    "after_approval_commit",  # the reviewer's edit committed, the advance not yet
 }
 
 
@@ -71,6 +72,8 @@ STAGES = GATED.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]')
 
 
 def scenario(point: str) -> str:
+    if point == "after_approval_commit":
+        return "branch_advance"
     if POINTS[point] == "branches.py":
         return "branch"
     if POINTS[point] == "actions.py":
@@ -102,9 +105,14 @@ def make_repository(project: Project) -> None:
 
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
-    if kind == "branch":
+    if kind in ("branch", "branch_advance"):
         make_repository(project)
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
+    if kind == "branch_advance":
+        # A reviewer edits the worktree at the gate, then approves.
+        tick(project)
+        (project.dir / "tasks" / "t1" / "reviewer.txt").write_text("fixed at the gate\n")
+        assert project.cli("approve", "t1").exit_code == 0
     if kind == "unknown":
         # A task ahead of t1 in a pipeline the config does not have: the
         # claim halts it (unknown_stage) before it takes t1.
@@ -143,7 +151,7 @@ def test_crash_point_recovers_without_double_transitions(
 ) -> None:
     kind = scenario(point)
     stages = STAGES
-    if kind == "branch":
+    if kind in ("branch", "branch_advance"):
         stages = '[pipelines.default]\nrepository = "repo"\n\n' + STAGES.replace(
             'worker = ["sleep", "0.1"]', 'worker = ["sh", "-c", "sleep 0.1; date > work.txt"]'
         )
@@ -176,6 +184,14 @@ def test_crash_point_recovers_without_double_transitions(
     log = events(project.db_url)
     for event in ("await_approval", "approve", "advance", "stage_passed"):
         assert log.count(event) == 1, (event, log)
+    if kind == "branch_advance":  # the reviewer's edit: one commit, made once
+        subjects = subprocess.run(
+            ["git", "-C", str(project.dir / "repo"), "log", "--format=%s", "main..task/t1"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        assert subjects.count("t1: research approved, with the reviewer's changes") == 1
     audit = audit_transitions(project.db_url)
     assert audit.lost == [] and audit.duplicated == []
     crashed = outcomes(project.db_url).count("crashed")
