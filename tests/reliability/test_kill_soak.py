@@ -269,9 +269,14 @@ def test_kill_soak(
 # the waiter sends the pid only then.
 def test_a_forked_run_leads_its_own_session_once_its_pid_is_known(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    # The run opens a FIFO no one writes as its stdin, so it blocks there,
+    # alive, however late the kill comes: a run that had already ended (a
+    # quick `--help` on a loaded machine) would look "not yet a group".
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
     not_yet = 0
     for _ in range(40):
-        proc = forkserver.server().spawn(["--help"], cwd=tmp_path, env=env)
+        proc = forkserver.server().spawn(["verdict"], cwd=tmp_path, env=env, stdin=fifo)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
