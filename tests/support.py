@@ -261,3 +261,26 @@ __all__: Sequence[str] = [
     "pg_server_url",
     "write_config",
 ]
+
+
+def git(cwd: Path, *args: str) -> str:
+    """git as a tester runs it: no user config, a fixed identity; its stdout."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env |= {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env |= {"GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout
+
+
+def make_repo(folder: Path) -> Path:
+    """`folder/repo` on `main`: keep.txt, gone.txt and a .gitignore of *.log."""
+    repo = folder / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "keep.txt").write_text("keep\n")
+    (repo / "gone.txt").write_text("gone\n")
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base")
+    return repo

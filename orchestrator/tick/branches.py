@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from sqlalchemy import Engine
 
-from orchestrator.config import Settings
+from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
@@ -27,9 +27,17 @@ _T = TypeVar("_T")
 Retrying = Callable[[Callable[[bool], _T]], _T]
 
 
-def task_worktree(claim: Claim, workspace: Path, base_commit: str) -> Worktree:
-    assert claim.pipeline.repository is not None and claim.task.branch is not None
-    return Worktree(claim.pipeline.repository, workspace, claim.task.branch, base_commit)
+def task_worktree(
+    pipeline: PipelineConfig, task: repo.TaskSnapshot, workspace: Path, base_commit: str
+) -> Worktree:
+    assert pipeline.repository is not None and task.branch is not None
+    return Worktree(pipeline.repository, workspace, task.branch, base_commit)
+
+
+def author(pipeline: PipelineConfig) -> Identity:
+    identity = Identity.parse(pipeline.commit_author)
+    assert identity is not None  # the config refuses any other
+    return identity
 
 
 def prepare(
@@ -58,7 +66,7 @@ def prepare(
 
             base_commit = retrying(record)
             fault_point("after_base_recorded")
-        task_worktree(claim, workspace, base_commit).ensure()
+        task_worktree(claim.pipeline, task, workspace, base_commit).ensure()
     except GitError as exc:
         return AttemptRun(Outcome.WORKER_ERROR, error=f"worktree: {exc}")
     fault_point("after_worktree_add")
@@ -85,14 +93,12 @@ def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:
         or claim.task.branch is None
     ):
         return
-    identity = Identity.parse(claim.pipeline.commit_author)
-    assert identity is not None  # the config refuses any other
-    tree = task_worktree(claim, workspace, claim.task.base_commit or "")
+    tree = task_worktree(claim.pipeline, claim.task, workspace, claim.task.base_commit or "")
     message = (
         f"{claim.task.slug}: {claim.stage.name} (attempt {claim.number})\n\n{claim.task.title}"
     )
     try:
-        run.commit_sha = tree.commit_stage(message, attempt_key(claim), identity)
+        run.commit_sha = tree.commit_stage(message, attempt_key(claim), author(claim.pipeline))
         fault_point("after_stage_commit")
     except GitError as exc:
         run.outcome = Outcome.WORKER_ERROR
@@ -111,20 +117,15 @@ def commit_approved(
     pipeline = settings.pipeline(task.pipeline)
     if pipeline is None or pipeline.repository is None or task.branch is None:
         return
-    identity = Identity.parse(pipeline.commit_author)
-    assert identity is not None  # the config refuses any other
-    tree = Worktree(
-        pipeline.repository,
-        settings.workspace_root / task.slug,
-        task.branch,
-        task.base_commit or "",
+    tree = task_worktree(
+        pipeline, task, settings.workspace_root / task.slug, task.base_commit or ""
     )
     key = f"{task.slug}/{task.stage}/approved/{task.version}"
     try:
         if not tree.exists():
             return
         message = f"{task.slug}: {task.stage} approved, with the reviewer's changes"
-        tree.commit_stage(message, key, identity, allow_empty=False)
+        tree.commit_stage(message, key, author(pipeline), allow_empty=False)
         fault_point("after_approval_commit")
     except GitError as exc:
         warn(f"{task.slug}: the changes made at the {task.stage} gate stay uncommitted: {exc}")

@@ -11,6 +11,8 @@ deleted file shows as deleted.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,13 @@ from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.suggest import unknown_task
-from orchestrator.workspace.gitrun import GitError, run_git
+from orchestrator.workspace.gitrun import (
+    GIT_TIMEOUT,
+    STEP_TIMEOUT,
+    GitError,
+    GitSteps,
+    run_git,
+)
 from orchestrator.workspace.worktree import Worktree, branch_tip
 
 
@@ -119,16 +127,21 @@ def task_diff(
 
 
 def _worktree_diff(tree: Worktree, start: str, flags: list[str]) -> str:
-    admin = tree.admin_dir()
-    with tempfile.TemporaryDirectory(prefix="orchestrator-diff-") as scratch:
+    with _worktree_index(tree) as git:
+        return git("diff", "--cached", *flags, start)
+
+
+@contextmanager
+def _worktree_index(tree: Worktree, timeout: float = STEP_TIMEOUT) -> Iterator[GitSteps]:
+    """git on the worktree with a throwaway index holding what a commit would
+    hold now (`read-tree HEAD`, then `add --all`): the worker's index is never
+    touched, and untracked files count as added."""
+    with tempfile.TemporaryDirectory(prefix="orchestrator-index-") as scratch:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-
-        def git(*args: str) -> str:
-            return run_git(tree.workspace, args, git_dir=admin, env=index)
-
+        git = GitSteps(tree.workspace, git_dir=tree.admin_dir(), env=index, timeout=timeout)
         git("read-tree", "HEAD")
         git("add", "--all", "--", ".")
-        return git("diff", "--cached", *flags, start)
+        yield git
 
 
 SHOWN_DIFF_BYTES = 200_000  # of each part's diff on the page
@@ -185,34 +198,13 @@ def branch_changes(engine: Engine, settings: Settings, slug: str) -> BranchChang
         return BranchChanges(missing, None, ("branch-error:" + str(exc),))
 
 
-class _Reader:
-    """git calls of one look, sharing a git folder and an environment."""
-
-    def __init__(self, where: Path, git_dir: Path, env: dict[str, str] | None = None) -> None:
-        from orchestrator.workspace.gitrun import SafeGit
-
-        self.git = SafeGit(where, git_dir=git_dir, env=env)
-
-    def __call__(self, *args: str) -> str:
-        done = self.git.run(*args)
-        if not done.ok:
-            raise GitError(f"git {args[0]}: {done.error or done.status}")
-        return done.stdout.decode("utf-8", "surrogateescape")
-
-    def head(self, *args: str) -> tuple[str, bool]:
-        done = self.git.run(*args, limit=SHOWN_DIFF_BYTES)
-        if done.status not in (0, None) or (done.status is None and not done.truncated):
-            raise GitError(f"git {args[0]}: {done.error or done.status}")
-        return done.stdout.decode("utf-8", "replace"), done.truncated
-
-
-def _part(git: _Reader, base: str, tip: str | None) -> ChangePart:
+def _part(git: GitSteps, base: str, tip: str | None) -> ChangePart:
     """From `base` to `tip`, or (None) to the throwaway index of the worktree."""
     span = ["--cached", base] if tip is None else [base, tip]
     names = git("diff", "--name-status", "-z", "--no-renames", *span)
     fields = [f for f in names.split("\0") if f]
     files = tuple(zip(fields[0::2], fields[1::2], strict=False))
-    shown, truncated = git.head("diff", "--no-renames", *span)
+    shown, truncated = git.head("diff", "--no-renames", *span, limit=SHOWN_DIFF_BYTES)
     if tip is None and not truncated:  # the index was made from the work tree
         from orchestrator.workspace.git import with_text_shown
         from orchestrator.workspace.gitrun import GitResult
@@ -224,11 +216,8 @@ def _part(git: _Reader, base: str, tip: str | None) -> ChangePart:
 
 
 def _look(tree: Worktree, base: str, start: str | None) -> BranchChanges:
-    admin = tree.admin_dir()
-    with tempfile.TemporaryDirectory(prefix="orchestrator-look-") as scratch:
-        git = _Reader(tree.workspace, admin, {"GIT_INDEX_FILE": str(Path(scratch) / "index")})
-        git("read-tree", "HEAD")
-        git("add", "--all", "--", ".")
+    # A gate look answers within the page's deadline, not a step's.
+    with _worktree_index(tree, timeout=GIT_TIMEOUT) as git:
         written = git("write-tree").strip()
         head = git("rev-parse", "--verify", "HEAD").strip()
         whole = _part(git, base, None)
@@ -238,7 +227,7 @@ def _look(tree: Worktree, base: str, start: str | None) -> BranchChanges:
 
 
 def _look_at_commit(repository: Path, base: str, start: str | None, tip: str) -> BranchChanges:
-    git = _Reader(repository, repository / ".git")
+    git = GitSteps(repository, timeout=GIT_TIMEOUT)
     whole = _part(git, base, tip)
     stage = _part(git, start, tip) if start and start != base else None
     return BranchChanges(whole, stage, (f"branch-tip:{tip}", f"base:{base}", f"stage-from:{start}"))

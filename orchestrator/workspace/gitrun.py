@@ -289,6 +289,42 @@ class GitError(OrchestratorError):
 STEP_TIMEOUT = 120.0  # a worktree's checkout or `add --all` of a large repository
 
 
+class GitSteps:
+    """Several steps of the orchestrator's own on one git folder, sharing one
+    `SafeGit` (its filter lookup and its deadline): each step's stdout, or
+    GitError naming the command and git's reason."""
+
+    def __init__(
+        self,
+        where: Path,
+        *,
+        git_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = STEP_TIMEOUT,
+    ) -> None:
+        self.where = where
+        self.git = SafeGit(where, timeout=timeout, git_dir=git_dir, env=env)
+        if not self.git.usable:
+            raise GitError(f"git cannot read the repository's config in {where}")
+
+    def __call__(self, *args: str) -> str:
+        done = self.git.run(*args)
+        if not done.ok:
+            raise GitError(f"git {args[0]} failed in {self.where}: {self._why(done)}")
+        return done.stdout.decode("utf-8", "surrogateescape")
+
+    def head(self, *args: str, limit: int) -> tuple[str, bool]:
+        """The first `limit` bytes of a step's output, and whether it was cut."""
+        done = self.git.run(*args, limit=limit)
+        if done.status != 0 and not done.truncated:
+            raise GitError(f"git {args[0]} failed in {self.where}: {self._why(done)}")
+        return done.stdout.decode("utf-8", "replace"), done.truncated
+
+    @staticmethod
+    def _why(done: GitResult) -> str:
+        return done.error or f"exit {done.status}"
+
+
 def run_git(
     where: Path,
     args: Sequence[str],
@@ -296,13 +332,5 @@ def run_git(
     git_dir: Path | None = None,
     env: dict[str, str] | None = None,
 ) -> str:
-    """A step of the orchestrator's own through `SafeGit`: its stdout, or
-    GitError naming the command and git's reason."""
-    git = SafeGit(where, timeout=STEP_TIMEOUT, git_dir=git_dir, env=env)
-    if not git.usable:
-        raise GitError(f"git cannot read the repository's config in {where}")
-    done = git.run(*args)
-    if not done.ok:
-        why = done.error or f"exit {done.status}"
-        raise GitError(f"git {args[0]} failed in {where}: {why}")
-    return done.stdout.decode("utf-8", "surrogateescape")
+    """One step of the orchestrator's own (`GitSteps`)."""
+    return GitSteps(where, git_dir=git_dir, env=env)(*args)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from e2e.e2e_support import PASS, execute, stage
-from support import Project, check_invariants, write_config
+from support import Project, check_invariants, git, make_repo, write_config
 
 # Commits one file itself, changes one, adds one, deletes one; leaves a log
 # file the repository ignores. Run again (after a kill), it does no more.
@@ -22,27 +22,6 @@ IMPLEMENT = (
     "echo changed > keep.txt && echo new > untracked.txt && rm -f gone.txt && "
     "echo noise > debug.log"
 )
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    env |= {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
-    env |= {"GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout
-
-
-def make_repo(folder: Path) -> Path:
-    repo = folder / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "keep.txt").write_text("keep\n")
-    (repo / "gone.txt").write_text("gone\n")
-    (repo / ".gitignore").write_text("*.log\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "base")
-    return repo
 
 
 def branch_project(project: Project, implement: str = IMPLEMENT) -> Path:

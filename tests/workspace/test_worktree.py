@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
+from support import git, make_repo
 
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import (
@@ -23,26 +23,9 @@ from orchestrator.workspace.worktree import (
 IDENTITY = Identity("orchestrator", "orchestrator@localhost")
 
 
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    env |= {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
-    env |= {"GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / "keep.txt").write_text("keep\n")
-    (root / "gone.txt").write_text("gone\n")
-    (root / ".gitignore").write_text("*.log\n")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "base")
-    return root
+    return make_repo(tmp_path)
 
 
 def tree(repo: Path, tmp_path: Path, slug: str = "t1") -> Worktree:
