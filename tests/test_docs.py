@@ -463,6 +463,8 @@ def test_readme_starts_with_the_two_commands_ci_runs() -> None:
 def test_the_readme_and_the_decisions_stay_short() -> None:
     assert len(README.splitlines()) <= 400
     assert len(DECISIONS.read_text(encoding="utf-8").splitlines()) <= 400
+    for part in (DOCS / "decisions").glob("*.md"):
+        assert len(part.read_text(encoding="utf-8").splitlines()) <= 200, part.name
 
 
 def test_the_readme_maps_every_page() -> None:
