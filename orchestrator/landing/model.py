@@ -1,0 +1,71 @@
+"""What a landing mode is given and what it answers.
+
+A mode never touches the database: the tick's landing step builds the
+request from the task's row and records the outcome, so a mode can be
+tested on a real repository alone, and run again after a crash (every mode
+must be idempotent: a second call after a crash finishes what the first
+started and never pushes, moves a ref or opens a pull request twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StageReasons:
+    """One passed stage's verdict reasons, for a pull request's body."""
+
+    stage: str
+    score: float | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LandRequest:
+    slug: str
+    title: str
+    body: str  # the task's text
+    repository: Path  # the main repository's root
+    worktree: Path  # the task's worktree, on `branch`
+    branch: str  # `task/<slug>`
+    base_branch: str
+    remote: str = "origin"
+    stages: tuple[StageReasons, ...] = ()
+    draft: bool = False
+    # The environment for `git push` and `gh` (GH_HOST, GH_TOKEN from the
+    # landing's secrets); nothing else of the tick's environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class Landed:
+    """The change reached its target: `commit` is the landed (merge) or
+    pushed (pr) commit, `url` the pull request's address."""
+
+    commit: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class SendBack:
+    """A conflict or a failing check: the task goes back to `land_to` with
+    `hint` (the conflicting files, the check's output tail); the branch is
+    as it was before the landing began."""
+
+    hint: str
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The landing cannot go on without a person (a push refused, `gh`
+    missing or unauthenticated): the task halts with `reason`."""
+
+    reason: str
+
+
+LandOutcome = Landed | SendBack | Refused
