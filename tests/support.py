@@ -235,9 +235,13 @@ def _edge_problem(before: str, after: str, event: str) -> str | None:
     if kind is None:
         return f"illegal edge {before} -> {after} ({event})"
     if kind is Target.NEXT_STAGE:
+        if target.stage == source.stage and target.status is Status.LANDING:
+            return None  # the last stage passed in a pipeline that lands
         if target.stage == source.stage or target.status not in (Status.READY, Status.COMPLETE):
             return f"bad next-stage edge {before} -> {after}"
         return None
+    if kind is Target.COMPLETE:  # landed
+        return None if after == "complete" else f"bad landed edge {before} -> {after}"
     if kind is Target.BACK_READY:  # `reject`, to its own stage or (--to) an earlier one
         if target.status is not Status.READY or target.stage == "complete":
             return f"bad reject edge {before} -> {after}"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
 
 from orchestrator.guards.config import GUARD_KEYS, Backoff
+from orchestrator.landing.config import LAND_KEYS, LandConfig
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -58,7 +59,15 @@ _DEFAULTS_KEYS = (
     *AGENT_KEYS,
     *GUARD_KEYS,
 )
-_PIPELINE_KEYS = ("setup", "stages", "repository", "base", "commit_author", "keep_worktree_days")
+_PIPELINE_KEYS = (
+    "setup",
+    "stages",
+    "repository",
+    "base",
+    "commit_author",
+    "keep_worktree_days",
+    *LAND_KEYS,
+)
 _STAGE_KEYS = (
     "name",
     "gate",
@@ -127,6 +136,8 @@ class PipelineConfig:
     # A finished task's worktree is removed this long after it finished
     # (its branch stays); None keeps worktrees until `prune --finished`.
     keep_worktree_days: float | None = None
+    # What happens once the last stage passes (`land`, `landing.config`).
+    landing: LandConfig = field(default_factory=LandConfig)
 
     def stage(self, name: str) -> StageConfig | None:
         """None lets the engine halt a task as `unknown_stage` instead of crashing."""

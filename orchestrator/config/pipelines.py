@@ -12,6 +12,7 @@ from orchestrator.config.model import _PIPELINE_KEYS, COMPLETE, PipelineConfig, 
 from orchestrator.config.stages import _StageReader
 from orchestrator.config.values import _key
 from orchestrator.domain.slug import slug_problem
+from orchestrator.landing.config import read_land_keys
 from orchestrator.workspace.worktree import Identity
 
 
@@ -57,8 +58,10 @@ class _PipelineReader(_StageReader):
                 )
             seen[stage.name] = index
             stages.append(stage)
+        branch = self.branch_keys(table, key)
+        landing = read_land_keys(self, table, key, tuple((s.name, s.gate) for s in stages))
         return PipelineConfig(
-            name=name, stages=tuple(stages), setup=setup, **self.branch_keys(table, key)
+            name=name, stages=tuple(stages), setup=setup, landing=landing, **branch
         )
 
     def branch_keys(self, table: dict[str, Any], key: str) -> dict[str, Any]:

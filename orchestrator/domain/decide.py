@@ -59,6 +59,8 @@ class HaltReason(StrEnum):
     # The task's recorded cost reached its budget (`agents.budget`).
     BUDGET = "budget"
     NO_PROGRESS = "no_progress"
+    # The landing step could not land and a person must act (`Refused`).
+    LAND_REFUSED = "land_refused"
 
 
 @dataclass(frozen=True)

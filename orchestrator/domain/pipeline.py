@@ -27,6 +27,9 @@ class Status(StrEnum):
     HALTED = "halted"
     CANCELLED = "cancelled"
     COMPLETE = "complete"
+    # The last stage passed; the change is being landed (`land`): the
+    # step between the last stage and `complete` (`tick/landing.py`).
+    LANDING = "landing"
 
 
 class Event(StrEnum):
@@ -41,6 +44,8 @@ class Event(StrEnum):
     RESUME = "resume"
     HALT = "halt"  # a human stops the task
     CANCEL = "cancel"
+    LANDED = "landed"  # the landing step moved the change to its target
+    SEND_BACK = "send_back"  # a landing's conflict or failing check: back to `land_to`
 
 
 class Target(StrEnum):
@@ -55,9 +60,16 @@ class Target(StrEnum):
     SAME_CANCELLED = "cancelled"
     NEXT_STAGE = "next_stage"
     BACK_READY = "back"  # reject: this stage again, or `reject --to` an earlier one
+    COMPLETE = "complete"  # landed: finished, whatever stage it landed from
 
 
-_LIVE = (Status.READY, Status.RUNNING, Status.AWAITING_APPROVAL, Status.APPROVED)
+_LIVE = (
+    Status.READY,
+    Status.RUNNING,
+    Status.AWAITING_APPROVAL,
+    Status.APPROVED,
+    Status.LANDING,
+)
 
 TRANSITIONS: dict[tuple[Status, Event], Target] = {
     (Status.READY, Event.CLAIM): Target.SAME_RUNNING,
@@ -69,6 +81,9 @@ TRANSITIONS: dict[tuple[Status, Event], Target] = {
     (Status.AWAITING_APPROVAL, Event.REJECT): Target.BACK_READY,
     (Status.APPROVED, Event.ADVANCE): Target.NEXT_STAGE,
     (Status.HALTED, Event.RESUME): Target.SAME_READY,
+    (Status.LANDING, Event.LANDED): Target.COMPLETE,
+    (Status.LANDING, Event.SEND_BACK): Target.BACK_READY,
+    (Status.LANDING, Event.GIVE_UP): Target.SAME_HALTED,  # a landing refused
     **{(status, Event.HALT): Target.SAME_HALTED for status in _LIVE},
     **{(status, Event.CANCEL): Target.SAME_CANCELLED for status in (*_LIVE, Status.HALTED)},
 }
@@ -132,7 +147,9 @@ def check_transition(before: State, event: Event, after: State) -> None:
             after.stage != before.stage
             and after.status in (Status.READY, Status.COMPLETE)
             and (after.status is Status.COMPLETE) == (after.stage == COMPLETE)
-        )
+        ) or (after.stage == before.stage and after.status is Status.LANDING)
+    elif target is Target.COMPLETE:
+        legal = after == State(COMPLETE, Status.COMPLETE)
     elif target is Target.BACK_READY:
         # Which stages are earlier is the pipeline's to say (`reject_state`);
         # the edge itself only ever leads to a stage ready to run.
@@ -153,7 +170,30 @@ def next_state(state: State, event: Event, stage_names: Sequence[str]) -> State:
         return State(stage, Status.COMPLETE if stage == COMPLETE else Status.READY)
     if target is Target.BACK_READY:
         return State(state.stage, Status.READY)
+    if target is Target.COMPLETE:
+        return State(COMPLETE, Status.COMPLETE)
     return State(state.stage, Status(target.value))
+
+
+def landing_instead(before: State, to: State, lands: bool) -> State:
+    """Where a passed last stage leads: `complete`, or (a pipeline that
+    lands its changes) `landing` at that stage, the step before `complete`.
+    The edge is still the pass's own (`stage_passed`, `advance`)."""
+    if lands and to.status is Status.COMPLETE:
+        return State(before.stage, Status.LANDING)
+    return to
+
+
+def land_to_stage(stages: Sequence[tuple[str, bool]], named: str | None) -> str | None:
+    """The stage a landing sends a task back to: `named`, else the
+    pipeline's `implement`, else its first stage without a gate (`stages`
+    is (name, gated) in order); None when there is none."""
+    names = [name for name, _gated in stages]
+    if named is not None:
+        return named if named in names else None
+    if "implement" in names:
+        return "implement"
+    return next((name for name, gated in stages if not gated), None)
 
 
 def reject_choices(stage: str, stage_names: Sequence[str]) -> tuple[str, ...]:

@@ -39,6 +39,11 @@ class LandRequest:
     # landing's secrets); nothing else of the tick's environment.
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 120.0
+    # `merge`: the argv run in the worktree on the rebased tip (None: no
+    # check), with `env` as its whole environment, and who the rebased
+    # commits' committer is ("Name <email>"; their authors stay).
+    check: tuple[str, ...] | None = None
+    committer: str = "orchestrator <orchestrator@localhost>"
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,10 @@ tasks = Table(
     Column("branch", String(255)),
     Column("base_branch", String(255)),
     Column("base_commit", String(64)),
+    # Landed (`land`): the commit the base branch moved to (merge), or the
+    # one pushed (pr), and the pull request's address (0011).
+    Column("landed_commit", String(64)),
+    Column("pr_url", Text),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -252,4 +256,17 @@ deliveries = Table(
     Column("delivered_at", UTCDateTime),
     UniqueConstraint("event_id", "hook"),
     Index("ix_deliveries_delivered_at_next_try_at", "delivered_at", "next_try_at"),
+)
+
+# The merge queue's lock: one row per repository a pipeline lands into. A
+# lease, not a held transaction: `owner` (the tick, as host:pid:start) holds
+# it until `expires_at`, so no transaction stays open across a rebase and a
+# `land_check`; a dead owner's lease is taken over (docs/decisions/landing.md).
+land_locks = Table(
+    "land_locks",
+    metadata,
+    Column("repository", String(1024), primary_key=True),
+    Column("owner", String(255)),
+    Column("task_id", Integer),
+    Column("expires_at", UTCDateTime),
 )

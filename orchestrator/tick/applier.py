@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from orchestrator.domain.decide import Decision, HaltReason
-from orchestrator.domain.pipeline import Event, State, Status
+from orchestrator.domain.pipeline import Event, State, Status, landing_instead
 from orchestrator.storage import repo
 from orchestrator.tick.model import ACTOR
 from orchestrator.tick.tick_run import TickRun
@@ -33,11 +33,13 @@ class Applier:
         attempt_id: int,
         now: datetime,
     ) -> None:
+        pipeline = self.tx.settings.pipeline(task.pipeline)
+        lands = pipeline is not None and pipeline.landing.lands
         repo.apply_transition(
             conn,
             task,
             decision.event,
-            decision.state,
+            landing_instead(task.state, decision.state, lands),
             now=now,
             actor=ACTOR,
             reason=decision.reason,

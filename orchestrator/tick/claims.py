@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from orchestrator.agents import budget as agent_budget
 from orchestrator.config import PipelineConfig, Settings, StageConfig
-from orchestrator.domain.pipeline import Event, State, Status, next_state
+from orchestrator.domain.pipeline import Event, State, Status, landing_instead, next_state
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.schema import HEAD, current_revision
@@ -79,6 +79,7 @@ class Claimer:
                 self.applier.halt_unknown(conn, current, now)
                 return
             to = next_state(current.state, Event.ADVANCE, pipeline.stage_names)
+            to = landing_instead(current.state, to, pipeline.landing.lands)
             repo.apply_transition(
                 conn,
                 current,

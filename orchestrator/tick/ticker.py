@@ -37,6 +37,7 @@ from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.delivery import DeliveryFailures
 from orchestrator.tick.dry_run import DryRun
 from orchestrator.tick.host import HostIdentity
+from orchestrator.tick.landing import Lander
 from orchestrator.tick.model import TICK_ERROR_STATUS, TickOptions, TickReport
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import NoProgress, Progress
@@ -93,6 +94,7 @@ class Ticker:
             shown,
         )
         self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
+        self.lander = Lander(settings, tx, self.state, me, applier)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
         self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
 
@@ -111,7 +113,9 @@ class Ticker:
             settle_wal(self.engine)
             self.recovery.recover()
             self.claimer.advance_approved()
+            self.lander.land_all()  # what an earlier tick left landing
             self.scheduler.claim_and_run(options)
+            self.lander.land_all()  # what this tick's attempts finished
             fault = self.report.host_fault
             status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:

@@ -14,6 +14,8 @@ from orchestrator.domain.pipeline import (
     Status,
     check_transition,
     following_stage,
+    land_to_stage,
+    landing_instead,
     next_state,
     parse_state,
     reject_state,
@@ -34,9 +36,18 @@ EXPECTED: dict[tuple[Status, Event], State] = {
     (Status.AWAITING_APPROVAL, Event.REJECT): State("implement", Status.READY),
     (Status.APPROVED, Event.ADVANCE): State("referee", Status.READY),
     (Status.HALTED, Event.RESUME): State("implement", Status.READY),
+    (Status.LANDING, Event.LANDED): State(COMPLETE, Status.COMPLETE),
+    (Status.LANDING, Event.SEND_BACK): State("implement", Status.READY),
+    (Status.LANDING, Event.GIVE_UP): State("implement", Status.HALTED),
     **{
         (status, Event.HALT): State("implement", Status.HALTED)
-        for status in (Status.READY, Status.RUNNING, Status.AWAITING_APPROVAL, Status.APPROVED)
+        for status in (
+            Status.READY,
+            Status.RUNNING,
+            Status.AWAITING_APPROVAL,
+            Status.APPROVED,
+            Status.LANDING,
+        )
     },
     **{
         (status, Event.CANCEL): State("implement", Status.CANCELLED)
@@ -45,6 +56,7 @@ EXPECTED: dict[tuple[Status, Event], State] = {
             Status.RUNNING,
             Status.AWAITING_APPROVAL,
             Status.APPROVED,
+            Status.LANDING,
             Status.HALTED,
         )
     },
@@ -74,6 +86,34 @@ def test_last_stage_passes_to_complete() -> None:
     assert next_state(State("referee", Status.APPROVED), Event.ADVANCE, STAGES) == State(
         COMPLETE, Status.COMPLETE
     )
+
+
+def test_a_pipeline_that_lands_goes_through_landing_before_complete() -> None:
+    passed = next_state(State("referee", Status.RUNNING), Event.STAGE_PASSED, STAGES)
+    landing = landing_instead(State("referee", Status.RUNNING), passed, lands=True)
+    assert landing == State("referee", Status.LANDING)
+    check_transition(State("referee", Status.RUNNING), Event.STAGE_PASSED, landing)
+    check_transition(State("referee", Status.APPROVED), Event.ADVANCE, landing)
+    # Not the last stage, or a pipeline that does not land: unchanged.
+    ready = State("referee", Status.READY)
+    assert landing_instead(State("implement", Status.RUNNING), ready, lands=True) == ready
+    assert landing_instead(State("referee", Status.RUNNING), passed, lands=False) == passed
+    # Landing leads nowhere but complete, back to a stage ready, or halted.
+    check_transition(landing, Event.LANDED, State(COMPLETE, Status.COMPLETE))
+    check_transition(landing, Event.SEND_BACK, State("implement", Status.READY))
+    with pytest.raises(IllegalTransitionError):
+        check_transition(landing, Event.LANDED, State("referee", Status.READY))
+    with pytest.raises(IllegalTransitionError):
+        check_transition(State("implement", Status.RUNNING), Event.STAGE_PASSED, landing)
+
+
+def test_land_to_defaults_to_implement_else_the_first_stage_without_a_gate() -> None:
+    gated = [("research", True), ("implement", False), ("review", False)]
+    assert land_to_stage(gated, None) == "implement"
+    assert land_to_stage([("research", True), ("build", False)], None) == "build"
+    assert land_to_stage([("research", True)], None) is None
+    assert land_to_stage(gated, "review") == "review"
+    assert land_to_stage(gated, "gone") is None
 
 
 @pytest.mark.parametrize("status", [Status.CANCELLED, Status.COMPLETE])

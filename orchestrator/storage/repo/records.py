@@ -50,6 +50,8 @@ class TaskSnapshot:
     branch: str | None = None  # a task is a branch (a pipeline with `repository`)
     base_branch: str | None = None
     base_commit: str | None = None  # recorded just before its worktree is made
+    landed_commit: str | None = None  # what its landing moved the base to (or pushed)
+    pr_url: str | None = None  # the pull request `land = "pr"` opened
 
     @property
     def state(self) -> State:

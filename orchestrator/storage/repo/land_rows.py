@@ -1,0 +1,74 @@
+"""The landing's rows: the merge queue's lease per repository, and what a
+landing recorded on its task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from orchestrator.storage import tables
+
+land_locks = tables.land_locks
+
+
+@dataclass(frozen=True)
+class LandLock:
+    repository: str
+    owner: str | None
+    task_id: int | None
+    expires_at: datetime | None
+
+
+def land_lock(conn: Connection, repository: str) -> LandLock:
+    """The repository's lock row, locked for this transaction (`FOR UPDATE`
+    on PostgreSQL; SQLite's write transaction holds its whole database),
+    made free when there was none. Two ticks making it at once: the second
+    one's insert fails in its savepoint and it reads the first one's."""
+    query = select(land_locks).where(land_locks.c.repository == repository).with_for_update()
+    row = conn.execute(query).first()
+    if row is None:
+        try:
+            with conn.begin_nested():
+                conn.execute(insert(land_locks).values(repository=repository))
+        except IntegrityError:
+            pass
+        row = conn.execute(query).first()
+        assert row is not None
+    return LandLock(row.repository, row.owner, row.task_id, row.expires_at)
+
+
+def take_land_lock(
+    conn: Connection,
+    repository: str,
+    owner: str | None,
+    task_id: int | None,
+    expires: datetime | None,
+) -> None:
+    """Set the lock's holder (None: free), in the transaction `land_lock` locked it in."""
+    conn.execute(
+        update(land_locks)
+        .where(land_locks.c.repository == repository)
+        .values(owner=owner, task_id=task_id, expires_at=expires)
+    )
+
+
+def release_land_lock(conn: Connection, repository: str, owner: str) -> None:
+    """Free the lock if `owner` still holds it (a lease taken over is not ours to free)."""
+    conn.execute(
+        update(land_locks)
+        .where(land_locks.c.repository == repository, land_locks.c.owner == owner)
+        .values(owner=None, task_id=None, expires_at=None)
+    )
+
+
+def record_landed(conn: Connection, task_id: int, commit: str | None, url: str | None) -> None:
+    values: dict[str, str] = {}
+    if commit is not None:
+        values["landed_commit"] = commit
+    if url is not None:
+        values["pr_url"] = url
+    if values:
+        conn.execute(update(tables.tasks).where(tables.tasks.c.id == task_id).values(values))

@@ -1,0 +1,295 @@
+"""The landing step: a task whose last stage passed in a pipeline with
+`land` is `landing`; this job lands it and records what the mode answered.
+
+For each landing task: build the `LandRequest` from its row, take the
+repository's landing lock (merge mode: the merge queue), call the mode
+outside any transaction, free the lock, then record in one transaction:
+
+- `Landed`: `complete`, the landed commit (and pull request) on the task,
+  and a `landed` event;
+- `SendBack`: ready at `land_to`, the hint the next attempt's;
+- `Refused`: halted `land_refused`, with the mode's reason (`explain`).
+
+A tick killed anywhere in it leaves the task `landing`; the next tick lands
+it again, and the mode recognises what the dead one did (a mode is
+idempotent: `landing/model.py`). The lock is a lease row (`land_locks`),
+never a transaction held across the rebase and the check.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from orchestrator import runner
+from orchestrator.config import PipelineConfig, Settings
+from orchestrator.domain.decide import HaltReason
+from orchestrator.domain.pipeline import COMPLETE, Event, State, Status
+from orchestrator.events import outbox
+from orchestrator.events.kinds import LANDED
+from orchestrator.landing.config import LandConfig
+from orchestrator.landing.merge import land_merge
+from orchestrator.landing.model import Landed, LandOutcome, LandRequest, Refused, SendBack
+from orchestrator.storage import repo
+from orchestrator.storage.db import db_now, read_tx
+from orchestrator.testing import fault_point
+from orchestrator.tick.applier import Applier
+from orchestrator.tick.host import HostIdentity
+from orchestrator.tick.model import ACTOR
+from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.transactions import Transactions
+
+Mode = Callable[[LandRequest], LandOutcome]
+LOCK_POLL = 0.05  # seconds between looks at a busy landing lock
+
+
+def _pull_request(request: LandRequest) -> LandOutcome:
+    """`land = "pr"`, when its module is installed (`landing.pull_request`)."""
+    try:
+        module: Any = importlib.import_module("orchestrator.landing.pull_request")
+    except ImportError:
+        return Refused("pr landing is not available")
+    return cast(LandOutcome, module.open_pull_request(request))
+
+
+# Which function lands in which mode. `merge` lands under the repository's
+# lock (the merge queue); `pr` only pushes to its remote.
+MODES: dict[str, Mode] = {"merge": land_merge, "pr": _pull_request}
+LOCKED = frozenset({"merge"})
+
+
+class Lander:
+    """Lands the `landing` tasks. Touches `tasks`, `transitions`, `events`
+    (through `repo.apply_transition` and the outbox) and `land_locks`; the
+    task's worktree and the repository's base branch through the mode."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tx: Transactions,
+        tick: TickRun,
+        me: HostIdentity,
+        applier: Applier,
+        modes: dict[str, Mode] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.tx = tx
+        self.tick = tick
+        self.me = me
+        self.applier = applier
+        self.modes = MODES if modes is None else modes
+        self.owner = f"{me.host}|{me.identity}|{me.pid}|{me.start_token or ''}"
+
+    def land_all(self) -> None:
+        if self.tick.stop.is_set() or self.tick.db_down.is_set():
+            return
+        for task in self.tx.retrying(lambda _again: self._landing()):
+            if self.tick.stop.is_set():
+                return
+            self.land(task)
+
+    def _landing(self) -> list[repo.TaskSnapshot]:
+        with read_tx(self.tx.engine) as conn:
+            return repo.tasks_with_status(conn, Status.LANDING)
+
+    def land(self, task: repo.TaskSnapshot) -> None:
+        pipeline = self.settings.pipeline(task.pipeline)
+        if pipeline is None or pipeline.stage(task.stage) is None:
+            self.tx.retrying(functools.partial(self._halt_unknown, task))
+            return
+        config = pipeline.landing
+        if not config.lands:  # the config stopped landing: finish as without it
+            self._record(task, pipeline, Landed())
+            return
+        mode = self.modes.get(config.mode)
+        if mode is None:
+            self._record(task, pipeline, Refused(f"no landing mode {config.mode!r}"))
+            return
+        request = self.request(task, pipeline, config)
+        if config.mode not in LOCKED:
+            self._record(task, pipeline, mode(request))
+            return
+        key = str(request.repository)
+        if not self._take(key, task, config):
+            self.tick.say(f"{task.slug}: landing waits for {key} (another landing holds it)")
+            return
+        try:
+            outcome = mode(request)
+        finally:
+            self.tx.retrying(functools.partial(self._free, key))
+        self._record(task, pipeline, outcome)
+
+    def request(
+        self, task: repo.TaskSnapshot, pipeline: PipelineConfig, config: LandConfig
+    ) -> LandRequest:
+        assert pipeline.repository is not None
+        check_env = runner.child_environment(
+            os.environ,
+            deny=self.settings.child_deny,
+            extra={},
+            orchestrator_vars={"ORCHESTRATOR_TASK": task.slug},
+        )
+        return LandRequest(
+            slug=task.slug,
+            title=task.title,
+            body=task.body,
+            repository=pipeline.repository,
+            worktree=self.settings.workspace_root / task.slug,
+            branch=task.branch or f"task/{task.slug}",
+            base_branch=task.base_branch or pipeline.base or "main",
+            remote=config.remote,
+            env=check_env,
+            timeout=config.timeout,
+            check=config.check,
+            committer=pipeline.commit_author,
+        )
+
+    # The lock: a lease row per repository.
+
+    def _take(self, key: str, task: repo.TaskSnapshot, config: LandConfig) -> bool:
+        """Wait (at most the check's bound) for the repository's lock."""
+        deadline = time.monotonic() + config.timeout
+        lease = timedelta(seconds=2 * config.timeout + 60)  # the git steps' bound and the check's
+        while True:
+            if self.tx.retrying(functools.partial(self._try_take, key, task, lease)):
+                return True
+            if time.monotonic() >= deadline or self.tick.stop.wait(LOCK_POLL):
+                return False
+
+    def _try_take(self, key: str, task: repo.TaskSnapshot, lease: timedelta, _again: bool) -> bool:
+        with self.tx.write() as conn:
+            now = db_now(conn)
+            held = repo.land_lock(conn, key)
+            if not self._free_for_us(held, now):
+                return False
+            repo.take_land_lock(conn, key, self.owner, task.id, now + lease)
+            return True
+
+    def _free_for_us(self, held: repo.LandLock, now: datetime) -> bool:
+        if held.owner is None or held.owner == self.owner:
+            return True
+        if held.expires_at is not None and held.expires_at <= now:
+            return True
+        # A holder on this host that died (kill -9) holds nothing.
+        host, _, rest = held.owner.partition("|")
+        identity, _, rest = rest.partition("|")
+        pid, _, start = rest.partition("|")
+        if host != self.me.host or identity != self.me.identity or not pid.isdigit():
+            return False
+        alive = runner.pid_alive(int(pid)) and (runner.process_start_time(int(pid)) or "") == start
+        return not alive
+
+    def _free(self, key: str, _again: bool) -> None:
+        with self.tx.write() as conn:
+            repo.release_land_lock(conn, key, self.owner)
+
+    # The record.
+
+    def _record(
+        self, task: repo.TaskSnapshot, pipeline: PipelineConfig, outcome: LandOutcome
+    ) -> None:
+        try:
+            self.tx.retrying(functools.partial(self._write, task, pipeline, outcome))
+        except repo.ConflictError:
+            return  # a person halted or cancelled it meanwhile: theirs wins
+        fault_point("after_land_record")
+
+    def _write(
+        self,
+        task: repo.TaskSnapshot,
+        pipeline: PipelineConfig,
+        outcome: LandOutcome,
+        _again: bool,
+    ) -> None:
+        with self.tx.write() as conn:
+            current = repo.get_task_by_id(conn, task.id)
+            if current is None or current.version != task.version:
+                return  # recorded already (a retry whose first try committed), or moved on
+            now = db_now(conn)
+            self.tx.ensure_tick(conn, now)
+            if isinstance(outcome, Landed):
+                after = repo.apply_transition(
+                    conn,
+                    current,
+                    Event.LANDED,
+                    State(COMPLETE, Status.COMPLETE),
+                    now=now,
+                    actor=ACTOR,
+                    reason=_landed_reason(current, outcome),
+                )
+                repo.record_landed(conn, current.id, outcome.commit, outcome.url)
+                outbox.record(
+                    conn,
+                    LANDED,
+                    after,
+                    now=now,
+                    attempt_id=None,
+                    stage=current.stage,
+                    run=current.run,
+                    facts={
+                        "state": str(after.state),
+                        "branch": current.branch,
+                        "base_branch": current.base_branch,
+                        "commit": outcome.commit,
+                        "url": outcome.url,
+                        "mode": pipeline.landing.mode,
+                    },
+                )
+                self.tx.say_after_commit(
+                    f"{task.slug}: landed -> {_landed_reason(current, outcome)}"
+                )
+            elif isinstance(outcome, SendBack):
+                to = pipeline.landing.to or pipeline.first_stage()
+                repo.apply_transition(
+                    conn,
+                    current,
+                    Event.SEND_BACK,
+                    State(to, Status.READY),
+                    now=now,
+                    actor=ACTOR,
+                    reason=_first_line(outcome.hint),
+                    next_hint=outcome.hint,
+                    hint_source="landing",
+                    new_run=True,
+                )
+                self.tx.say_after_commit(f"{task.slug}: landing sent it back to {to}")
+            else:
+                repo.apply_transition(
+                    conn,
+                    current,
+                    Event.GIVE_UP,
+                    State(current.stage, Status.HALTED),
+                    now=now,
+                    actor=ACTOR,
+                    reason=outcome.reason,
+                    halt_reason=HaltReason.LAND_REFUSED.value,
+                )
+                self.tick.halted()
+                self.tx.say_after_commit(f"{task.slug}: halted (land_refused: {outcome.reason})")
+
+    def _halt_unknown(self, task: repo.TaskSnapshot, _again: bool) -> None:
+        with self.tx.write() as conn:
+            current = repo.get_task_by_id(conn, task.id)
+            if current is None or current.version != task.version:
+                return
+            now = db_now(conn)
+            self.tx.ensure_tick(conn, now)
+            self.applier.halt_unknown(conn, current, now)
+
+
+def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:
+    if outcome.url:
+        return f"pull request {outcome.url}"
+    if outcome.commit:
+        return f"{task.base_branch} at {outcome.commit[:12]}"
+    return "nothing to land"
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "sent back"
+    return line[:500]
