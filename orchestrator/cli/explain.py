@@ -46,7 +46,9 @@ def _change_lines(data: dict[str, Any]) -> list[str]:
         f"  branch    {change['branch']} from {change['base_branch']}, last commit {tip}",
         f"  worktree  {place}",
     ]
-    if data["status"] in ("complete", "cancelled"):
+    if data["status"] in ("complete", "cancelled") and not (data.get("landing") or {}).get(
+        "landed_commit"
+    ):
         lines.append(
             f"  to land   git merge {change['branch']}   (on {change['base_branch']}, "
             "in the repository)"
@@ -56,6 +58,8 @@ def _change_lines(data: dict[str, Any]) -> list[str]:
 
 def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
+    from orchestrator.views.landing import lines as landing_lines
+
     lines = [f"{data['slug']}: {data['state']}"]
     halt = data["halt"]
     if halt is not None:
@@ -67,6 +71,7 @@ def render(data: dict[str, Any]) -> list[str]:
             lines.append(f"            {halt['resume_note']}")
     lines.append(f"  next tick {data['next_tick']}")
     lines += _change_lines(data)
+    lines += landing_lines(data.get("landing"))
     last = data["last_attempt"]
     if last is not None:
         verdict = f"attempt {last['attempt']} {last['outcome']}"

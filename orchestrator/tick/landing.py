@@ -85,17 +85,31 @@ class Lander:
         self.modes = MODES if modes is None else modes
         self.owner = f"{me.host}|{me.identity}|{me.pid}|{me.start_token or ''}"
 
-    def land_all(self) -> None:
+    def land_all(self, only: str | None = None) -> None:
+        """Land every landing task this host may (`only`: that one task).
+        A task's worktree is on the host that claimed it, unless the
+        workspaces are shared (`affinity = "any"`)."""
         if self.tick.stop.is_set() or self.tick.db_down.is_set():
             return
         for task in self.tx.retrying(lambda _again: self._landing()):
             if self.tick.stop.is_set():
                 return
+            if only is not None and task.slug != only:
+                continue
+            if self.settings.affinity == "host" and task.host not in (None, self.me.host):
+                continue
             self.land(task)
 
     def _landing(self) -> list[repo.TaskSnapshot]:
         with read_tx(self.tx.engine) as conn:
             return repo.tasks_with_status(conn, Status.LANDING)
+
+    def _reread(self, task: repo.TaskSnapshot) -> repo.TaskSnapshot | None:
+        with read_tx(self.tx.engine) as conn:
+            current = repo.get_task_by_id(conn, task.id)
+        if current is None or current.version != task.version:
+            return None
+        return current
 
     def land(self, task: repo.TaskSnapshot) -> None:
         pipeline = self.settings.pipeline(task.pipeline)
@@ -119,6 +133,9 @@ class Lander:
             self.tick.say(f"{task.slug}: landing waits for {key} (another landing holds it)")
             return
         try:
+            # Landed by another tick while this one waited: nothing to do.
+            if self.tx.retrying(lambda _again: self._reread(task)) is None:
+                return
             outcome = mode(request)
         finally:
             self.tx.retrying(functools.partial(self._free, key))

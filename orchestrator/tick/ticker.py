@@ -113,9 +113,9 @@ class Ticker:
             settle_wal(self.engine)
             self.recovery.recover()
             self.claimer.advance_approved()
-            self.lander.land_all()  # what an earlier tick left landing
+            self.lander.land_all(options.task)  # what an earlier tick left landing
             self.scheduler.claim_and_run(options)
-            self.lander.land_all()  # what this tick's attempts finished
+            self.lander.land_all(options.task)  # what this tick's attempts finished
             fault = self.report.host_fault
             status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:

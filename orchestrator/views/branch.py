@@ -44,6 +44,8 @@ class BranchState:
     last_commit: str | None  # the branch's tip
     workspace: Path
     worktree: bool  # whether the worktree is still there
+    landed_commit: str | None = None  # where its landing moved the base (`land`)
+    pr_url: str | None = None  # the pull request its landing opened
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -53,16 +55,23 @@ class BranchState:
             "last_commit": self.last_commit,
             "workspace": str(self.workspace),
             "worktree": self.worktree,
+            "landed_commit": self.landed_commit,
+            "pr_url": self.pr_url,
         }
 
     def lines(self) -> list[str]:
         """What `show` prints: where the change is and how to look at it."""
         tip = (self.last_commit or "none yet")[:12]
         where = str(self.workspace) if self.worktree else f"{self.workspace} (removed)"
-        return [
+        shown = [
             f"branch    {self.branch} (from {self.base_branch}), last commit {tip}",
             f"worktree  {where}",
         ]
+        if self.landed_commit:
+            shown.append(f"landed    {self.base_branch} at {self.landed_commit[:12]}")
+        if self.pr_url:
+            shown.append(f"pull req  {self.pr_url}")
+        return shown
 
 
 def branch_state(settings: Settings, task: repo.TaskSnapshot) -> BranchState | None:
@@ -80,7 +89,16 @@ def branch_state(settings: Settings, task: repo.TaskSnapshot) -> BranchState | N
             present = Worktree(repository, workspace, task.branch, task.base_commit or "").exists()
         except GitError:
             pass
-    return BranchState(task.branch, task.base_branch, task.base_commit, tip, workspace, present)
+    return BranchState(
+        task.branch,
+        task.base_branch,
+        task.base_commit,
+        tip,
+        workspace,
+        present,
+        task.landed_commit,
+        task.pr_url,
+    )
 
 
 def _stage_range(conn: Any, task: repo.TaskSnapshot, stage: str) -> tuple[str | None, str | None]:

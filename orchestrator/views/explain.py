@@ -24,6 +24,7 @@ from orchestrator.domain.plateau import detect_plateau
 from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.views import landing
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
 
@@ -37,6 +38,7 @@ _HALT_RULES = {
     "manual": "a person halted it",
     "no_progress": "halt_after_no_change: attempts in a row left the workspace unchanged",
     "budget": "max_cost_usd: the recorded cost reached the budget",
+    "land_refused": landing.HALT_RULE,
 }
 
 
@@ -75,6 +77,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         "halt": None,
         "cost": cost,
         "change": _change(settings, task),
+        "landing": landing.landing_view(settings, task, transitions),
     }
     if stage is not None:
         used = history.counted_attempts
@@ -178,6 +181,9 @@ def _next_tick(
         )
     if task.status in (Status.COMPLETE, Status.CANCELLED):
         return "nothing: the task is finished"
+    lands = landing.next_tick(task, data["landing"])
+    if lands is not None:
+        return lands
     if task.status is Status.AWAITING_APPROVAL:
         return (
             f"nothing until a person runs `orchestrator approve {slug}` "

@@ -27,6 +27,7 @@ from orchestrator.views.ticks import last_tick_text
 SECTION_ORDER = (
     Status.AWAITING_APPROVAL,
     Status.RUNNING,
+    Status.LANDING,
     Status.READY,
     Status.APPROVED,
     Status.HALTED,

@@ -1,0 +1,286 @@
+"""`land = "merge"` through real `tick` processes on a real repository:
+two tasks landing at once (two processes; on PostgreSQL two hosts), a
+conflict sent back to implement, a failing check, kills at each step, and
+the config's refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from e2e.e2e_support import PASS, stage
+from support import Project, check_invariants, git, make_repo, write_config
+
+# Each task writes a file named after itself (different files), or the
+# first line of keep.txt (the same lines).
+OWN_FILE = 'echo "$ORCHESTRATOR_TASK" > "$ORCHESTRATOR_TASK.txt"'
+SAME_LINES = 'echo "changed by $ORCHESTRATOR_TASK" > keep.txt'
+
+
+def check_logging(log: Path) -> list[str]:
+    """A land_check that notes the tip it checks, start and end, around a pause
+    long enough that two landings not serialised would interleave."""
+    note = 'echo "{} $(git rev-parse HEAD)" >> "' + str(log) + '"'
+    script = f"{note.format('start')}; sleep 0.3; {note.format('end')}"
+    return ["sh", "-c", script]
+
+
+def land_config(
+    project: Project,
+    worker: str,
+    *,
+    check: list[str] | None = None,
+    extra: str = "",
+    **settings: object,
+) -> str:
+    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "merge"']
+    if check is not None:
+        lines.append(f"land_check = {json.dumps(check)}")
+    stages = stage("implement", worker=["sh", "-c", worker], verifier=PASS)
+    stages += stage("review", worker=["true"], verifier=PASS)
+    text = "\n".join(lines) + "\n" + extra + "\n" + stages
+    write_config(project.config, text, **settings)
+    return text
+
+
+def tip(repo: Path, ref: str = "main") -> str:
+    return git(repo, "rev-parse", ref).strip()
+
+
+def landed(project: Project, slug: str) -> str:
+    return str(project.query("SELECT landed_commit FROM tasks WHERE slug = :s", s=slug)[0][0])
+
+
+def events_of(project: Project, slug: str) -> list[str]:
+    rows = project.query(
+        "SELECT t.event FROM transitions t JOIN tasks k ON k.id = t.task_id "
+        "WHERE k.slug = :s ORDER BY t.seq",
+        s=slug,
+    )
+    return [row[0] for row in rows]
+
+
+def second_process(project: Project, name: str) -> Project:
+    """The same project ticked by a second process: its own lock file (the
+    tick's file lock would keep it out), the same workspaces and database."""
+    other = Project(dir=project.dir, db_url=project.db_url, config=project.dir / f"{name}.toml")
+    text = project.config.read_text().replace(
+        'lock_file = "orchestrator.lock"', f'lock_file = "{name}.lock"'
+    )
+    other.config.write_text(text)
+    return other
+
+
+def assert_linear(repo: Path) -> None:
+    for line in git(repo, "log", "--format=%P", "main").splitlines():
+        assert len(line.split()) <= 1, "a merge commit on main"
+
+
+def test_two_tasks_of_different_files_land_at_once_from_two_processes(
+    project: Project, tmp_path: Path
+) -> None:
+    repo = make_repo(project.dir)
+    log = tmp_path / "checked.log"
+    land_config(project, OWN_FILE, check=check_logging(log))
+    for slug in ("a", "b"):
+        assert project.run("add", slug, "--title", f"Task {slug}").returncode == 0
+    other = second_process(project, "second")
+    ticks = [project.popen("tick", "--task", "a"), other.popen("tick", "--task", "b")]
+    for proc in ticks:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    assert project.state("a") == "complete" and project.state("b") == "complete"
+    assert git(repo, "show", "main:a.txt") == "a\n" and git(repo, "show", "main:b.txt") == "b\n"
+    assert_linear(repo)
+    assert tip(repo) in (landed(project, "a"), landed(project, "b"))
+    # The check ran on each rebased tip, one landing at a time (the lock).
+    lines = log.read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["start", "end", "start", "end"]
+    checked = [line.split()[1] for line in lines]
+    assert checked[0] == checked[1] and checked[2] == checked[3]
+    assert {checked[0], checked[2]} == {landed(project, "a"), landed(project, "b")}
+    history = git(repo, "log", "--format=%H", "main").split()
+    assert landed(project, "a") in history and landed(project, "b") in history
+    for slug in ("a", "b"):
+        assert events_of(project, slug)[-2:] == ["stage_passed", "landed"]
+    kinds = [row[0] for row in project.query("SELECT kind FROM events ORDER BY id")]
+    assert kinds.count("landed") == 2 and kinds.count("complete") == 2
+    assert project.query("SELECT count(*) FROM land_locks WHERE owner IS NOT NULL") == [(0,)]
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_two_tasks_of_the_same_lines_one_lands_the_other_goes_back(project: Project) -> None:
+    repo = make_repo(project.dir)
+    land_config(project, SAME_LINES)
+    for slug in ("a", "b"):
+        assert project.run("add", slug, "--title", f"Task {slug}").returncode == 0
+    # Both run their stages first (off the same base), then land in turn.
+    done = project.run("tick", "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    states = {slug: project.state(slug) for slug in ("a", "b")}
+    assert sorted(states.values()) == ["complete", "implement"], states
+    loser = next(slug for slug, state in states.items() if state == "implement")
+    winner = "b" if loser == "a" else "a"
+    assert git(repo, "show", "main:keep.txt") == f"changed by {winner}\n"
+    hint = project.query("SELECT next_hint, hint_source FROM tasks WHERE slug = :s", s=loser)[0]
+    assert "keep.txt" in hint[0] and hint[1] == "landing"
+    # Its branch is as its stages left it: the review commit on the implement one.
+    subjects = git(repo, "log", "--format=%s", f"task/{winner}..task/{loser}").splitlines()
+    assert subjects[:2] == [f"{loser}: review (attempt 1)", f"{loser}: implement (attempt 1)"]
+    assert git(repo, "merge-base", "main", f"task/{loser}").strip() != tip(repo)
+    assert events_of(project, loser)[-1] == "send_back"
+    shown = project.run("explain", loser)
+    assert shown.returncode == 0 and "keep.txt" in shown.stdout
+    history = project.run("history", loser)
+    assert "send_back" in history.stdout and "review:landing" in history.stdout
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_failing_land_check_sends_the_task_back_with_its_output_tail(
+    project: Project,
+) -> None:
+    repo = make_repo(project.dir)
+    base = tip(repo)
+    failing = [
+        "sh",
+        "-c",
+        "echo 'collected 3 items'; echo 'FAILED tests/test_a.py::test_x' >&2; exit 1",
+    ]
+    land_config(project, OWN_FILE, check=failing)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    assert project.state("a") == "implement"
+    hint = project.query("SELECT next_hint FROM tasks WHERE slug = 'a'")[0][0]
+    assert "FAILED tests/test_a.py::test_x" in hint and "exited 1" in hint
+    assert tip(repo) == base  # nothing landed
+    # The next attempt of implement is given the check's output.
+    assert [row[0] for row in project.query("SELECT hint FROM attempts ORDER BY id")] == ["", ""]
+    project.run("tick")
+    given = project.query("SELECT stage, hint FROM attempts ORDER BY id")
+    assert given[2][0] == "implement" and "FAILED tests/test_a.py::test_x" in given[2][1]
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+@pytest.mark.parametrize("point", ["land_after_rebase", "land_after_ref_move", "after_land_record"])
+def test_a_kill_in_the_landing_is_finished_once_by_the_next_tick(
+    project: Project, tmp_path: Path, point: str
+) -> None:
+    repo = make_repo(project.dir)
+    log = tmp_path / "checked.log"
+    land_config(project, OWN_FILE, check=["sh", "-c", f'git rev-parse HEAD >> "{log}"'])
+    # Something landed on main meanwhile: the landing has a rebase to do.
+    (repo / "other.txt").write_text("other\n")
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    git(repo, "add", "other.txt")
+    git(repo, "commit", "-qm", "meanwhile")
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": point})
+    assert killed.returncode == 137, killed.stderr
+    assert check_invariants(project.db_url) == []
+    again = project.run("tick")
+    assert again.returncode == 0, again.stderr
+    assert project.state("a") == "complete"
+    assert tip(repo) == landed(project, "a") == tip(repo, "task/a")
+    assert git(repo, "reflog", "--format=%gs", "main").count("orchestrator: land") == 1
+    assert events_of(project, "a").count("landed") == 1
+    kinds = [row[0] for row in project.query("SELECT kind FROM events ORDER BY id")]
+    assert kinds.count("landed") == 1
+    assert_linear(repo)
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_land_without_a_repository_is_a_config_error(project: Project) -> None:
+    write_config(
+        project.config,
+        '[pipelines.default]\nland = "merge"\n\n'
+        + stage("implement", worker=["true"], verifier=PASS),
+    )
+    done = project.run("list")
+    assert done.returncode == 78
+    assert "land" in done.stderr and "repository" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ('land = "squash"', "'merge' or 'pr' or 'none'"),
+        ('land = "merge"\nland_to = "deploy"', "no stage 'deploy'"),
+        ('land = "merge"\nland_check = "make test"', "land_check"),
+        ('land = "merge"\nland_timeout = 0', "land_timeout"),
+    ],
+)
+def test_bad_landing_keys_are_config_errors(project: Project, keys: str, says: str) -> None:
+    make_repo(project.dir)
+    write_config(
+        project.config,
+        f'[pipelines.default]\nrepository = "repo"\n{keys}\n\n'
+        + stage("implement", worker=["true"], verifier=PASS),
+    )
+    done = project.run("list")
+    assert done.returncode == 78, done.stderr
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_two_hosts_land_into_one_repository_at_once(tmp_path: Path, pg_url: str) -> None:
+    """PostgreSQL, two "hosts" (own folders, own ORCHESTRATOR_HOST, one
+    database and one repository): each lands its task, one at a time."""
+    from support import make_project
+
+    from orchestrator.storage import migrate
+    from orchestrator.storage.db import make_engine
+
+    engine = make_engine(pg_url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    repo = make_repo(tmp_path)
+    log = tmp_path / "checked.log"
+    hosts = []
+    for name in ("host-a", "host-b"):
+        host = make_project(tmp_path / name, pg_url, "")
+        land_config(host, OWN_FILE, check=check_logging(log))
+        text = host.config.read_text().replace('repository = "repo"', f'repository = "{repo}"')
+        host.config.write_text(text)
+        host.env["ORCHESTRATOR_HOST"] = name
+        hosts.append(host)
+    a, b = hosts
+    assert a.run("add", "a", "--title", "Task a").returncode == 0
+    assert a.run("add", "b", "--title", "Task b").returncode == 0
+    ticks = [a.popen("tick", "--task", "a"), b.popen("tick", "--task", "b")]
+    for proc in ticks:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    assert a.state("a") == "complete" and a.state("b") == "complete"
+    assert a.query("SELECT slug, host FROM tasks ORDER BY slug") == [
+        ("a", "host-a"),
+        ("b", "host-b"),
+    ]
+    assert_linear(repo)
+    lines = log.read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["start", "end", "start", "end"]
+    checked = {line.split()[1] for line in lines}
+    assert checked == {landed(a, "a"), landed(a, "b")}
+    assert check_invariants(pg_url, allow_running=False) == []
+
+
+def test_a_refused_landing_halts_and_explain_names_why(project: Project) -> None:
+    repo = make_repo(project.dir)
+    land_config(project, OWN_FILE)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    # Hold the landing: the base checked out with a person's edit refuses it.
+    (repo / "keep.txt").write_text("a person's edit\n")
+    assert project.run("tick").returncode == 0
+    assert project.state("a") == "review:halted"
+    why = project.query("SELECT halt_reason FROM tasks WHERE slug = 'a'")[0][0]
+    assert why == "land_refused"
+    explained = project.run("explain", "a")
+    assert "land_refused" in explained.stdout and "local changes" in explained.stdout
+    subprocess.run(["git", "-C", str(repo), "checkout", "--", "keep.txt"], check=True)
+    assert project.run("resume", "a").returncode == 0
+    for _ in range(2):
+        project.run("tick")
+    assert project.state("a") == "complete"
+    shown = project.run("show", "a")
+    assert landed(project, "a")[:12] in shown.stdout
