@@ -159,6 +159,8 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
     - each task's state equals the to_state of its newest transition;
     - transition seq runs 1..n per task, with no gap or duplicate;
     - every edge is one of the state machine's (TRANSITIONS);
+    - a landing task has no open attempt; a landed commit only on a
+      finished (or halted) task;
     - a running task has exactly one open attempt, and no task more than one,
       always; no attempt is left open at all unless `allow_running` (a
       halted task's attempt stays open until its tick notices);
@@ -202,10 +204,18 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                 ).scalar_one()
                 if status == "running" and open_attempts != 1:
                     problems.append(f"{slug}: running with {open_attempts} open attempts")
+                if status == "landing" and open_attempts:
+                    problems.append(f"{slug}: landing with {open_attempts} open attempts")
                 if open_attempts > 1:
                     problems.append(f"{slug}: {open_attempts} attempts open at once")
                 if open_attempts and not allow_running:
                     problems.append(f"{slug}: {open_attempts} attempts still open")
+            landed = conn.execute(
+                text("SELECT slug, status FROM tasks WHERE landed_commit IS NOT NULL")
+            ).all()
+            for slug, status in landed:
+                if status not in ("complete", "halted", "cancelled"):
+                    problems.append(f"{slug}: a landed commit on a {status} task")
             starts = conn.execute(text("SELECT id, start_commit FROM attempts")).all()
             for attempt_id, start in starts:
                 if start is not None and not _start_commit_ok(start):

@@ -63,6 +63,10 @@ ATTEMPT_KEPT = {
     "inside_close_tick_tx",
     "after_halt_unknown",
     "after_approval_commit",  # the reviewer's edit committed, the advance not yet
+    # The landing (land = "merge"): the attempt is recorded, the task landing.
+    "land_after_rebase",  # rebased, the base not moved: the next tick moves it once
+    "land_after_ref_move",  # moved, not recorded: the next tick records it, moves nothing
+    "after_land_record",
 }
 
 
@@ -72,6 +76,8 @@ STAGES = GATED.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]')
 
 
 def scenario(point: str) -> str:
+    if POINTS[point] in ("landing.py", "merge.py"):
+        return "land"
     if point == "after_approval_commit":
         return "branch_advance"
     if POINTS[point] == "branches.py":
@@ -105,9 +111,14 @@ def make_repository(project: Project) -> None:
 
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
-    if kind in ("branch", "branch_advance"):
+    if kind in ("branch", "branch_advance", "land"):
         make_repository(project)
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
+    if kind == "land":
+        # The research gate approved: the crashing tick runs implement,
+        # whose pass makes t1 `landing`, and lands it.
+        tick(project)
+        assert project.cli("approve", "t1").exit_code == 0
     if kind == "branch_advance":
         # A reviewer edits the worktree at the gate, then approves.
         tick(project)
@@ -151,9 +162,15 @@ def test_crash_point_recovers_without_double_transitions(
 ) -> None:
     kind = scenario(point)
     stages = STAGES
-    if kind in ("branch", "branch_advance"):
-        stages = '[pipelines.default]\nrepository = "repo"\n\n' + STAGES.replace(
-            'worker = ["sleep", "0.1"]', 'worker = ["sh", "-c", "sleep 0.1; date > work.txt"]'
+    if kind in ("branch", "branch_advance", "land"):
+        lands = 'land = "merge"\n' if kind == "land" else ""
+        stages = (
+            '[pipelines.default]\nrepository = "repo"\n'
+            + lands
+            + "\n"
+            + STAGES.replace(
+                'worker = ["sleep", "0.1"]', 'worker = ["sh", "-c", "sleep 0.1; date > work.txt"]'
+            )
         )
     project = new_project(stages)
     prepare(project, kind)
@@ -192,6 +209,15 @@ def test_crash_point_recovers_without_double_transitions(
             check=True,
         ).stdout.splitlines()
         assert subjects.count("t1: research approved, with the reviewer's changes") == 1
+    if kind == "land":  # landed once: one ref move, one record, one event
+        assert log.count("landed") == 1, log
+        moves = subprocess.run(
+            ["git", "-C", str(project.dir / "repo"), "reflog", "--format=%gs", "main"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        assert moves.count("orchestrator: land") == 1, moves
     audit = audit_transitions(project.db_url)
     assert audit.lost == [] and audit.duplicated == []
     crashed = outcomes(project.db_url).count("crashed")
