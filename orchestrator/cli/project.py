@@ -28,8 +28,15 @@ from orchestrator.cli.output import shown_path, shown_url, table
     metavar="PATH",
     help="The git repository tasks change: each task becomes a branch of it.",
 )
+@click.option(
+    "--land",
+    type=click.Choice(["merge", "pr"]),
+    help="With --repository: land each finished task (merge queue, or a pull request).",
+)
 @pass_app
-def init(app: App, force: bool, agent: str | None, repository: Path | None) -> None:
+def init(
+    app: App, force: bool, agent: str | None, repository: Path | None, land: str | None
+) -> None:
     """Start a project: config, prompts, judges, database.
 
     Writes orchestrator.toml (or the --config path) with the default pipeline
@@ -38,13 +45,17 @@ def init(app: App, force: bool, agent: str | None, repository: Path | None) -> N
     edit (`claude -p`, `codex exec -`, a pytest judge in judges/), prompt
     templates in prompts/, then creates the database (--db, ORCHESTRATOR_DB_URL
     or the config's). With --repository, each task is a branch task/<slug> of
-    that repository, in a worktree of its own. Refuses (exit 1) to overwrite a
-    config without --force, or a --repository that is not a git repository.
+    that repository, in a worktree of its own; with --land merge too, a task
+    whose last stage passed is rebased, checked and landed on its base branch.
+    Refuses (exit 1) to overwrite a config without --force, a --repository that
+    is not a git repository, or --land without --repository.
     """
     from orchestrator.scaffold import init_project
 
     path = Path(app.config) if app.config else Path.cwd() / "orchestrator.toml"
-    result = init_project(path, force=force, db_url=app.db, agent=agent, repository=repository)
+    result = init_project(
+        path, force=force, db_url=app.db, agent=agent, repository=repository, land=land
+    )
     for written in result.written:
         click.echo(f"wrote {shown_path(written)}")
     for kept in result.kept:

@@ -96,6 +96,20 @@ def with_repository(text: str, repository: Path) -> str:
     return text.replace(REPOSITORY_LINE, f"repository = {toml_string(str(root))}", 1)
 
 
+LAND_RECIPES = ("merge", "pr")
+
+
+def with_landing(text: str, land: str) -> str:
+    """The config with the landing keys of `land` under its `repository`
+    line (`init --land`), which `with_repository` has set."""
+    if land not in LAND_RECIPES:
+        raise RefusedError(f"--land {land!r}: choose one of {', '.join(LAND_RECIPES)}")
+    block = _template("init", "land", f"{land}.toml").read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("repository = "))
+    return "".join([*lines[: at + 1], block, *lines[at + 1 :]])
+
+
 def init_project(
     config_path: Path,
     *,
@@ -104,6 +118,7 @@ def init_project(
     environ: dict[str, str] | None = None,
     agent: str | None = None,
     repository: Path | None = None,
+    land: str | None = None,
 ) -> InitResult:
     """Write the config, prompts and judges; create or migrate the database.
 
@@ -111,6 +126,8 @@ def init_project(
     files are always kept (they are the user's edits), and reported as kept.
     """
     config_path = Path(os.path.normpath(config_path.absolute()))
+    if land is not None and repository is None:
+        raise RefusedError(f"--land {land} needs --repository (a landing lands into a repository)")
     if config_path.is_dir():
         raise RefusedError(f"{config_path} is a folder; give --config a file path")
     if config_path.exists() and not force:
@@ -125,6 +142,8 @@ def init_project(
     text = render_init_config(folder) if agent is None else recipes.recipe_text(agent)
     if repository is not None:
         text = with_repository(text, repository)
+    if land is not None:
+        text = with_landing(text, land)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)
