@@ -12,6 +12,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             show, task with 1,000 attempts / task with 1                          <= 2
   bytes     database bytes per attempt                                             <= 2 KB
   pg        two PostgreSQL hosts / one host, 16 tasks sleeping 1 s, --jobs 2      <= 0.6
+  land      landing one task (lock, rebase, ref move, record; no check) /
+            a hand-written `git rebase && git update-ref` of the same branch      <= 3
 """
 
 from __future__ import annotations
@@ -382,6 +384,18 @@ def _parallel_ticks(envs: list[dict[str, str]]) -> float:
     return time.perf_counter() - started
 
 
+def bench_landing(work: Path, rounds: int) -> list[tuple[str, bool]]:
+    from bench import landing
+
+    return [
+        report(
+            "landing one task (merge, no check) / git rebase && git update-ref",
+            landing.ratios(work / "landing", rounds),
+            3.0,
+        )
+    ]
+
+
 def compile_package() -> None:
     """Measure the package as installed: pip compiles bytecode at install
     time, but a checkout run with PYTHONDONTWRITEBYTECODE=1 (or a read-only
@@ -400,14 +414,14 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--only", nargs="*", choices=["noop", "attempt", "growth", "pg"])
+    parser.add_argument("--only", nargs="*", choices=["noop", "attempt", "growth", "pg", "land"])
     parser.add_argument(
         "--pg",
         default=os.environ.get("ORCHESTRATOR_TEST_PG_URL"),
         help="a PostgreSQL server URL where CREATE DATABASE is allowed",
     )
     args = parser.parse_args()
-    chosen = set(args.only or ["noop", "attempt", "growth", "pg"])
+    chosen = set(args.only or ["noop", "attempt", "growth", "pg", "land"])
     compile_package()
     results: list[tuple[str, bool | None]] = []
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
@@ -418,6 +432,8 @@ def main() -> None:
             results += bench_attempts(work, max(3, args.rounds))
         if "growth" in chosen:
             results += bench_growth(work, args.rounds)
+        if "land" in chosen:
+            results += bench_landing(work, args.rounds)
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)
