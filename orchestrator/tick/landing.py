@@ -85,10 +85,12 @@ class Lander:
         self.modes = MODES if modes is None else modes
         self.owner = f"{me.host}|{me.identity}|{me.pid}|{me.start_token or ''}"
 
-    def land_all(self, only: str | None = None) -> None:
+    def land_all(self, only: str | None = None, *, wait: bool = True) -> None:
         """Land every landing task this host may (`only`: that one task).
         A task's worktree is on the host that claimed it, unless the
-        workspaces are shared (`affinity = "any"`)."""
+        workspaces are shared (`affinity = "any"`). Without `wait`, a
+        repository whose lock is held is left for later (before the claims,
+        a tick must not sit out another host's landing)."""
         if self.tick.stop.is_set() or self.tick.db_down.is_set():
             return
         for task in self.tx.retrying(lambda _again: self._landing()):
@@ -98,7 +100,7 @@ class Lander:
                 continue
             if self.settings.affinity == "host" and task.host not in (None, self.me.host):
                 continue
-            self.land(task)
+            self.land(task, wait=wait)
 
     def _landing(self) -> list[repo.TaskSnapshot]:
         with read_tx(self.tx.engine) as conn:
@@ -111,7 +113,7 @@ class Lander:
             return None
         return current
 
-    def land(self, task: repo.TaskSnapshot) -> None:
+    def land(self, task: repo.TaskSnapshot, *, wait: bool = True) -> None:
         pipeline = self.settings.pipeline(task.pipeline)
         if pipeline is None or pipeline.stage(task.stage) is None:
             self.tx.retrying(functools.partial(self._halt_unknown, task))
@@ -129,7 +131,7 @@ class Lander:
             self._record(task, pipeline, mode(request))
             return
         key = str(request.repository)
-        if not self._take(key, task, config):
+        if not self._take(key, task, config, wait):
             self.tick.say(f"{task.slug}: landing waits for {key} (another landing holds it)")
             return
         try:
@@ -168,9 +170,10 @@ class Lander:
 
     # The lock: a lease row per repository.
 
-    def _take(self, key: str, task: repo.TaskSnapshot, config: LandConfig) -> bool:
-        """Wait (at most the check's bound) for the repository's lock."""
-        deadline = time.monotonic() + config.timeout
+    def _take(self, key: str, task: repo.TaskSnapshot, config: LandConfig, wait: bool) -> bool:
+        """Take the repository's lock, waiting for it (at most the check's
+        bound) when `wait`."""
+        deadline = time.monotonic() + (config.timeout if wait else 0.0)
         lease = timedelta(seconds=2 * config.timeout + 60)  # the git steps' bound and the check's
         while True:
             if self.tx.retrying(functools.partial(self._try_take, key, task, lease)):

@@ -113,7 +113,7 @@ class Ticker:
             settle_wal(self.engine)
             self.recovery.recover()
             self.claimer.advance_approved()
-            self.lander.land_all(options.task)  # what an earlier tick left landing
+            self.lander.land_all(options.task, wait=False)  # what earlier ticks left
             self.scheduler.claim_and_run(options)
             self.lander.land_all(options.task)  # what this tick's attempts finished
             fault = self.report.host_fault

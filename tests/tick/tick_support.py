@@ -21,6 +21,7 @@ from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.claims import Claimer
 from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.host import HostIdentity
+from orchestrator.tick.landing import Lander, Mode
 from orchestrator.tick.model import Claim
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import NoProgress
@@ -56,6 +57,9 @@ class Bench:
 
     def applier(self) -> Applier:
         return Applier(self.tx, self.tick)
+
+    def lander(self, modes: dict[str, Mode] | None = None) -> Lander:
+        return Lander(self.settings, self.tx, self.tick, self.me, self.applier(), modes)
 
     def claimer(self) -> Claimer:
         config = ConfigWatch(self.settings.config_path, self.settings.fingerprint)
