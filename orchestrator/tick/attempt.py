@@ -181,7 +181,10 @@ class AttemptRunner:
         self.tx.retrying(
             lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
         )
-        if stage.worker is not None:
+        # A recheck after a pending verdict asks the verifier again and
+        # leaves the worker be: its work is what is being waited on.
+        recheck = claim.prev_outcome == Outcome.PENDING.value and stage.verifier is not None
+        if stage.worker is not None and not recheck:
             self.runaway.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)
             self.runaway.worker_ended(claim.attempt_id, workspace)
@@ -245,6 +248,14 @@ class AttemptRunner:
                 error=no_verdict(source, last, state_dir),
                 worker_exit=worker_exit,
                 verifier_exit=verifier_exit,
+            )
+        if verdict.pending:  # rechecked later; spends nothing (`decide`)
+            return AttemptRun(
+                Outcome.PENDING,
+                verdict=verdict,
+                worker_exit=worker_exit,
+                verifier_exit=verifier_exit,
+                backoff_seconds=verdict.recheck_seconds,
             )
         strict = strict_pass_problem(verdict_text or "") if stage.strict_verdict else None
         if strict is not None:  # a gate's `pass` must be a real boolean

@@ -22,7 +22,13 @@ from orchestrator.storage.repo.records import (
 )
 
 _RUN_HISTORY = Prepared(
-    select(attempts.c.id, attempts.c.outcome, attempts.c.score, attempts.c.workspace_changed)
+    select(
+        attempts.c.id,
+        attempts.c.outcome,
+        attempts.c.score,
+        attempts.c.workspace_changed,
+        attempts.c.started_at,
+    )
     .where(
         attempts.c.task_id == bindparam("task_id"),
         attempts.c.stage == bindparam("stage"),
@@ -45,6 +51,7 @@ def run_history(
         [(Outcome(row[1]), row[2]) for row in kept],
         hint=task.next_hint,
         changes=[row[3] for row in kept],
+        started=[row[4] for row in kept],
     )
 
 
