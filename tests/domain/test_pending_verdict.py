@@ -147,7 +147,9 @@ def test_the_pending_run_starts_again_after_a_counted_attempt() -> None:
         started=[T0, T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)],
     )
     assert kept.pending_since == T0
-    done = RunHistory.of([(Outcome.PENDING, None), (Outcome.PASSED, 1.0)], hint="", started=[T0, T0])
+    done = RunHistory.of(
+        [(Outcome.PENDING, None), (Outcome.PASSED, 1.0)], hint="", started=[T0, T0]
+    )
     assert done.pending_since is None
 
 

@@ -13,7 +13,7 @@ from support import Project, check_invariants, cli_json
 
 # Prints the verdict the test wrote into the file named by argv[1].
 SAY = "import sys; print(open(sys.argv[1]).read())"
-WORKER = "echo \"$ORCHESTRATOR_NEXT_HINT\" >> ../worker.log"
+WORKER = 'echo "$ORCHESTRATOR_NEXT_HINT" >> ../worker.log'
 
 
 def _project(project: Project, **keys: object) -> Path:
@@ -64,7 +64,9 @@ def test_pending_holds_the_task_without_spending_attempts(project: Project) -> N
 
 def test_explain_names_the_wait_and_the_recheck(project: Project) -> None:
     verdict = _project(project, pending_timeout=900)
-    verdict.write_text(json.dumps({"pending": True, "reasons": ["ci running"], "recheck_seconds": 120}))
+    verdict.write_text(
+        json.dumps({"pending": True, "reasons": ["ci running"], "recheck_seconds": 120})
+    )
     _tick(project)
     data = cli_json(project.cli("explain", "t1", "--json"))
     assert data["backoff"] is None
