@@ -94,6 +94,8 @@ class RunHistory:
     # When the newest run of pending verdicts began (its first attempt's
     # start); None when the newest counted attempt was not pending.
     pending_since: datetime | None = None
+    # Whether the newest counted attempt was pending (the next is a recheck).
+    awaiting_verdict: bool = False
 
     @classmethod
     def of(
@@ -146,6 +148,7 @@ class RunHistory:
             no_change_streak=unchanged,
             backoff_streak=waits,
             pending_since=pending_since,
+            awaiting_verdict=pending_run,
         )
 
 

@@ -190,3 +190,12 @@ def test_a_timed_out_pending_verdict_can_use_the_last_attempt() -> None:
 def test_a_first_pending_verdict_never_times_out_without_a_clock() -> None:
     decision = decide("ci", STAGES, StagePolicy(pending_timeout=0), RunHistory(), Outcome.PENDING)
     assert decision.outcome is None and decision.event is Event.RETRY
+
+
+def test_an_interrupted_recheck_still_awaits_the_verdict() -> None:
+    waits = RunHistory.of([(Outcome.PENDING, None), (Outcome.INTERRUPTED, None)], hint="")
+    assert waits.awaiting_verdict
+    backoff = RunHistory.of([(Outcome.PENDING, None), (Outcome.HOST_ERROR, None)], hint="")
+    assert backoff.awaiting_verdict
+    judged = RunHistory.of([(Outcome.PENDING, None), (Outcome.FAILED, 0.2)], hint="")
+    assert not judged.awaiting_verdict and not RunHistory().awaiting_verdict

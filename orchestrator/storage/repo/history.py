@@ -55,6 +55,12 @@ def run_history(
     )
 
 
+def awaits_verdict(conn: Connection, task: TaskSnapshot) -> bool:
+    """Whether the task's run at its stage waits on a pending verdict (its
+    newest counted attempt was pending): its next attempt is a recheck."""
+    return run_history(conn, task).awaiting_verdict
+
+
 def context_rows(conn: Connection, task_id: int) -> list[dict[str, Any]]:
     """A task's finished attempts, oldest first, with what an attempt's
     context tells of them (not in `AttemptSnapshot`, which must read a
