@@ -165,6 +165,8 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
       always; no attempt is left open at all unless `allow_running` (a
       halted task's attempt stays open until its tick notices);
     - an attempt's `start_commit` is NULL, `pending`, `none` or a sha;
+    - a `pending` attempt (a verdict that waits) has no `pass` and no `score`,
+      so no plateau window ever holds one;
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -220,6 +222,14 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
             for attempt_id, start in starts:
                 if start is not None and not _start_commit_ok(start):
                     problems.append(f"attempt {attempt_id}: start_commit {start!r}")
+            scored_waits = conn.execute(
+                text(
+                    "SELECT id FROM attempts WHERE outcome = 'pending' "
+                    "AND (score IS NOT NULL OR pass IS NOT NULL)"
+                )
+            ).all()
+            for (attempt_id,) in scored_waits:
+                problems.append(f"attempt {attempt_id}: pending with a pass or a score")
             if conn.dialect.name == "sqlite":
                 check = conn.exec_driver_sql("PRAGMA integrity_check").scalar_one()
                 if check != "ok":

@@ -114,6 +114,7 @@ def render(data: dict[str, Any]) -> list[str]:
             f"  backoff   until {backoff['until']} ({backoff['seconds_left']:g}s left; "
             f"wait {backoff['waits']} of {backoff['tries']})"
         )
+    lines += _pending_lines(data["pending"])
     running = data["running"]
     if running is not None:
         lines.append(
@@ -133,3 +134,14 @@ def render(data: dict[str, Any]) -> list[str]:
     )
     lines.append(f"  cost      {money(cost['spent_usd'])} recorded{budget}")
     return lines
+
+
+def _pending_lines(pending: dict[str, Any] | None) -> list[str]:
+    """A task waiting on a pending verdict: when it rechecks, when it times out."""
+    if pending is None:
+        return []
+    return [
+        f"  pending   since {pending['since']}; rechecks after {pending['recheck_at'] or 'now'}",
+        f"            counted failed after {pending['timeout_at']} "
+        f"(pending_timeout {pending['timeout']:g}s)",
+    ]

@@ -19,9 +19,10 @@ def verdict(source: str) -> None:
     Applies exactly the rules the tick uses, so you can check what a verifier's
     output would count as. The rule: text that is one JSON object is the
     verdict; otherwise, among ```json fenced blocks and top-level {...} spans,
-    the one written last that has a "pass" or "score" key; when no object has
-    either, the last fenced object, else the last one. Exits 65 when the text
-    holds no verdict.
+    the one written last that has a "pass", "score" or "pending" key; when no
+    object has any, the last fenced object, else the last one. A pending
+    verdict prints "pending": true and its clamped "recheck_seconds". Exits 65
+    when the text holds no verdict.
     """
     from orchestrator.domain.verdict import parse_verdict
 

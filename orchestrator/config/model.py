@@ -118,6 +118,7 @@ class StageConfig:
     halt_after_no_change: int | None = None
     retry_exit_codes: frozenset[int] = frozenset()
     backoff: Backoff = field(default_factory=Backoff)
+    pending_timeout: float = 3600.0  # a run of pending verdicts, at most (seconds)
 
 
 @dataclass(frozen=True, slots=True)

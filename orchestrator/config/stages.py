@@ -112,4 +112,5 @@ class _StageReader(_ValueReader):
             halt_after_no_change=merged["halt_after_no_change"],
             retry_exit_codes=merged["retry_exit_codes"],
             backoff=merged["backoff"],
+            pending_timeout=merged["pending_timeout"],
         )

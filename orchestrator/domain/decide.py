@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 from orchestrator.domain.pipeline import Event, State, Status, next_state
@@ -40,6 +41,11 @@ class Outcome(StrEnum):
     # limited, flaky) and tries were left: the task waits out its backoff
     # and the attempt counts toward nothing.
     BACKOFF = "backoff"
+    # The verdict waits (`"pending": true`: CI running, a review not in):
+    # the attempt spends nothing, adds no score, and the task is rechecked
+    # after the verdict's `recheck_seconds`, until the stage's
+    # `pending_timeout`, after which the pending attempt is recorded failed.
+    PENDING = "pending"
 
 
 # Outcomes that spend no attempt of `max_attempts`; in a row, they make the
@@ -73,6 +79,8 @@ class StagePolicy:
     # Halt as no_progress after this many attempts in a row that left the
     # workspace as it was; None: never.
     halt_after_no_change: int | None = None
+    # Seconds a run of pending verdicts may last, from its first one.
+    pending_timeout: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,11 @@ class RunHistory:
     hint: str = ""  # the hint the attempt being decided was given
     no_change_streak: int = 0  # attempts in a row that changed nothing, newest last
     backoff_streak: int = 0  # backoff waits in a row, newest last
+    # When the newest run of pending verdicts began (its first attempt's
+    # start); None when the newest counted attempt was not pending.
+    pending_since: datetime | None = None
+    # Whether the newest counted attempt was pending (the next is a recheck).
+    awaiting_verdict: bool = False
 
     @classmethod
     def of(
@@ -93,13 +106,17 @@ class RunHistory:
         *,
         hint: str,
         changes: Sequence[bool | None] = (),
+        started: Sequence[datetime | None] = (),
     ) -> RunHistory:
         """The history of a run from its finished attempts (outcome, score),
         oldest first: the one place that says which outcomes count.
         `changes` says, attempt by attempt, whether the workspace changed
-        (None: not looked at, which neither extends nor breaks the streak)."""
+        (None: not looked at, which neither extends nor breaks the streak);
+        `started`, when each began (for `pending_since`)."""
         scores: list[float] = []
         counted = streak = unchanged = waits = 0
+        pending_since: datetime | None = None
+        pending_run = False
         for index, (outcome, score) in enumerate(attempts):
             if outcome in IGNORED:
                 continue  # neither counted nor breaking a streak
@@ -107,6 +124,14 @@ class RunHistory:
                 waits += 1
                 continue  # spends no attempt, breaks no streak
             waits = 0
+            if outcome is Outcome.PENDING:
+                if not pending_run:
+                    pending_run = True
+                    pending_since = started[index] if index < len(started) else None
+                streak = 0  # a verdict came back: the stage runs
+                continue  # spends no attempt, adds no score
+            if outcome not in NOT_COUNTED:
+                pending_run, pending_since = False, None
             changed = changes[index] if index < len(changes) else None
             if changed is not None:
                 unchanged = 0 if changed else unchanged + 1
@@ -124,6 +149,8 @@ class RunHistory:
             hint=hint,
             no_change_streak=unchanged,
             backoff_streak=waits,
+            pending_since=pending_since,
+            awaiting_verdict=pending_run,
         )
 
 
@@ -135,6 +162,9 @@ class Decision:
     next_hint: str
     reason: str
     plateau: PlateauDecision | None = None
+    # The outcome to record instead of the attempt's own (a pending verdict
+    # past `pending_timeout` is recorded failed); None: the attempt's own.
+    outcome: Outcome | None = None
 
 
 def verdict_outcome(verdict: Verdict, pass_score: float) -> Outcome:
@@ -150,11 +180,14 @@ def decide(
     outcome: Outcome,
     verdict: Verdict | None = None,
     changed: bool | None = None,
+    now: datetime | None = None,
 ) -> Decision:
     """Choose the transition out of `stage:running` for an attempt that ended.
 
     `changed` says whether the attempt changed the workspace (None: not
-    looked at); the backoff's wait itself is the engine's (`guards`)."""
+    looked at); the backoff's wait itself is the engine's (`guards`), as is
+    a pending verdict's recheck. `now` (the database's clock) measures a run
+    of pending verdicts against `pending_timeout`; None: never timed out."""
     running = State(stage, Status.RUNNING)
 
     def to(
@@ -172,6 +205,38 @@ def decide(
             next_hint=history.hint if hint is None else hint,
             reason=reason,
             plateau=plateau,
+            outcome=recorded,
+        )
+
+    recorded: Outcome | None = None
+    if outcome is Outcome.PENDING:
+        waiting = pending_hint(verdict)
+        since = history.pending_since
+        waited = None if since is None or now is None else (now - since).total_seconds()
+        if waited is None or waited < policy.pending_timeout:
+            return to(
+                Event.RETRY,
+                "the verdict is pending; rechecked later, it counts toward nothing",
+                hint=waiting or history.hint,
+            )
+        # Past the timeout: the attempt is the failed attempt it became.
+        recorded = outcome = Outcome.FAILED
+        verdict = Verdict(
+            passed=False,
+            score=0.0,
+            reasons=() if verdict is None else verdict.reasons,
+            next_hint=(
+                f"still pending after {waited:.0f}s (pending_timeout "
+                f"{policy.pending_timeout:g}s)" + (f": {waiting}" if waiting else "")
+            ),
+        )
+        history = RunHistory(
+            scores=history.scores,
+            counted_attempts=history.counted_attempts,
+            interrupt_streak=history.interrupt_streak,
+            hint=history.hint,
+            no_change_streak=history.no_change_streak,
+            backoff_streak=history.backoff_streak,
         )
 
     if outcome is Outcome.HOST_ERROR:
@@ -201,7 +266,8 @@ def decide(
     scores = history.scores
     hint = history.hint
     if verdict is not None:
-        scores = (*scores, verdict.score)
+        if recorded is None:  # a timed-out pending verdict has no score
+            scores = (*scores, verdict.score)
         hint = verdict.next_hint
     counted = history.counted_attempts + 1
     unchanged = history.no_change_streak
@@ -232,9 +298,26 @@ def decide(
             plateau=plateau,
             hint=hint,
         )
+    if recorded is not None:
+        return to(
+            Event.RETRY,
+            f"{hint}; {policy.max_attempts - counted} attempts left",
+            plateau=plateau,
+            hint=hint,
+        )
     return to(
         Event.RETRY,
         f"attempt {outcome.value}; {policy.max_attempts - counted} left",
         plateau=plateau,
         hint=hint,
     )
+
+
+def pending_hint(verdict: Verdict | None) -> str:
+    """What a pending verdict tells the next attempt: its `next_hint`, else
+    its reasons (a failing check's name reaches the worker either way)."""
+    if verdict is None:
+        return ""
+    if verdict.next_hint:
+        return verdict.next_hint
+    return "; ".join(reason for reason in verdict.reasons if reason)

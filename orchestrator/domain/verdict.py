@@ -39,6 +39,16 @@ MAX_SCAN_CHARS = 65536
 NEUTRAL_SCORE = 0.5
 """The score of a verdict whose `score` is present but unusable (D-V2, D-V3)."""
 
+RECHECK_DEFAULT = 60.0
+"""The wait of a pending verdict whose `recheck_seconds` is missing or unusable."""
+RECHECK_MIN = 1.0
+RECHECK_MAX = 86400.0
+"""A pending verdict's wait is clamped to [RECHECK_MIN, RECHECK_MAX]: 0 would
+rerun the verifier on every tick, a year would outlive any `pending_timeout`."""
+
+# The keys that make an object a verdict rather than prose (`_find_object`).
+_VERDICT_KEYS = ("pass", "score", "pending")
+
 # The characters the brace scanner acts on; everything else is skipped by the
 # regex engine in C, which keeps the single Python-level pass cheap.
 _SCANNED = re.compile(r'[{}"\\\n]')
@@ -52,15 +62,23 @@ class Verdict:
     score: float
     reasons: tuple[str, ...]
     next_hint: str
+    # A verdict that waits (CI running, a review not in): neither pass nor
+    # fail; the task is rechecked after `recheck_seconds`.
+    pending: bool = False
+    recheck_seconds: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The verdict as the JSON object of the contract (`pass`, not `passed`)."""
-        return {
+        data: dict[str, object] = {
             "pass": self.passed,
             "score": self.score,
             "reasons": list(self.reasons),
             "next_hint": self.next_hint,
         }
+        if self.pending:
+            data["pending"] = True
+            data["recheck_seconds"] = self.recheck_seconds
+        return data
 
 
 def parse_verdict(text: str) -> Verdict | None:
@@ -72,16 +90,16 @@ def parse_verdict(text: str) -> Verdict | None:
        otherwise there is none (the text is not searched further).
     2. The last fenced block tagged ``json`` (case-insensitive; the tag is
        the first word of the info string) whose content is one JSON object
-       with a ``pass`` or ``score`` key.
+       with a ``pass``, ``score`` or ``pending`` key.
        Only a ``json`` tag marks a verdict block: a bare ```` ``` ```` or
        another tag is often an example or a log, and its content is still
        seen by step 3. An unclosed fence runs to the end of the text.
     3. The last top-level balanced `{...}` span (the one that ends last, not
-       an object nested in it) that parses as a JSON object with a ``pass``
-       or ``score`` key; spans that do not parse or lack both keys are passed
+       an object nested in it) that parses as a JSON object with a ``pass``,
+       ``score`` or ``pending`` key; spans that do not parse or lack them all are passed
        over. Braces inside JSON strings do not count. A `{` that is never
        closed does not hide the spans after it.
-    4. When no object has either key: the object steps 2 and 3 would have
+    4. When no object has any of these keys: the object steps 2 and 3 would have
        found without the key rule (the last fenced one, else the last span).
 
     Bare `NaN`, `Infinity` and `-Infinity` are accepted, duplicate keys keep
@@ -112,8 +130,8 @@ def strict_pass_problem(text: str) -> str | None:
         data = _find_object(text[-MAX_SCAN_CHARS:]) if isinstance(text, str) else None
     except Exception:  # as parse_verdict: never raises
         return None
-    if data is None:
-        return None
+    if data is None or _coerce_pending(data.get("pending")):
+        return None  # no verdict, or one that waits: it opens nothing
     if "pass" not in data:
         return 'strict_verdict: the verdict has no "pass" (a JSON bool is required)'
     raw = data["pass"]
@@ -140,15 +158,51 @@ def coerce_verdict(data: Mapping[str, object]) -> Verdict:
     - `reasons`: a list → its items, strings as they are, anything else as its
       JSON text; anything else → ().
     - `next_hint`: a string → itself; anything else → "".
+    - `pending`: true only for JSON `true` or the string "true" (any case,
+      whitespace ignored); anything else is not pending. Stricter than
+      `pass` because a wrong pending holds the task for its whole
+      `pending_timeout`. A pending verdict's `pass` and `score` are ignored
+      (false, 0.0).
+    - `recheck_seconds` (pending only): as `score`, but missing or unusable →
+      `RECHECK_DEFAULT`, then clamped to [`RECHECK_MIN`, `RECHECK_MAX`].
 
     Every string is passed through `clean_text` (no NUL, no surrogates).
     """
+    reasons = _coerce_reasons(data.get("reasons"))
+    next_hint = _coerce_hint(data.get("next_hint"))
+    if _coerce_pending(data.get("pending")):
+        return Verdict(
+            passed=False,
+            score=0.0,
+            reasons=reasons,
+            next_hint=next_hint,
+            pending=True,
+            recheck_seconds=_coerce_recheck(data.get("recheck_seconds")),
+        )
     return Verdict(
         passed=_coerce_pass(data.get("pass")),
         score=_coerce_score(data),
-        reasons=_coerce_reasons(data.get("reasons")),
-        next_hint=_coerce_hint(data.get("next_hint")),
+        reasons=reasons,
+        next_hint=next_hint,
     )
+
+
+def _coerce_pending(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    return isinstance(raw, str) and raw.strip().lower() == "true"
+
+
+def _coerce_recheck(raw: object) -> float:
+    if raw is None or isinstance(raw, bool):
+        return RECHECK_DEFAULT
+    try:
+        seconds = float(raw)  # type: ignore[arg-type]  # every failure is the default
+    except Exception:  # TypeError, ValueError, OverflowError: as `_coerce_score`
+        return RECHECK_DEFAULT
+    if not math.isfinite(seconds):
+        return RECHECK_DEFAULT
+    return min(RECHECK_MAX, max(RECHECK_MIN, seconds))
 
 
 def _coerce_pass(raw: object) -> bool:
@@ -229,7 +283,7 @@ def _find_object(window: str) -> Mapping[str, object] | None:
         data = _loads_object(candidate)
         if data is None:
             continue
-        if "pass" in data or "score" in data:
+        if any(key in data for key in _VERDICT_KEYS):
             if keyed is None or position > keyed[0]:
                 keyed = (position, data)
         elif fallback is None:

@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-GUARD_KEYS = ("strict_verdict", "halt_after_no_change", "retry_exit_codes", "backoff")
+GUARD_KEYS = (
+    "strict_verdict",
+    "halt_after_no_change",
+    "retry_exit_codes",
+    "backoff",
+    "pending_timeout",
+)
+# How long a run of pending verdicts may wait, by default (an hour: longer
+# than most CI runs, short enough that a stuck check is seen the same day).
+DEFAULT_PENDING_TIMEOUT = 3600.0
 _BACKOFF_KEYS = ("initial", "factor", "max", "tries")
 # The longest wait (a year, in seconds): beyond it a wait means "never"
 # (which `halt` says better), and past ~1e13 s the time it ends cannot be
@@ -66,6 +75,7 @@ def guard_defaults() -> dict[str, Any]:
         "halt_after_no_change": None,
         "retry_exit_codes": frozenset(),
         "backoff": Backoff(),
+        "pending_timeout": DEFAULT_PENDING_TIMEOUT,
     }
 
 
@@ -92,6 +102,8 @@ def read_guards(checks: _Checks, table: dict[str, Any], key: str, into: dict[str
         into["retry_exit_codes"] = frozenset(value)
     if "backoff" in table:
         into["backoff"] = _backoff(checks, table["backoff"], sub("backoff"), into["backoff"])
+    if "pending_timeout" in table:
+        into["pending_timeout"] = _seconds(checks, table["pending_timeout"], sub("pending_timeout"))
 
 
 def _backoff(checks: _Checks, value: object, key: str, base: Backoff) -> Backoff:

@@ -37,7 +37,7 @@ INIT_PROMPTS = (
     "doc_review",
     "referee",
 )
-INIT_JUDGES = ("pytest_judge.py", "sections_judge.py")
+INIT_JUDGES = ("pytest_judge.py", "sections_judge.py", "pr_checks_judge.py")
 _JUDGE = re.compile(r"@JUDGE:([A-Za-z0-9_.]+)@")
 
 

@@ -8,13 +8,17 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
+from sqlalchemy import Engine
+
 from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings, StageConfig
-from orchestrator.domain.decide import Outcome, verdict_outcome
+from orchestrator.domain.decide import IGNORED, NOT_COUNTED, Outcome, verdict_outcome
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
+from orchestrator.storage import repo
+from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick import branches
 from orchestrator.tick.attempt_context import AttemptContext
@@ -40,6 +44,14 @@ from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
 from orchestrator.tick.workspaces import WorkspacePreparer
 from orchestrator.workspace.start import note_start
+
+# Outcomes that neither end nor continue a run of pending verdicts.
+_PASSED_OVER = frozenset(o.value for o in (*NOT_COUNTED, *IGNORED, Outcome.BACKOFF))
+
+
+def _awaits_verdict(engine: Engine, task: repo.TaskSnapshot) -> bool:
+    with read_tx(engine) as conn:
+        return repo.awaits_verdict(conn, task)
 
 
 class AttemptRunner:
@@ -181,7 +193,10 @@ class AttemptRunner:
         self.tx.retrying(
             lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
         )
-        if stage.worker is not None:
+        # A recheck after a pending verdict asks the verifier again and
+        # leaves the worker be: its work is what is being waited on.
+        recheck = stage.verifier is not None and self._rechecks(claim)
+        if stage.worker is not None and not recheck:
             self.runaway.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)
             self.runaway.worker_ended(claim.attempt_id, workspace)
@@ -227,6 +242,16 @@ class AttemptRunner:
         fault_point("after_verifier")
         return self._judge(stage, verdict_text, last, state_dir, (worker_exit, verifier_exit))
 
+    def _rechecks(self, claim: Claim) -> bool:
+        """Whether this attempt asks a pending verdict again: the previous
+        attempt was pending, or only attempts that count toward nothing
+        (an interrupted recheck) came after a pending one."""
+        if claim.prev_outcome == Outcome.PENDING.value:
+            return True
+        if claim.prev_outcome not in _PASSED_OVER:
+            return False
+        return bool(self.tx.retrying(lambda _again: _awaits_verdict(self.tx.engine, claim.task)))
+
     def _judge(
         self,
         stage: StageConfig,
@@ -245,6 +270,14 @@ class AttemptRunner:
                 error=no_verdict(source, last, state_dir),
                 worker_exit=worker_exit,
                 verifier_exit=verifier_exit,
+            )
+        if verdict.pending:  # rechecked later; spends nothing (`decide`)
+            return AttemptRun(
+                Outcome.PENDING,
+                verdict=verdict,
+                worker_exit=worker_exit,
+                verifier_exit=verifier_exit,
+                backoff_seconds=verdict.recheck_seconds,
             )
         strict = strict_pass_problem(verdict_text or "") if stage.strict_verdict else None
         if strict is not None:  # a gate's `pass` must be a real boolean

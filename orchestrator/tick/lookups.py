@@ -29,6 +29,7 @@ def stage_policy(settings: Settings, stage: StageConfig) -> StagePolicy:
         plateau=stage.plateau,
         max_interrupts=settings.max_interrupts,
         halt_after_no_change=stage.halt_after_no_change,
+        pending_timeout=stage.pending_timeout,
     )
 
 

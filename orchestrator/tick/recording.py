@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings
-from orchestrator.domain.decide import Outcome, decide
+from orchestrator.domain.decide import Decision, Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
@@ -64,10 +64,11 @@ class Recorder:
         With `chain`, the same transaction claims the next task. With
         `again` (a retry), first see whether the first try committed."""
         verdict = run.verdict
+        judged = None if verdict is None or verdict.pending else verdict  # a wait has no score
         fields: dict[str, Any] = {
             "outcome": run.outcome.value,
-            "passed": None if verdict is None else verdict.passed,
-            "score": None if verdict is None else verdict.score,
+            "passed": None if judged is None else judged.passed,
+            "score": None if judged is None else judged.score,
             "reasons": None if verdict is None else json.dumps(list(verdict.reasons)),
             "next_hint": None if verdict is None else verdict.next_hint,
             "error": None if run.error is None else clean_text(run.error, 4096),
@@ -121,7 +122,9 @@ class Recorder:
                 run.outcome,
                 verdict,
                 run.workspace_changed,
+                now=now,
             )
+            wait = _recorded_as(decision, run, columns)
             if decision.plateau is not None:
                 columns["plateau"] = json.dumps(decision.plateau.to_dict(), sort_keys=True)
             closed = repo.close_attempt(
@@ -132,8 +135,8 @@ class Recorder:
                 return True, None
             fault_point("inside_record_tx")
             self.applier.apply(conn, task, decision, claim.attempt_id, now)
-            if run.backoff_seconds is not None and decision.state.status is Status.READY:
-                wait = run.backoff_seconds  # 0: no wait at all, not "until now"
+            if wait is not None and decision.state.status is Status.READY:
+                # A backoff's or a pending verdict's recheck; 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
             ready = decision.state.status is Status.READY
             if chain is not None:
@@ -247,3 +250,15 @@ def _why(run: AttemptRun) -> str:
     if not run.error or run.outcome is Outcome.PASSED:
         return ""
     return f" ({one_line(run.error)})"
+
+
+def _recorded_as(decision: Decision, run: AttemptRun, columns: dict[str, Any]) -> float | None:
+    """Apply an outcome `decide` chose over the attempt's own (a pending
+    verdict past its `pending_timeout` is recorded failed, and waits no
+    more); the wait before the task is claimed again, if any."""
+    if decision.outcome is None:
+        return run.backoff_seconds
+    columns["outcome"] = decision.outcome.value
+    columns["error"] = clean_text(decision.reason, 4096)
+    run.outcome = decision.outcome
+    return None

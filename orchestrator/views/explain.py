@@ -11,7 +11,7 @@ task the rule that fired and the command that resumes it.
 from __future__ import annotations
 
 import shlex
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         "plateau": None,
         "no_change": None,
         "backoff": None,
+        "pending": None,
         "running": None,
         "gate": None,
         "halt": None,
@@ -91,7 +92,10 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
             "limit": stage.halt_after_no_change,
             "streak": history.no_change_streak,
         }
-    if backoff_until is not None and backoff_until > now and task.status is Status.READY:
+    waiting = last is not None and last.outcome == "pending" and task.status is Status.READY
+    if waiting and last is not None and stage is not None:
+        data["pending"] = _pending(stage, history.pending_since, backoff_until, now, last)
+    elif backoff_until is not None and backoff_until > now and task.status is Status.READY:
         data["backoff"] = {
             "until": backoff_until.isoformat(),
             "seconds_left": round((backoff_until - now).total_seconds(), 1),
@@ -138,6 +142,28 @@ def _verdict(a: repo.AttemptSnapshot) -> dict[str, Any]:
         "next_hint": a.next_hint,
         "error": a.error,
         "finished_at": None if a.finished_at is None else a.finished_at.isoformat(),
+    }
+
+
+def _pending(
+    stage: StageConfig,
+    since: datetime | None,
+    recheck: datetime | None,
+    now: datetime,
+    last: repo.AttemptSnapshot,
+) -> dict[str, Any]:
+    """A task waiting on a pending verdict: since when, its recheck, its timeout."""
+    timeout_at = None if since is None else since + timedelta(seconds=stage.pending_timeout)
+    due = recheck is not None and recheck > now
+    return {
+        "since": None if since is None else since.isoformat(),
+        "recheck_at": recheck.isoformat() if due and recheck is not None else None,
+        "seconds_left": round((recheck - now).total_seconds(), 1)
+        if due and recheck is not None
+        else 0.0,
+        "timeout": stage.pending_timeout,
+        "timeout_at": None if timeout_at is None else timeout_at.isoformat(),
+        "reasons": list(last.reasons),
     }
 
 
@@ -214,6 +240,13 @@ def _next_tick(
     where = ""
     if settings.affinity == "host" and task.host is not None:
         where = f" (only a tick on host {task.host} claims it)"
+    pending = data["pending"]
+    if pending is not None:
+        return (
+            f"waits on a pending verdict; attempt {number} of {stage.name} rechecks it "
+            f"after {pending['recheck_at'] or 'now'} (counted failed after "
+            f"{pending['timeout_at']}){where}"
+        )
     if data["backoff"] is not None:
         return (
             f"waits: the worker asked to be retried later; attempt {number} of "

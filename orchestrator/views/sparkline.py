@@ -31,8 +31,8 @@ def score_lines(attempts: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per stage that has a score: its attempts' curve, first and last score."""
     by_stage: dict[str, list[float | None]] = {}
     for attempt in attempts:
-        if attempt.get("outcome") is None:
-            continue  # still running
+        if attempt.get("outcome") in (None, "pending"):
+            continue  # still running, or a recheck of a verdict that waits: no point of the curve
         by_stage.setdefault(str(attempt["stage"]), []).append(attempt.get("score"))
     lines = []
     for stage, scores in by_stage.items():

@@ -61,7 +61,9 @@ class Pages:
         points = [
             Point(a.number, a.score, bool(a.passed), runs[a.run], a.outcome or "")
             for a in curve.attempts
-            if a.outcome is not None  # a running attempt has nothing to show yet
+            # A running attempt has nothing to show yet; a pending verdict's
+            # recheck judged nothing (a CI wait makes many of them).
+            if a.outcome not in (None, "pending")
         ]
         # Only the current run's plateau window matters, and only at the task's stage.
         here = curve.stage == page.task.stage

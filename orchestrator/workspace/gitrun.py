@@ -149,12 +149,15 @@ class SafeGit:
         timeout: float = GIT_TIMEOUT,
         git_dir: Path | None = None,
         env: dict[str, str] | None = None,
+        config: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.workspace = workspace
         self.git_dir = workspace / ".git" if git_dir is None else git_dir
         self.extra_env = dict(env or {})
         self.deadline = time.monotonic() + timeout
-        self._config: list[tuple[str, str]] = list(SAFE_CONFIG)
+        # `config` comes after SAFE_CONFIG, so a caller may loosen it (a push
+        # lets its transports through) but never by the repository's say.
+        self._config: list[tuple[str, str]] = [*SAFE_CONFIG, *config]
         drivers = self._filter_drivers()
         self.usable = drivers is not None
         for driver in drivers or ():

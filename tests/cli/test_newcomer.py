@@ -125,7 +125,7 @@ def test_verdict_is_the_last_object_with_pass_or_score(tmp_path: Path) -> None:
     found = json.loads(CliRunner().invoke(cli, ["verdict"], input=neither).stdout)
     assert (found["pass"], found["score"], found["next_hint"]) == (False, 0.0, "b")
     helped = CliRunner().invoke(cli, ["verdict", "--help"])
-    assert '"pass" or "score" key' in " ".join(helped.stdout.split())
+    assert '"pass", "score" or "pending" key' in " ".join(helped.stdout.split())
 
 
 # -- 13. a linter that exits 1 with findings left still reaches its verifier ----------

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
+from landing.github_api import serve
+from landing.pr_support import crash_and_retry, pushes
 from reliability_report import CRASH, ProjectFactory
 from reliability_support import (
     CRASH_RC,
@@ -78,6 +81,8 @@ STAGES = GATED.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]')
 def scenario(point: str) -> str:
     if POINTS[point] in ("landing.py", "merge.py"):
         return "land"
+    if POINTS[point] == "pull_request.py":
+        return "pull_request"
     if point == "after_approval_commit":
         return "branch_advance"
     if POINTS[point] == "branches.py":
@@ -158,9 +163,18 @@ def drive_to_complete(project: Project) -> None:
 
 @pytest.mark.parametrize("point", sorted(POINTS))
 def test_crash_point_recovers_without_double_transitions(
-    point: str, reliability_backend: str, new_project: ProjectFactory
+    point: str, reliability_backend: str, new_project: ProjectFactory, tmp_path: Path
 ) -> None:
     kind = scenario(point)
+    if kind == "pull_request":
+        # `land = "pr"` alone, in a real process against the real gh and the
+        # local look-alike of GitHub's API: killed at the point, run again,
+        # one push and one pull request (tests/landing/test_pull_request.py).
+        with serve(tmp_path / "github") as fake:
+            outcome = crash_and_retry(point, tmp_path, fake)
+            assert outcome["kind"] == "Landed", outcome
+            assert pushes(tmp_path) == 1 and len(fake.created()) == 1
+        return
     stages = STAGES
     if kind in ("branch", "branch_advance", "land"):
         lands = 'land = "merge"\n' if kind == "land" else ""

@@ -33,6 +33,17 @@ def test_sparkline_scales_and_marks_missing_scores() -> None:
             {"stage": "b", "outcome": None, "score": None},
         ]
     ) == ["a ▂▇ 0.1 → 0.9"]
+    # Rechecks of a pending verdict are no points of the curve (there may be
+    # hundreds); an attempt that judged nothing else still shows as a dot.
+    waits = [{"stage": "ci", "outcome": "pending", "score": None}] * 50
+    assert score_lines(
+        [
+            {"stage": "ci", "outcome": "failed", "score": 0.5},
+            *waits,
+            {"stage": "ci", "outcome": "invalid_verdict", "score": None},
+            {"stage": "ci", "outcome": "passed", "score": 1.0},
+        ]
+    ) == ["ci ▅·█ 0.5 → 1"]
 
 
 def test_show_prints_the_score_curve(project: Project) -> None:

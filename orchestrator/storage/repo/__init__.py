@@ -33,6 +33,7 @@ from orchestrator.storage.repo.claims import backoff_until as backoff_until
 from orchestrator.storage.repo.claims import find_claimable as find_claimable
 from orchestrator.storage.repo.claims import set_backoff as set_backoff
 from orchestrator.storage.repo.history import attempts_of as attempts_of
+from orchestrator.storage.repo.history import awaits_verdict as awaits_verdict
 from orchestrator.storage.repo.history import context_rows as context_rows
 from orchestrator.storage.repo.history import run_history as run_history
 from orchestrator.storage.repo.land_rows import LandLock as LandLock

@@ -22,7 +22,13 @@ from orchestrator.storage.repo.records import (
 )
 
 _RUN_HISTORY = Prepared(
-    select(attempts.c.id, attempts.c.outcome, attempts.c.score, attempts.c.workspace_changed)
+    select(
+        attempts.c.id,
+        attempts.c.outcome,
+        attempts.c.score,
+        attempts.c.workspace_changed,
+        attempts.c.started_at,
+    )
     .where(
         attempts.c.task_id == bindparam("task_id"),
         attempts.c.stage == bindparam("stage"),
@@ -45,7 +51,14 @@ def run_history(
         [(Outcome(row[1]), row[2]) for row in kept],
         hint=task.next_hint,
         changes=[row[3] for row in kept],
+        started=[row[4] for row in kept],
     )
+
+
+def awaits_verdict(conn: Connection, task: TaskSnapshot) -> bool:
+    """Whether the task's run at its stage waits on a pending verdict (its
+    newest counted attempt was pending): its next attempt is a recheck."""
+    return run_history(conn, task).awaiting_verdict
 
 
 def context_rows(conn: Connection, task_id: int) -> list[dict[str, Any]]:
