@@ -66,6 +66,9 @@ def render(data: dict[str, Any]) -> list[str]:
         if halt["resume_note"]:
             lines.append(f"            {halt['resume_note']}")
     lines.append(f"  next tick {data['next_tick']}")
+    if data["waits_on"]:
+        waits = ", ".join(f"{w['slug']} ({w['state']})" for w in data["waits_on"])
+        lines.append(f"  after     {waits}")
     lines += _change_lines(data)
     last = data["last_attempt"]
     if last is not None:

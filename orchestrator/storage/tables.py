@@ -112,6 +112,11 @@ tasks = Table(
     Column("branch", String(255)),
     Column("base_branch", String(255)),
     Column("base_commit", String(64)),
+    # The task whose attempt added this one as a subtask (`orchestrator mcp`,
+    # `add_subtask`); NULL for a task a person or a script added (0016). No
+    # foreign key (SQLite cannot add a named one in place); tasks are never
+    # deleted, and the invariant checker holds it to an existing task.
+    Column("parent_id", Integer),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -252,4 +257,15 @@ deliveries = Table(
     Column("delivered_at", UTCDateTime),
     UniqueConstraint("event_id", "hook"),
     Index("ix_deliveries_delivered_at_next_try_at", "delivered_at", "next_try_at"),
+)
+
+# `add --after`: the task `task_id` is not claimed until the task `after_id`
+# is complete (0016). Written once, at `add`, so a cycle can only be made
+# inside one `add`'s input, which refuses it.
+task_dependencies = Table(
+    "task_dependencies",
+    metadata,
+    Column("task_id", ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
+    Column("after_id", ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True, index=True),
+    CheckConstraint("task_id <> after_id", name="not_itself"),
 )

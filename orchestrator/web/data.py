@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from orchestrator.domain.pipeline import Status, state_string
+from orchestrator.domain.waits import waiting_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.reports import transitions_query
@@ -145,6 +146,7 @@ def _section_rows(
     )
     query = (
         select(
+            t.c.id,
             t.c.slug,
             t.c.title,
             t.c.stage,
@@ -167,6 +169,10 @@ def _section_rows(
         data["score_text"] = "" if data["score"] is None else f"{data['score']:g}"
         data["updated_text"] = when(data["updated_at"])
         rows.append(data)
+    if status is Status.READY and rows:  # `add --after`: say what each one waits on
+        waits = repo.waits_of(conn, [row["id"] for row in rows])
+        for row in rows:
+            row["waiting"] = waiting_line(waits.get(row["id"], []))
     return rows
 
 
