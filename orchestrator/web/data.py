@@ -171,8 +171,8 @@ def _section_rows(
         rows.append(data)
     if status is Status.READY and rows:  # `add --after`: say what each one waits on
         waits = repo.waits_of(conn, [row["id"] for row in rows])
-        for row in rows:
-            row["waiting"] = waiting_line(waits.get(row["id"], []))
+        for shown in rows:
+            shown["waiting"] = waiting_line(waits.get(shown["id"], []))
     return rows
 
 

@@ -33,8 +33,8 @@ def link_tasks(
     wanted = sorted(named)
     for start in range(0, len(wanted), chunk_size):
         chunk = wanted[start : start + chunk_size]
-        rows = conn.execute(select(tasks.c.slug, tasks.c.id).where(tasks.c.slug.in_(chunk)))
-        ids.update((slug, task_id) for slug, task_id in rows)
+        found = conn.execute(select(tasks.c.slug, tasks.c.id).where(tasks.c.slug.in_(chunk)))
+        ids.update((slug, task_id) for slug, task_id in found)
     rows = [
         {"task_id": ids[slug], "after_id": ids[other]}
         for slug, _, after in links
