@@ -28,8 +28,13 @@ from orchestrator.cli.output import shown_path, shown_url, table
     metavar="PATH",
     help="The git repository tasks change: each task becomes a branch of it.",
 )
+@click.option(
+    "--mcp",
+    is_flag=True,
+    help="With --agent claude: register `orchestrator mcp` (mcp.json) so agents add subtasks.",
+)
 @pass_app
-def init(app: App, force: bool, agent: str | None, repository: Path | None) -> None:
+def init(app: App, force: bool, agent: str | None, repository: Path | None, mcp: bool) -> None:
     """Start a project: config, prompts, judges, database.
 
     Writes orchestrator.toml (or the --config path) with the default pipeline
@@ -44,7 +49,9 @@ def init(app: App, force: bool, agent: str | None, repository: Path | None) -> N
     from orchestrator.scaffold import init_project
 
     path = Path(app.config) if app.config else Path.cwd() / "orchestrator.toml"
-    result = init_project(path, force=force, db_url=app.db, agent=agent, repository=repository)
+    result = init_project(
+        path, force=force, db_url=app.db, agent=agent, repository=repository, mcp=mcp
+    )
     for written in result.written:
         click.echo(f"wrote {shown_path(written)}")
     for kept in result.kept:

@@ -104,6 +104,7 @@ def init_project(
     environ: dict[str, str] | None = None,
     agent: str | None = None,
     repository: Path | None = None,
+    mcp: bool = False,
 ) -> InitResult:
     """Write the config, prompts and judges; create or migrate the database.
 
@@ -125,6 +126,12 @@ def init_project(
     text = render_init_config(folder) if agent is None else recipes.recipe_text(agent)
     if repository is not None:
         text = with_repository(text, repository)
+    if mcp:  # `--mcp`: the agents reach `orchestrator mcp` (agents.mcp_recipe)
+        from orchestrator.agents.mcp_recipe import MCP_FILE, mcp_config, with_mcp
+
+        text = with_mcp(text, agent)
+        target = folder / MCP_FILE
+        (written if _write_new(target, mcp_config(config_path)) else kept).append(target)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)
