@@ -46,6 +46,12 @@ class NoVerdictError(OrchestratorError):
     exit_code = 65
 
 
+class DependencyError(OrchestratorError):
+    """`add --after` names a task that does not exist, or closes a cycle (EX_DATAERR)."""
+
+    exit_code = 65
+
+
 class DatabaseBusyError(OrchestratorError):
     """Another writer held the database past the busy timeout (EX_UNAVAILABLE)."""
 

@@ -241,3 +241,14 @@ def fresh_folder(path: Path) -> None:
         path.mkdir()
     except FileExistsError:
         raise FolderExists(errno.EEXIST, "already exists", str(path)) from None
+
+
+def read_from(path: Path, offset: int, limit: int) -> bytes:
+    """At most `limit` bytes of `path` from `offset` on (a file that grows:
+    the web page's live tail); OSError when it cannot be read."""
+    fd = open_regular(path)
+    try:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return _read_fd(fd, limit, None)
+    finally:
+        os.close(fd)

@@ -153,6 +153,29 @@ def make_project(
     return Project(dir=folder, db_url=db_url, config=config)
 
 
+def _wait_problems(conn: Any) -> list[str]:
+    """`add --after` and subtasks: edges between real tasks, no cycle, real parents."""
+    from orchestrator.domain.waits import find_cycle
+
+    problems: list[str] = []
+    ids = dict(conn.execute(text("SELECT id, slug FROM tasks")).all())
+    edges: dict[str, list[str]] = {slug: [] for slug in ids.values()}
+    for task_id, after_id in conn.execute(text("SELECT task_id, after_id FROM task_dependencies")):
+        if task_id not in ids or after_id not in ids or task_id == after_id:
+            problems.append(f"task_dependencies ({task_id}, {after_id}): not two existing tasks")
+            continue
+        edges[ids[task_id]].append(ids[after_id])
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        problems.append("task_dependencies cycle: " + " -> ".join(cycle))
+    for task_id, parent_id in conn.execute(
+        text("SELECT id, parent_id FROM tasks WHERE parent_id IS NOT NULL")
+    ):
+        if parent_id not in ids or parent_id == task_id:
+            problems.append(f"{ids[task_id]}: parent_id {parent_id} is not another task")
+    return problems
+
+
 def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
     """The promises every fault test checks afterwards; returns the violations.
 
@@ -167,6 +190,8 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
     - an attempt's `start_commit` is NULL, `pending`, `none` or a sha;
     - a `pending` attempt (a verdict that waits) has no `pass` and no `score`,
       so no plateau window ever holds one;
+    - `task_dependencies` joins two different existing tasks, with no cycle,
+      and a task's `parent_id` names another existing task;
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -218,6 +243,7 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
             for slug, status in landed:
                 if status not in ("complete", "halted", "cancelled"):
                     problems.append(f"{slug}: a landed commit on a {status} task")
+            problems.extend(_wait_problems(conn))
             starts = conn.execute(text("SELECT id, start_commit FROM attempts")).all()
             for attempt_id, start in starts:
                 if start is not None and not _start_commit_ok(start):

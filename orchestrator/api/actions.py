@@ -60,6 +60,8 @@ class TaskSpec:
     priority: int = 0
     body: str = ""
     max_cost_usd: float | None = None  # the task's own budget (`add --budget`)
+    after: tuple[str, ...] = ()  # tasks it waits on (`add --after`)
+    parent: str | None = None  # the task whose agent added it (`orchestrator mcp`)
 
 
 def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], actor: str) -> int:
@@ -76,6 +78,8 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
         title = clean_text(spec.title, MAX_TITLE_BYTES).strip()
         if not title:
             raise RefusedError(f"task {spec.slug!r} needs a non-empty title")
+        if not isinstance(spec.after, tuple) or not all(isinstance(o, str) for o in spec.after):
+            raise RefusedError(f"task {spec.slug!r}: after must be a list of task slugs")
         if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
             raise RefusedError(f"task {spec.slug!r}: priority must be an integer")
         if abs(spec.priority) > 2**31 - 1:
@@ -102,13 +106,28 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
             taken = repo.existing_slugs(conn, [t.slug for t in new])
             if taken:
                 raise RefusedError(f"task {sorted(taken)[0]!r} already exists")
+            check_links(conn, specs)
             repo.insert_tasks(conn, new, db_now(conn), actor)
+            repo.link_tasks(conn, [(s.slug, s.parent, s.after) for s in specs])
     except IntegrityError as exc:
         # PostgreSQL does not serialise two `add`s of one slug: the loser of
         # the race meets the unique slug here, after the check above passed.
         which = f"task {new[0].slug!r}" if len(new) == 1 else "one of these tasks"
         raise RefusedError(f"{which} already exists (added meanwhile)") from exc
     return len(new)
+
+
+def check_links(conn: Connection, specs: Sequence[TaskSpec]) -> None:
+    """Refuse (65) a wait on a task that is not there or in this input, or a
+    cycle; refuse (1) a parent that is not there."""
+    from orchestrator.domain.waits import check_waits
+
+    named = {o for s in specs for o in s.after} | {s.parent for s in specs if s.parent}
+    existing = repo.existing_slugs(conn, sorted(named))
+    check_waits({s.slug: s.after for s in specs}, existing)
+    for spec in specs:
+        if spec.parent is not None and spec.parent not in existing:
+            raise RefusedError(f"task {spec.slug!r}: parent {spec.parent!r} does not exist")
 
 
 def task_branch(pipeline: PipelineConfig, slug: str) -> dict[str, str]:

@@ -93,10 +93,14 @@ class Project:
         priority: int = 0,
         budget: float | None = None,
         by: str | None = None,
+        after: Sequence[str] = (),
     ) -> None:
         """Add a task at the first stage of its pipeline; `budget` (USD of
-        recorded cost) halts it as `budget` once reached."""
-        self.add_many([TaskSpec(slug, title, pipeline, priority, body, budget)], by=by)
+        recorded cost) halts it as `budget` once reached; it is not claimed
+        until every task in `after` is complete (`DependencyError`, exit 65,
+        for one that does not exist or a cycle)."""
+        spec = TaskSpec(slug, title, pipeline, priority, body, budget, tuple(after))
+        self.add_many([spec], by=by)
 
     def add_many(self, specs: Sequence[TaskSpec], *, by: str | None = None) -> int:
         """Add tasks in one transaction: all of them, or none. Returns how many."""

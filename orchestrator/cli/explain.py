@@ -56,6 +56,13 @@ def _change_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _wait_lines(data: dict[str, Any]) -> list[str]:
+    """`add --after`: the tasks it waits on and where each one is."""
+    if not data["waits_on"]:
+        return []
+    return ["  after     " + ", ".join(f"{w['slug']} ({w['state']})" for w in data["waits_on"])]
+
+
 def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
     from orchestrator.views.landing import lines as landing_lines
@@ -70,6 +77,7 @@ def render(data: dict[str, Any]) -> list[str]:
         if halt["resume_note"]:
             lines.append(f"            {halt['resume_note']}")
     lines.append(f"  next tick {data['next_tick']}")
+    lines += _wait_lines(data)
     lines += _change_lines(data)
     lines += landing_lines(data.get("landing"))
     last = data["last_attempt"]

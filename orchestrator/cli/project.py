@@ -33,9 +33,19 @@ from orchestrator.cli.output import shown_path, shown_url, table
     type=click.Choice(["merge", "pr"]),
     help="With --repository: land each finished task (merge queue, or a pull request).",
 )
+@click.option(
+    "--mcp",
+    is_flag=True,
+    help="With --agent claude: register `orchestrator mcp` (mcp.json) so agents add subtasks.",
+)
 @pass_app
 def init(
-    app: App, force: bool, agent: str | None, repository: Path | None, land: str | None
+    app: App,
+    force: bool,
+    agent: str | None,
+    repository: Path | None,
+    land: str | None,
+    mcp: bool,
 ) -> None:
     """Start a project: config, prompts, judges, database.
 
@@ -54,7 +64,13 @@ def init(
 
     path = Path(app.config) if app.config else Path.cwd() / "orchestrator.toml"
     result = init_project(
-        path, force=force, db_url=app.db, agent=agent, repository=repository, land=land
+        path,
+        force=force,
+        db_url=app.db,
+        agent=agent,
+        repository=repository,
+        land=land,
+        mcp=mcp,
     )
     for written in result.written:
         click.echo(f"wrote {shown_path(written)}")

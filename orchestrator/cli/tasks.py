@@ -74,13 +74,19 @@ class Dollars(click.ParamType[float, Any]):
     "--from",
     "from_file",
     type=click.Path(dir_okay=False, allow_dash=True),
-    help="Add tasks from JSON lines (slug, title, pipeline, priority, body) in one transaction.",
+    help="Add tasks from JSON lines (slug, title, pipeline, priority, body, after) "
+    "in one transaction.",
 )
 @click.option(
     "--budget",
     type=Dollars(),
     metavar="USD",
     help="The task's own budget: it halts as `budget` once its recorded cost reaches this.",
+)
+@click.option(
+    "--after",
+    metavar="SLUG[,SLUG]",
+    help="Claim it only once these tasks are complete (exit 65 for an unknown one or a cycle).",
 )
 @pass_app
 def add(
@@ -93,6 +99,7 @@ def add(
     body_file: str | None,
     from_file: str | None,
     budget: float | None,
+    after: str | None,
 ) -> None:
     """Add a task at the first stage of its pipeline.
 
@@ -106,6 +113,8 @@ def add(
         specs = read_specs(from_file)
         if budget is not None:
             specs = [dataclasses.replace(spec, max_cost_usd=budget) for spec in specs]
+        if after is not None:
+            raise click.UsageError("--after with --from: give each line its own `after`")
     else:
         if slug is None or title is None:
             raise click.UsageError("give SLUG and --title (or --from FILE)")
@@ -113,7 +122,10 @@ def add(
             raise click.UsageError("give --body or --body-file, not both")
         if body_file is not None:
             body = Path(body_file).read_text(encoding="utf-8", errors="replace")
-        specs = [TaskSpec(slug, title, pipeline, priority, body or "", budget)]
+        from orchestrator.domain.waits import parse_after
+
+        waits = parse_after(after or "")
+        specs = [TaskSpec(slug, title, pipeline, priority, body or "", budget, waits)]
     project = app.project()
     count = project.add_many(specs)
     names = ", ".join(spec.slug for spec in specs[:20])
@@ -147,7 +159,7 @@ def read_specs(source: str) -> list[TaskSpec]:
             item = json.loads(line)
             if not isinstance(item, dict):
                 raise TypeError("not an object")
-            unknown = set(item) - {"slug", "title", "pipeline", "priority", "body"}
+            unknown = set(item) - {"slug", "title", "pipeline", "priority", "body", "after"}
             if unknown:
                 raise TypeError(f"unknown field {sorted(unknown)[0]!r}")
             problem = slug_problem(item["slug"]) if isinstance(item.get("slug"), str) else None
@@ -160,6 +172,7 @@ def read_specs(source: str) -> list[TaskSpec]:
                     pipeline=item.get("pipeline", "default"),
                     priority=item.get("priority", 0),
                     body=item.get("body", ""),
+                    after=_after_field(item.get("after", [])),
                 )
             )
         except (ValueError, TypeError, KeyError) as exc:
@@ -169,6 +182,17 @@ def read_specs(source: str) -> list[TaskSpec]:
     if not specs:
         raise RefusedError(f"{source} holds no tasks")
     return specs
+
+
+def _after_field(value: Any) -> tuple[str, ...]:
+    """A line's `after`: a list of slugs, or one string as `--after` takes it."""
+    from orchestrator.domain.waits import parse_after
+
+    if isinstance(value, str):
+        return parse_after(value)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError("after must be a list of task slugs")
+    return parse_after(",".join(value))
 
 
 @click.command("list")
@@ -206,6 +230,13 @@ def show(app: App, slug: str, as_json: bool) -> None:
         + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
     )
     click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
+    if data["after"]:
+        waits = ", ".join(f"{w['slug']} ({w['state']})" for w in data["after"])
+        click.echo(f"  after     {printable(waits)}")
+    if data["parent"]:
+        click.echo(f"  parent    {data['parent']}")
+    if data["subtasks"]:
+        click.echo(f"  subtasks  {', '.join(data['subtasks'])}")
     if data.get("change"):
         from orchestrator.views.branch import BranchState
 

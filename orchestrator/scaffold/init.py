@@ -119,6 +119,7 @@ def init_project(
     agent: str | None = None,
     repository: Path | None = None,
     land: str | None = None,
+    mcp: bool = False,
 ) -> InitResult:
     """Write the config, prompts and judges; create or migrate the database.
 
@@ -144,6 +145,12 @@ def init_project(
         text = with_repository(text, repository)
     if land is not None:
         text = with_landing(text, land)
+    if mcp:  # `--mcp`: the agents reach `orchestrator mcp` (agents.mcp_recipe)
+        from orchestrator.agents.mcp_recipe import MCP_FILE, mcp_config, with_mcp
+
+        text = with_mcp(text, agent)
+        target = folder / MCP_FILE
+        (written if _write_new(target, mcp_config(config_path)) else kept).append(target)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)

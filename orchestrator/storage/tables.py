@@ -116,6 +116,11 @@ tasks = Table(
     # one pushed (pr), and the pull request's address (0011).
     Column("landed_commit", String(64)),
     Column("pr_url", Text),
+    # The task whose attempt added this one as a subtask (`orchestrator mcp`,
+    # `add_subtask`); NULL for a task a person or a script added (0016). No
+    # foreign key (SQLite cannot add a named one in place); tasks are never
+    # deleted, and the invariant checker holds it to an existing task.
+    Column("parent_id", Integer),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -269,4 +274,15 @@ land_locks = Table(
     Column("owner", String(255)),
     Column("task_id", Integer),
     Column("expires_at", UTCDateTime),
+)
+
+# `add --after`: the task `task_id` is not claimed until the task `after_id`
+# is complete (0016). Written once, at `add`, so a cycle can only be made
+# inside one `add`'s input, which refuses it.
+task_dependencies = Table(
+    "task_dependencies",
+    metadata,
+    Column("task_id", ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
+    Column("after_id", ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True, index=True),
+    CheckConstraint("task_id <> after_id", name="not_itself"),
 )

@@ -14,6 +14,7 @@ from orchestrator.errors import host_error
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
+from orchestrator.tick.live_output import both, live_spool
 from orchestrator.tick.model import PROCESS_NOTE_AFTER
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import Progress
@@ -69,7 +70,10 @@ class CommandRunner:
                 # Commands over within 10 ms need no note to find their orphans by.
                 on_start_after=PROCESS_NOTE_AFTER,
                 should_stop=guard,
-                on_output=self.progress.output(state_dir),
+                # The terminal's live lines, and `<name>.live` for the web tail.
+                on_output=both(
+                    self.progress.output(state_dir), live_spool(state_dir / f"{name}.live")
+                ),
             )
         if result.start_error is None:
             mark_started(state_dir)  # it ran: recovery may charge the attempt

@@ -10,6 +10,7 @@ task the rule that fired and the command that resumes it.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from orchestrator.agents.budget import budget_of, spent
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
+from orchestrator.domain.waits import waiting_line
 from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
@@ -55,6 +57,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         pipeline = settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(task.stage)
         cost = _cost(conn, task, stage)
+        waits = repo.waits_of(conn, [task.id]).get(task.id, [])
     run = [a for a in attempts if a.run == task.run]
     last = next((a for a in reversed(run) if a.finished_at is not None), None)
     open_attempt = next((a for a in run if a.finished_at is None), None)
@@ -79,6 +82,9 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         "cost": cost,
         "change": _change(settings, task),
         "landing": landing.landing_view(settings, task, transitions),
+        # `add --after`: the tasks it waits on, and what that means now.
+        "waits_on": [dataclasses.asdict(w) for w in waits],
+        "waiting": waiting_line(waits) if task.status is Status.READY else None,
     }
     if stage is not None:
         used = history.counted_attempts
@@ -236,6 +242,8 @@ def _next_tick(
             f"leaves it: attempt {running['attempt']} runs on {running['host']}; "
             f"its lease runs to {running['lease_expires_at']}"
         )
+    if data["waiting"] is not None:
+        return f"nothing: it {data['waiting']}"
     number = (data["last_attempt"] or {}).get("attempt", 0) + 1
     where = ""
     if settings.affinity == "host" and task.host is not None:

@@ -100,6 +100,8 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
             )
         }
         usage = attempt_usage(conn, task.id)
+        waits = repo.waits_of(conn, [task.id]).get(task.id, [])
+        parent, subtasks = repo.family(conn, task.id)
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
@@ -119,6 +121,10 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
         "host": task.host,
         "created_at": _jsonable(task.created_at),
         "updated_at": _jsonable(task.updated_at),
+        # `add --after` and `add_subtask`: what it waits on, and its family.
+        "after": [{"slug": w.slug, "state": w.state} for w in waits],
+        "parent": parent,
+        "subtasks": subtasks,
         "transitions": [_clean(t) for t in transitions],
         "attempts": [
             {

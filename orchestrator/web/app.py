@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
@@ -28,11 +29,15 @@ from orchestrator.web.data import SECTION_ORDER
 from orchestrator.web.pages import Pages
 from orchestrator.web.render import Links, css
 from orchestrator.web.security import Auth, Guard, csrf_ok
+from orchestrator.web.task_actions import task_routes
 
 LINKS = Links()
 FLASHES = {
     "approved": "Approved: the next tick moves the task to its next stage.",
     "rejected": "Rejected: the stage you chose runs again with your note as its hint.",
+    "halted": "Halted: a running attempt stops within seconds; Resume makes it ready again.",
+    "resumed": "Resumed: the next tick runs it again at its stage.",
+    "cancelled": "Cancelled: the task is finished for good.",
 }
 MAX_PAGE = 1_000_000
 
@@ -120,6 +125,7 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
 
     routes = [
         Route("/", board),
+        *task_routes(engine, settings, pages, context),
         Route("/task/{slug}", task),
         Route("/gate/{slug}", gate),
         Route("/gate/{slug}/approve", approve, methods=["POST"]),
@@ -155,10 +161,16 @@ def _plain_routes(engine: Engine) -> list[Route]:
     def style(_request: Request) -> Response:
         return Response(stylesheet, media_type="text/css")
 
+    script = resources.files("orchestrator.web").joinpath("tail.js").read_text("utf-8")
+
+    def tail_script(_request: Request) -> Response:
+        return Response(script, media_type="text/javascript")
+
     return [
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/static/style.css", style),
+        Route("/static/tail.js", tail_script),
     ]
 
 

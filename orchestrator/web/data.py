@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from orchestrator.domain.pipeline import Status, state_string
+from orchestrator.domain.waits import waiting_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.reports import transitions_query
@@ -146,6 +147,7 @@ def _section_rows(
     )
     query = (
         select(
+            t.c.id,
             t.c.slug,
             t.c.title,
             t.c.stage,
@@ -168,6 +170,10 @@ def _section_rows(
         data["score_text"] = "" if data["score"] is None else f"{data['score']:g}"
         data["updated_text"] = when(data["updated_at"])
         rows.append(data)
+    if status is Status.READY and rows:  # `add --after`: say what each one waits on
+        waits = repo.waits_of(conn, [row["id"] for row in rows])
+        for shown in rows:
+            shown["waiting"] = waiting_line(waits.get(shown["id"], []))
     return rows
 
 

@@ -41,6 +41,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 CSRF_COOKIE = "orch_csrf"
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+    # The task page's live tail: our one script file, and its event stream.
+    "script-src 'self'; connect-src 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
 )
 HEADERS = [

@@ -30,6 +30,9 @@ class Script:
     final: str = 'Done.\n\n```json\n{"pass": true, "score": 0.9, "reasons": ["ok"]}\n```\n'
     input_tokens: int = 1200
     output_tokens: int = 80
+    # Tools the model calls first, one a turn, before the Write: (name, input),
+    # e.g. ("mcp__orchestrator__add_subtask", {"title": ...}).
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass
@@ -197,8 +200,23 @@ class StubModel:
                 },
             }
         ]
-        if "Write" in tools and turn == 0:
-            tool_input = {"file_path": self.script.file_name, "content": self.script.content}
+        calls = self.script.tool_calls
+        # A `WaitForMcpServers` that answered "ready: false" is called again,
+        # as a model told "try again" does; the script does not move on.
+        turn -= sum(
+            1
+            for m in messages
+            for block in (m.get("content") if isinstance(m.get("content"), list) else [])
+            if isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and str(block.get("content", "")).startswith("ready: false")
+        )
+        if "Write" in tools and turn <= len(calls):
+            name, tool_input = (
+                calls[turn]
+                if turn < len(calls)
+                else ("Write", {"file_path": self.script.file_name, "content": self.script.content})
+            )
             events += [
                 {
                     "type": "content_block_start",
@@ -206,7 +224,7 @@ class StubModel:
                     "content_block": {
                         "type": "tool_use",
                         "id": f"toolu_{uuid.uuid4().hex[:12]}",
-                        "name": "Write",
+                        "name": name,
                         "input": {},
                     },
                 },
@@ -243,6 +261,17 @@ class StubModel:
             {"type": "message_stop"},
         ]
         return events
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """Every tool result Claude Code sent back, as the model saw it."""
+        found: dict[str, dict[str, Any]] = {}
+        for body in self.posts("/v1/messages"):
+            for message in body.get("messages") or []:
+                content = message.get("content")
+                for block in content if isinstance(content, list) else []:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        found[block.get("tool_use_id", "")] = block
+        return list(found.values())
 
     # -- OpenAI Responses (Codex CLI) ---------------------------------------------------
 

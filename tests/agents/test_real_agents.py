@@ -59,6 +59,7 @@ class AgentProject:
         program_dir: Path,
         stub: StubModel,
         repository: Path | None = None,
+        init_args: tuple[str, ...] = (),
     ) -> None:
         self.dir = root / "project"
         self.dir.mkdir()
@@ -83,7 +84,11 @@ class AgentProject:
             NO_COLOR="1",
         )
         self.run(
-            "init", "--agent", agent, *(["--repository", str(repository)] if repository else [])
+            "init",
+            "--agent",
+            agent,
+            *(["--repository", str(repository)] if repository else []),
+            *init_args,
         )
         config = self.dir / "orchestrator.toml"
         text = config.read_text()
@@ -213,6 +218,59 @@ def test_claude_code_budget_halts_and_resume_raises_it(
     assert project.state("t1") == ("code_review", "ready", None)
     stub.script = Script(file_name="R.md", content="r\n")
     assert "code_review attempt 1 passed" in project.tick()
+
+
+def test_claude_code_adds_a_subtask_through_orchestrator_mcp(
+    tmp_path: Path, claude_bin: Path, stub: StubModel
+) -> None:
+    """Claude Code is the MCP client of `orchestrator mcp` (init --mcp): the
+    scripted model calls `add_subtask`, then asks for `approve`, which the
+    server does not have; the subtask waits on nothing and runs next tick."""
+    project = AgentProject(tmp_path, "claude", claude_bin.parent, stub, init_args=("--mcp",))
+    assert (
+        '"--mcp-config", "{config_dir}/mcp.json"' in (project.dir / "orchestrator.toml").read_text()
+    )
+    project.run("add", "t1", "--title", "A big change", "--body", "Split it up.")
+    stub.script = Script(
+        file_name="RESEARCH.md",
+        content=RESEARCH,
+        tool_calls=(
+            # Claude Code connects MCP servers in the background; a model
+            # waits for them with this tool before it calls theirs.
+            ("WaitForMcpServers", {}),
+            ("mcp__orchestrator__add_subtask", {"title": "Document it", "slug": "t1-docs"}),
+            ("mcp__orchestrator__approve", {"slug": "t1"}),
+        ),
+    )
+    out = project.tick()
+    assert "research attempt 1 passed" in out, out
+    offered = {
+        tool["name"]
+        for body in stub.posts("/v1/messages")
+        for tool in body.get("tools") or []
+        if tool["name"].startswith("mcp__orchestrator__")
+    }
+    assert offered == {
+        f"mcp__orchestrator__{name}"
+        for name in ("list_tasks", "show_task", "task_history", "explain", "add_subtask")
+    }
+    results = [r for r in stub.tool_results() if "ready: false" not in json.dumps(r)]
+    waited, added, approve = results[0], results[1], results[2]
+    assert "Connected" in json.dumps(waited["content"])
+    assert not added.get("is_error"), added
+    assert "t1-docs" in json.dumps(added["content"])
+    assert approve.get("is_error") is True  # no such tool: approving stays human
+    assert project.state("t1") == ("research", "awaiting_approval", None)
+    assert project.query(
+        "SELECT c.stage, c.status, p.slug FROM tasks c JOIN tasks p ON p.id = c.parent_id "
+        "WHERE c.slug = 't1-docs'"
+    ) == [("research", "ready", "t1")]
+    assert project.query("SELECT count(*) FROM task_dependencies") == [(0,)]
+    assert project.attempts("t1-docs") == []
+    stub.script = Script(file_name="RESEARCH.md", content=RESEARCH)
+    out = project.tick()
+    assert "t1-docs: research attempt 1 passed" in out, out
+    assert project.state("t1-docs")[:2] == ("research", "awaiting_approval")
 
 
 def test_claude_code_is_error_envelope_is_a_worker_error(

@@ -70,3 +70,6 @@ from orchestrator.storage.repo.transition import actor_of as actor_of
 from orchestrator.storage.repo.transition import apply_transition as apply_transition
 from orchestrator.storage.repo.transition import last_event as last_event
 from orchestrator.storage.repo.transition import transitions_of as transitions_of
+from orchestrator.storage.repo.waits import family as family
+from orchestrator.storage.repo.waits import link_tasks as link_tasks
+from orchestrator.storage.repo.waits import waits_of as waits_of

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, and_, bindparam, exists, func, or_, select, u
 from orchestrator.domain.pipeline import Status
 from orchestrator.storage.prepared import Prepared
 from orchestrator.storage.repo.records import _TASK_COLUMNS, TaskSnapshot, _task, attempts, tasks
+from orchestrator.storage.tables import task_dependencies
 
 
 def find_claimable(
@@ -36,7 +37,8 @@ def find_claimable(
     SKIP LOCKED, so ticks on other hosts pass over them instead of waiting;
     on SQLite the caller's BEGIN IMMEDIATE already excludes every other writer.
     A task waiting out a backoff (`backoff_until` still ahead of the
-    database's clock) is passed over.
+    database's clock) is passed over, and so is one that waits on a task
+    not yet complete (`add --after`).
     """
     query = _claim_query(any_host=any_host, slug=slug is not None, lock=lock)
     params: dict[str, Any] = {"limit": len(exclude) + 1}
@@ -59,7 +61,9 @@ def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
     # SQLite's CURRENT_TIMESTAMP is UTC text to the second, compared with the
     # stored text: at worst the wait ends up to a second late.
     waited = or_(tasks.c.backoff_until.is_(None), tasks.c.backoff_until <= func.current_timestamp())
-    query = select(*_TASK_COLUMNS).where(tasks.c.status == Status.READY.value, ~unfinished, waited)
+    query = select(*_TASK_COLUMNS).where(
+        tasks.c.status == Status.READY.value, ~unfinished, waited, ~_waits_on_unfinished()
+    )
     if not any_host:
         query = query.where(or_(tasks.c.host.is_(None), tasks.c.host == bindparam("host")))
     if slug:
@@ -69,6 +73,16 @@ def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
         # FOR UPDATE ... SKIP LOCKED is PostgreSQL's; SQLite's compiler leaves it out.
         query = query.with_for_update(skip_locked=True, of=tasks)
     return Prepared(query)
+
+
+def _waits_on_unfinished() -> Any:
+    """`add --after`: some task this one waits on is not complete yet."""
+    other = tasks.alias("after_task")
+    return exists().where(
+        task_dependencies.c.task_id == tasks.c.id,
+        other.c.id == task_dependencies.c.after_id,
+        other.c.status != Status.COMPLETE.value,
+    )
 
 
 def set_backoff(conn: Connection, task_id: int, until: datetime | None) -> None:

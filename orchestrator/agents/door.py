@@ -1,0 +1,115 @@
+"""What an agent may ask of the orchestrator through `orchestrator mcp`.
+
+The one door an agent has to the database: it reads tasks, and it adds
+subtasks of the task whose attempt it runs in. Nothing here approves,
+rejects, halts, resumes or cancels (those stay human) or ticks; the MCP
+server offers these functions and no other.
+
+The attempt is known from the environment the tick gave its commands
+(`ORCHESTRATOR_TASK`); a subtask is refused unless that task is running an
+attempt now, so a stale variable in some other shell cannot add work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from orchestrator.api.actions import TaskSpec, add_tasks
+from orchestrator.api.project import Project
+from orchestrator.domain.pipeline import Status
+from orchestrator.domain.slug import slug_problem
+from orchestrator.errors import RefusedError
+from orchestrator.storage import repo
+from orchestrator.storage.db import read_tx
+
+# The most rows one answer carries: an agent's context is not a database dump.
+MAX_ROWS = 200
+READ_TOOLS = ("list_tasks", "show_task", "task_history", "explain")
+WRITE_TOOLS = ("add_subtask",)
+
+
+def as_text(value: Any) -> str:
+    """An answer as the JSON text an agent reads."""
+    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
+
+
+class Door:
+    """The tools over one project, for the attempt named in `environ`."""
+
+    def __init__(self, project: Project, environ: Mapping[str, str]) -> None:
+        self.project = project
+        self.task = environ.get("ORCHESTRATOR_TASK") or None
+        self.actor = f"agent:{self.task}" if self.task else "agent"
+
+    def list_tasks(self, state: str | None = None) -> dict[str, Any]:
+        rows = self.project.tasks(state or None)
+        return {"tasks": rows[:MAX_ROWS], "more": max(0, len(rows) - MAX_ROWS)}
+
+    def show_task(self, slug: str) -> dict[str, Any]:
+        data = self.project.task(slug)
+        data.pop("approval_hash", None)  # the gate's business, not the agent's
+        return data
+
+    def task_history(self, slug: str, limit: int = 50) -> dict[str, Any]:
+        rows = self.project.history(slug, max(1, min(limit, MAX_ROWS)))
+        return {"transitions": rows}
+
+    def explain(self, slug: str) -> dict[str, Any]:
+        return self.project.explain(slug)
+
+    def add_subtask(
+        self,
+        title: str,
+        slug: str | None = None,
+        body: str = "",
+        pipeline: str | None = None,
+        after: Sequence[str] = (),
+        priority: int = 0,
+    ) -> dict[str, Any]:
+        parent = self._running_parent()
+        name = slug or self._next_slug(parent)
+        spec = TaskSpec(
+            slug=name,
+            title=title,
+            pipeline=pipeline or parent.pipeline,  # the parent's unless told otherwise
+            priority=priority,
+            body=body,
+            after=tuple(after),
+            parent=parent.slug,
+        )
+        project = self.project
+        add_tasks(project.engine, project.settings, [spec], self.actor)
+        return {
+            "added": name,
+            "parent": parent.slug,
+            "pipeline": spec.pipeline,
+            "after": list(spec.after),
+            "state": project.task(name)["state"],
+        }
+
+    def _running_parent(self) -> repo.TaskSnapshot:
+        if self.task is None:
+            raise RefusedError(
+                "add_subtask works only inside an attempt (ORCHESTRATOR_TASK is not set)"
+            )
+        with read_tx(self.project.engine) as conn:
+            task = repo.get_task(conn, self.task)
+        if task is None or task.status is not Status.RUNNING:
+            raise RefusedError(
+                f"task {self.task!r} is not running an attempt; subtasks are added "
+                "only from inside one"
+            )
+        return task
+
+    def _next_slug(self, parent: repo.TaskSnapshot) -> str:
+        """`<parent>-<n>`, the first free n; the parent's slug cut to fit."""
+        with read_tx(self.project.engine) as conn:
+            _, children = repo.family(conn, parent.id)
+            for number in range(len(children) + 1, len(children) + 1000):
+                suffix = f"-{number}"
+                name = parent.slug[: 63 - len(suffix)] + suffix
+                if slug_problem(name) is None and not repo.existing_slugs(conn, [name]):
+                    return name
+        raise RefusedError(f"no free subtask name under {parent.slug!r}; give a slug")

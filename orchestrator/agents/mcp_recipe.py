@@ -1,0 +1,49 @@
+"""`init --agent claude --mcp`: the recipe registers `orchestrator mcp` with
+the agent CLI, so its agents can read tasks and add subtasks.
+
+The MCP config (`mcp.json` beside orchestrator.toml) names this Python and
+the config file by absolute path: Claude Code starts the server in the
+task's workspace, with the attempt's environment, which holds no
+`ORCHESTRATOR_CONFIG` or database URL (the tick passes none of its own
+`ORCHESTRATOR_*` names on). The server reads the database from that config
+and knows its task from the attempt's `ORCHESTRATOR_TASK`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from orchestrator.errors import RefusedError
+
+MCP_FILE = "mcp.json"
+SERVER = "orchestrator"
+# Claude Code runs `-p` without asking: its tools outside the permission mode
+# must be allowed by name, and `mcp__<server>` allows the server's tools.
+_CLAUDE = '["claude", "-p",'
+_CLAUDE_MCP = (
+    f'["claude", "-p", "--mcp-config", "{{config_dir}}/{MCP_FILE}", "--strict-mcp-config", '
+    f'"--allowedTools", "mcp__{SERVER}",'
+)
+
+
+def with_mcp(text: str, agent: str | None) -> str:
+    """The recipe with every Claude Code command given the MCP config.
+
+    Claude Code connects MCP servers in the background and offers the
+    model `WaitForMcpServers` meanwhile; a tool called before the server is
+    up answers "still connecting", and the model waits and calls again."""
+    if agent != "claude":
+        raise RefusedError("--mcp registers the MCP server with Claude Code: use --agent claude")
+    return text.replace(_CLAUDE, _CLAUDE_MCP)
+
+
+def mcp_config(config_path: Path) -> str:
+    """The MCP config Claude Code reads (`--mcp-config`)."""
+    server = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-m", "orchestrator", "--config", str(config_path), "mcp"],
+    }
+    return json.dumps({"mcpServers": {SERVER: server}}, indent=2) + "\n"

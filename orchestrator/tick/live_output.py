@@ -1,0 +1,53 @@
+"""`<command>.live`: what a running command prints, appended as it prints
+it, for the web page's live tail (the capture writes `<command>.out` only
+once the command ended).
+
+Bounded (`LIVE_CAP` bytes, then a last line saying so) and best effort: a
+disk that refuses the file loses the tail, never the attempt. Opened with
+O_NOFOLLOW each time, so a link planted in its place is not written through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+LIVE_CAP = 1024 * 1024
+_CUT = b"\n[live output cut at 1 MiB; the whole capture is in the .out file once it ends]\n"
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def live_spool(path: Path, cap: int = LIVE_CAP) -> Callable[[bytes], None]:
+    written = 0
+
+    def spool(data: bytes) -> None:
+        nonlocal written
+        if written > cap:
+            return
+        chunk = data[: max(0, cap - written)]
+        if len(chunk) < len(data):
+            chunk += _CUT
+        written += len(data)
+        with contextlib.suppress(OSError):
+            fd = os.open(path, _FLAGS, 0o600)
+            try:
+                os.write(fd, chunk)
+            finally:
+                os.close(fd)
+
+    return spool
+
+
+def both(
+    first: Callable[[bytes], None] | None, second: Callable[[bytes], None]
+) -> Callable[[bytes], None]:
+    if first is None:
+        return second
+
+    def each(data: bytes) -> None:
+        first(data)
+        second(data)
+
+    return each
