@@ -13,4 +13,9 @@ BY_STATUS: dict[Status, str] = {
 # An attempt that recovery closes as crashed (its tick died under it).
 CRASHED = "crashed"
 
-KINDS: tuple[str, ...] = (*BY_STATUS.values(), CRASHED)
+# A usage limit paused a pool / the pause ended (`tick.pools`); the task is
+# the one whose attempt met the limit.
+POOL_PAUSED = "pool_paused"
+POOL_RESUMED = "pool_resumed"
+
+KINDS: tuple[str, ...] = (*BY_STATUS.values(), CRASHED, POOL_PAUSED, POOL_RESUMED)

@@ -135,6 +135,9 @@ class Recorder:
             if run.backoff_seconds is not None and decision.state.status is Status.READY:
                 wait = run.backoff_seconds  # 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
+            paused = self.claimer.pools.after_attempt(conn, claim, run, now)
+            if paused is not None:
+                self.tx.say_after_commit(f"{claim.task.slug}: {paused}")
             ready = decision.state.status is Status.READY
             if chain is not None:
                 following = self._claim_next(conn, chain, claim.task.id if ready else None)
