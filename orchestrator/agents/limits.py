@@ -94,8 +94,8 @@ def read_report_limit(raw: bytes, now: datetime) -> UsageLimit | None:
 
 def _claude(stdout: str, now: datetime) -> UsageLimit | None:
     envelope = None
-    for line in reversed(stdout.splitlines()):
-        line = line.strip()
+    for raw in reversed(stdout.splitlines()):
+        line = raw.strip()
         if line.startswith("{"):
             try:
                 found = json.loads(line)
@@ -122,8 +122,8 @@ def _claude(stdout: str, now: datetime) -> UsageLimit | None:
 
 def _codex(stdout: str, now: datetime, local: tzinfo) -> UsageLimit | None:
     said: str | None = None
-    for line in stdout.splitlines():
-        line = line.strip()
+    for raw in stdout.splitlines():
+        line = raw.strip()
         if not line.startswith("{"):
             continue
         try:

@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "metrics": "orchestrator.cli.ops:metrics_command",
     "prune": "orchestrator.cli.ops:prune_command",
     "explain": "orchestrator.cli.explain:explain",
+    "pool": "orchestrator.cli.pools:pool",
 }
 
 

@@ -109,6 +109,7 @@ def render(data: dict[str, Any]) -> list[str]:
             f"  backoff   until {backoff['until']} ({backoff['seconds_left']:g}s left; "
             f"wait {backoff['waits']} of {backoff['tries']})"
         )
+    lines.extend(_pool_lines(data["pool"]))
     running = data["running"]
     if running is not None:
         lines.append(
@@ -128,3 +129,11 @@ def render(data: dict[str, Any]) -> list[str]:
     )
     lines.append(f"  cost      {money(cost['spent_usd'])} recorded{budget}")
     return lines
+
+
+def _pool_lines(pool: dict[str, Any] | None) -> list[str]:
+    if pool is None:
+        return []
+    from orchestrator.views.pools import pool_line
+
+    return [f"  pool      {pool_line(pool)}"]

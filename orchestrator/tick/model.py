@@ -7,10 +7,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from orchestrator.agents.limits import UsageLimit
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
-from orchestrator.agents.limits import UsageLimit
 from orchestrator.errors import OrchestratorError
 from orchestrator.storage import repo
 from orchestrator.tick.claim_limits import Cooldown

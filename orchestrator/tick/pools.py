@@ -46,11 +46,6 @@ class _Refused(Exception):
         self.reason = reason
 
 
-def day_start(now: datetime) -> datetime:
-    """UTC midnight of `now`: the daily spend's window."""
-    return now.replace(hour=0, minute=0, second=0, microsecond=0)
-
-
 class PoolGate:
     """Admits claims into pools and pauses pools at usage limits.
 
@@ -98,7 +93,7 @@ class PoolGate:
         if pool.max_running is not None and pool_rows.running(conn, pool.name) >= pool.max_running:
             return f"pool {pool.name} has {pool.max_running} attempts running"
         if pool.max_usd_per_day is not None:
-            spent = pool_rows.spent_since(conn, pool.name, day_start(now))
+            spent = pool_rows.spent_since(conn, pool.name, pool_rows.day_start(now))
             if spent >= pool.max_usd_per_day:
                 return (
                     f"pool {pool.name} spent ${spent:.4f} of ${pool.max_usd_per_day:.4f} "

@@ -24,6 +24,7 @@ from orchestrator.domain.plateau import detect_plateau
 from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.views.pools import holds_back, pool_state
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
 
@@ -53,6 +54,11 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         pipeline = settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(task.stage)
         cost = _cost(conn, task, stage)
+        pool = (
+            None
+            if stage is None or stage.pool is None
+            else pool_state(conn, settings, stage.pool, now)
+        )
     run = [a for a in attempts if a.run == task.run]
     last = next((a for a in reversed(run) if a.finished_at is not None), None)
     open_attempt = next((a for a in run if a.finished_at is None), None)
@@ -75,6 +81,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         "halt": None,
         "cost": cost,
         "change": _change(settings, task),
+        "pool": pool,
     }
     if stage is not None:
         used = history.counted_attempts
@@ -208,6 +215,9 @@ def _next_tick(
     where = ""
     if settings.affinity == "host" and task.host is not None:
         where = f" (only a tick on host {task.host} claims it)"
+    held = None if data["pool"] is None else holds_back(data["pool"])
+    if held is not None and task.status is Status.READY:
+        return f"waits: {held}; then attempt {number} of {stage.name} runs{where}"
     if data["backoff"] is not None:
         return (
             f"waits: the worker asked to be retried later; attempt {number} of "

@@ -11,7 +11,7 @@ together. On SQLite the claim's `BEGIN IMMEDIATE` is the lock already.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import Connection, and_, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -83,6 +83,11 @@ def lock_pool(conn: Connection, name: str) -> PoolRow:
     ensure.execute(conn, {"name": name})
     rows = _LOCK.execute(conn, {"name": name}).rows
     return _row(tuple(rows[0]))
+
+
+def day_start(now: datetime) -> datetime:
+    """UTC midnight of `now` (an aware time): the daily spend's window."""
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def running(conn: Connection, name: str) -> int:
