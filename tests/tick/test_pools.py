@@ -153,7 +153,7 @@ def test_a_usage_limit_pauses_the_pool_until_its_reset_and_spends_no_attempt(
     assert "pool agent paused until" in said
     ((outcome, error),) = project.query("SELECT outcome, error FROM attempts")
     assert outcome == "backoff" and "usage limit" in error
-    ((until_text, reason),) = project.query("SELECT paused_until, pause_reason FROM pools")
+    ((_until, reason),) = project.query("SELECT paused_until, pause_reason FROM pools")
     assert "limit_reset" in reason
     # Read in-process: on a loaded machine three process starts could outlast the pause.
     data = json.loads(project.cli("explain", "t-1", "--json").output)
