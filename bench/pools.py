@@ -85,7 +85,11 @@ def run_round(envs: list[dict[str, str]], url: str, tasks: int, prefix: str) -> 
         with engine.connect() as conn:
             while not done.is_set():
                 proc = subprocess.run(
-                    orch("tick", "--jobs", "2"), env=env, capture_output=True, text=True
+                    orch("tick", "--jobs", "2"),
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
                 )
                 if proc.returncode != 0:
                     errors.append(proc.stderr[-400:])
