@@ -163,6 +163,7 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
       always; no attempt is left open at all unless `allow_running` (a
       halted task's attempt stays open until its tick notices);
     - an attempt's `start_commit` is NULL, `pending`, `none` or a sha;
+    - a pooled attempt's pool has its `pools` row, whose pause is whole;
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -206,6 +207,20 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                     problems.append(f"{slug}: {open_attempts} attempts open at once")
                 if open_attempts and not allow_running:
                     problems.append(f"{slug}: {open_attempts} attempts still open")
+            # A pooled attempt was claimed under its pool's row lock: the row exists.
+            orphans = conn.execute(
+                text(
+                    "SELECT DISTINCT pool FROM attempts WHERE pool IS NOT NULL "
+                    "AND pool NOT IN (SELECT name FROM pools)"
+                )
+            ).all()
+            for (pool,) in orphans:
+                problems.append(f"attempts of pool {pool!r} but no pools row")
+            halves = conn.execute(
+                text("SELECT name FROM pools WHERE (paused_until IS NULL) <> (paused_at IS NULL)")
+            ).all()
+            for (pool,) in halves:
+                problems.append(f"pool {pool!r}: paused_until and paused_at disagree")
             starts = conn.execute(text("SELECT id, start_commit FROM attempts")).all()
             for attempt_id, start in starts:
                 if start is not None and not _start_commit_ok(start):
