@@ -192,6 +192,7 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
       so no plateau window ever holds one;
     - `task_dependencies` joins two different existing tasks, with no cycle,
       and a task's `parent_id` names another existing task;
+    - a pooled attempt's pool has its `pools` row, whose pause is whole;
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -244,6 +245,20 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                 if status not in ("complete", "halted", "cancelled"):
                     problems.append(f"{slug}: a landed commit on a {status} task")
             problems.extend(_wait_problems(conn))
+            # A pooled attempt was claimed under its pool's row lock: the row exists.
+            orphans = conn.execute(
+                text(
+                    "SELECT DISTINCT pool FROM attempts WHERE pool IS NOT NULL "
+                    "AND pool NOT IN (SELECT name FROM pools)"
+                )
+            ).all()
+            for (pool,) in orphans:
+                problems.append(f"attempts of pool {pool!r} but no pools row")
+            halves = conn.execute(
+                text("SELECT name FROM pools WHERE (paused_until IS NULL) <> (paused_at IS NULL)")
+            ).all()
+            for (pool,) in halves:
+                problems.append(f"pool {pool!r}: paused_until and paused_at disagree")
             starts = conn.execute(text("SELECT id, start_commit FROM attempts")).all()
             for attempt_id, start in starts:
                 if start is not None and not _start_commit_ok(start):

@@ -26,6 +26,7 @@ from sqlalchemy import inspect
 from orchestrator import errors
 from orchestrator.cli import cli
 from orchestrator.config import model
+from orchestrator.config import pools as pool_config
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event
 from orchestrator.events import hooks, kinds
@@ -218,6 +219,7 @@ def code_config() -> dict[str, set[str]]:
         "plateau": set(model._PLATEAU_KEYS),
         "backoff": set(guard_config._BACKOFF_KEYS),
         "[[hooks]]": set(hooks.HOOK_KEYS),
+        "[pools.NAME]": set(pool_config.POOL_KEYS),
     }
 
 

@@ -206,6 +206,20 @@ class Project:
         """Tasks in creation order, as `list --json`; `state` as `list --state`."""
         return reports.list_tasks(self.engine, state, self._stages())
 
+    def pools(self) -> list[dict[str, Any]]:
+        """Each pool: running, spent today (UTC), paused until when and why
+        (`pool list --json`)."""
+        from orchestrator.api.pools import pool_list
+
+        return pool_list(self.engine, self.settings)
+
+    def resume_pool(self, name: str, *, by: str | None = None) -> ActionResult:
+        """End the pool's pause now (`pool resume NAME`); the pool claims at
+        the next tick on every host."""
+        from orchestrator.api.pools import resume_pool
+
+        return resume_pool(self.engine, self.settings, name, actions.actor_name(by))
+
     def task(self, slug: str) -> dict[str, Any]:
         """One task with its transitions and attempts, as `show --json`; a task
         at a gate also carries the `approval_hash` that `approve(expect=)` checks

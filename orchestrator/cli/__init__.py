@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "prune": "orchestrator.cli.ops:prune_command",
     "explain": "orchestrator.cli.explain:explain",
     "mcp": "orchestrator.cli.mcp_command:mcp_command",
+    "pool": "orchestrator.cli.pools:pool",
 }
 
 

@@ -123,6 +123,7 @@ def render(data: dict[str, Any]) -> list[str]:
             f"wait {backoff['waits']} of {backoff['tries']})"
         )
     lines += _pending_lines(data["pending"])
+    lines.extend(_pool_lines(data["pool"]))
     running = data["running"]
     if running is not None:
         lines.append(
@@ -153,3 +154,11 @@ def _pending_lines(pending: dict[str, Any] | None) -> list[str]:
         f"            counted failed after {pending['timeout_at']} "
         f"(pending_timeout {pending['timeout']:g}s)",
     ]
+
+
+def _pool_lines(pool: dict[str, Any] | None) -> list[str]:
+    if pool is None:
+        return []
+    from orchestrator.views.pools import pool_line
+
+    return [f"  pool      {pool_line(pool)}"]

@@ -210,6 +210,12 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
         return
     columns = ["slug", "state", "attempt", "score", "cost_usd", "halt_reason", "title"]
     emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
+    if (fmt or "table") == "table" and app.settings().pools:
+        from orchestrator.views.pools import pool_line
+
+        for pool in app.project().pools():  # a paused pool holds its tasks back
+            if pool["paused"]:
+                click.echo(f"pool {pool_line(pool)}")
 
 
 @click.command()

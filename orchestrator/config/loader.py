@@ -24,6 +24,7 @@ from orchestrator.config.model import (
     Settings,
 )
 from orchestrator.config.pipelines import _PipelineReader
+from orchestrator.config.pools import read_pools
 from orchestrator.config.values import _key
 from orchestrator.errors import ConfigError
 from orchestrator.events.hooks import parse_hooks
@@ -76,6 +77,8 @@ class _Loader(_PipelineReader):
     ) -> Settings:
         top = self.table(data, "", _TOP_KEYS)
         orch = self.table(top.get("orchestrator", {}), "orchestrator", _ORCHESTRATOR_KEYS)
+        pools = read_pools(self, top.get("pools"))
+        self.pool_names = frozenset(pools)
         defaults = self.defaults(top.get("defaults", {}))
         pipelines = self.pipelines(top.get("pipelines", {}), defaults)
 
@@ -126,6 +129,7 @@ class _Loader(_PipelineReader):
             fingerprint=fingerprint,
             hooks=parse_hooks(self, top.get("hooks")),
             env_file=env_file,
+            pools=types.MappingProxyType(pools),
         )
 
     def database(

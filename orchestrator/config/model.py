@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from orchestrator.agents.config import AGENT_KEYS
+from orchestrator.config.pools import PoolConfig
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.events.hooks import HookConfig
 
@@ -30,7 +31,7 @@ CONFIG_ENV = "ORCHESTRATOR_CONFIG"
 DB_URL_ENV = "ORCHESTRATOR_DB_URL"
 StdinMode = Literal["none", "prompt"]
 Affinity = Literal["host", "any"]
-_TOP_KEYS = ("orchestrator", "defaults", "pipelines", "hooks")
+_TOP_KEYS = ("orchestrator", "defaults", "pipelines", "hooks", "pools")
 _ORCHESTRATOR_KEYS = (
     "database",
     "workspace_root",
@@ -56,6 +57,7 @@ _DEFAULTS_KEYS = (
     "stdin",
     "env",
     "worker_ok_exit",
+    "pool",
     *AGENT_KEYS,
     *GUARD_KEYS,
 )
@@ -81,6 +83,7 @@ _STAGE_KEYS = (
     "pass_score",
     "plateau",
     "worker_ok_exit",
+    "pool",
     *AGENT_KEYS,
     *GUARD_KEYS,
 )
@@ -119,6 +122,8 @@ class StageConfig:
     retry_exit_codes: frozenset[int] = frozenset()
     backoff: Backoff = field(default_factory=Backoff)
     pending_timeout: float = 3600.0  # a run of pending verdicts, at most (seconds)
+    # The `[pools.NAME]` whose caps and pauses this stage's attempts share.
+    pool: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,9 @@ class Settings:
     env_file: Path | None = None
     env_file_values: Mapping[str, str] = field(
         default_factory=lambda: types.MappingProxyType({}), hash=False, compare=False, repr=False
+    )
+    pools: Mapping[str, PoolConfig] = field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False
     )
 
     def pipeline(self, name: str) -> PipelineConfig | None:

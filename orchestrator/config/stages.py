@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.agents.config import AGENT_DEFAULTS, agent_settings
 from orchestrator.config.model import _DEFAULTS_KEYS, _STAGE_KEYS, COMPLETE, StageConfig
+from orchestrator.config.pools import read_pool_ref
 from orchestrator.config.values import _key, _ValueReader
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
@@ -18,6 +19,8 @@ from orchestrator.guards.config import guard_defaults, read_guards
 
 class _StageReader(_ValueReader):
     """Reads [defaults] and each stage, merging a stage over the defaults it inherits."""
+
+    pool_names: frozenset[str] = frozenset()  # the `[pools.NAME]` a stage may name
 
     def defaults(self, value: object) -> dict[str, Any]:
         """Validated stage defaults, in the shape `stage` merges over."""
@@ -31,6 +34,7 @@ class _StageReader(_ValueReader):
             "stdin": "none",
             "env": {},
             "worker_ok_exit": frozenset({0}),
+            "pool": None,
             **AGENT_DEFAULTS,
             **guard_defaults(),
         }
@@ -61,6 +65,8 @@ class _StageReader(_ValueReader):
             into["worker_ok_exit"] = self.exit_statuses(
                 table["worker_ok_exit"], _key(key, "worker_ok_exit")
             )
+        if "pool" in table:
+            into["pool"] = read_pool_ref(self, table["pool"], _key(key, "pool"), self.pool_names)
         into.update(agent_settings(self, table, key))
         read_guards(self, table, key, into)
 
@@ -113,4 +119,5 @@ class _StageReader(_ValueReader):
             retry_exit_codes=merged["retry_exit_codes"],
             backoff=merged["backoff"],
             pending_timeout=merged["pending_timeout"],
+            pool=merged["pool"],
         )

@@ -16,4 +16,9 @@ CRASHED = "crashed"
 # the pull request, for the hooks.
 LANDED = "landed"
 
-KINDS: tuple[str, ...] = (*BY_STATUS.values(), CRASHED, LANDED)
+# A usage limit paused a pool / the pause ended (`tick.pools`); the task is
+# the one whose attempt met the limit.
+POOL_PAUSED = "pool_paused"
+POOL_RESUMED = "pool_resumed"
+
+KINDS: tuple[str, ...] = (*BY_STATUS.values(), CRASHED, LANDED, POOL_PAUSED, POOL_RESUMED)

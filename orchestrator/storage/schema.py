@@ -14,7 +14,19 @@ from orchestrator.errors import SchemaError
 from orchestrator.storage.prepared import Prepared
 
 HEAD = "0016"
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0010", "0011", "0012", "0016")  # oldest first
+REVISIONS = (
+    "0001",
+    "0002",
+    "0003",
+    "0004",
+    "0005",
+    "0006",
+    "0010",
+    "0011",
+    "0012",
+    "0015",
+    "0016",
+)  # oldest first
 
 FIX = "run `orchestrator db upgrade`"
 # Read before every claim (a migration mid-tick stops the claiming).

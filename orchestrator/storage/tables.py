@@ -197,7 +197,11 @@ attempts = Table(
     Column("start_commit", String(64)),
     # The commit a passed attempt's work became on the task's branch.
     Column("commit_sha", String(64)),
+    # The stage's `[pools.NAME]` when the attempt was claimed (0015): what
+    # the pool's running count and daily spend are summed over.
+    Column("pool", String(255)),
     UniqueConstraint("task_id", "stage", "number"),
+    Index("ix_attempts_pool_finished_at", "pool", "finished_at"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),
 )
@@ -209,6 +213,24 @@ Index(
     unique=True,
     sqlite_where=attempts.c.finished_at.is_(None),
     postgresql_where=attempts.c.finished_at.is_(None),
+)
+
+# One row per `[pools.NAME]` a claim has met (0015): the row a claim locks
+# to count the pool's running attempts, and the pool's pause. A usage limit
+# sets `paused_until`; until then no host claims for the pool.
+pools = Table(
+    "pools",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("paused_until", UTCDateTime),
+    Column("paused_at", UTCDateTime),
+    Column("pause_reason", Text),
+    # The task whose attempt met the limit (its events carry it).
+    Column("paused_task_id", ForeignKey("tasks.id", ondelete="SET NULL")),
+    # Limits in a row that named no reset time: the exponential wait's step.
+    Column("pause_streak", Integer, nullable=False, default=0),
+    CheckConstraint("pause_streak >= 0", name="pause_streak"),
+    CheckConstraint("(paused_until IS NULL) = (paused_at IS NULL)", name="paused_together"),
 )
 
 # Every change of state, written in the same transaction as the change.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -20,7 +21,7 @@ from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches
+from orchestrator.tick import branches, pools
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.commands import CommandRunner
@@ -120,6 +121,7 @@ class AttemptRunner:
             self.runaway.judge(claim, result)
         except Exception as exc:  # a guard's failure must not lose the attempt's result
             result.error = f"{result.error or ''}; runaway guards skipped: {exc}".lstrip("; ")
+        pools.note_limit(claim, result, folder, datetime.now(UTC))
         fault_point("before_record")
         try:
             recorded = self.tx.retrying(

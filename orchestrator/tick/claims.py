@@ -24,6 +24,7 @@ from orchestrator.tick.applier import Applier
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.model import ACTOR, Claim, TickOptions
+from orchestrator.tick.pools import PoolGate
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
 
@@ -51,6 +52,7 @@ class Claimer:
         self.me = me
         self.applier = applier
         self.config = config
+        self.pools = PoolGate(settings)  # the `[pools.NAME]` caps and pauses
 
     def advance_approved(self) -> None:
         approved = self.tx.retrying(lambda _again: self._approved())
@@ -128,6 +130,7 @@ class Claimer:
         if current_revision(conn) != HEAD:
             self.tick.report.stopped_claiming = "the schema revision changed"
             return None
+        refused: list[tuple[str, str]] = []  # (pipeline, stage) of pools that said no
         while True:
             task = repo.find_claimable(
                 conn,
@@ -135,6 +138,7 @@ class Claimer:
                 any_host=self.settings.affinity == "any",
                 exclude=exclude,
                 slug=only,
+                skip_stages=refused,
             )
             if task is None:
                 return None
@@ -153,6 +157,9 @@ class Claimer:
                 with self.tick.lock:
                     self.tick.report.halted += 1
                 self.tx.say_after_commit(f"{task.slug}: halted (budget: {over.describe()})")
+                continue
+            if stage.pool is not None and self.pools.refusal(conn, stage, now) is not None:
+                refused.extend(self.pools.members(stage.pool))
                 continue
             return self._open_attempt(conn, task, pipeline, stage, now, token)
 
@@ -220,6 +227,7 @@ class Claimer:
             tick_pid=self.me.pid,
             tick_start=self.me.start_token,
             started_at=now,
+            pool=stage.pool,
         )
         claimed = repo.apply_transition(
             conn,

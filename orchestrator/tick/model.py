@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from orchestrator.agents.limits import UsageLimit
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
@@ -100,6 +101,7 @@ class AttemptRun:
     workspace_changed: bool | None = None
     backoff_seconds: float | None = None
     commit_sha: str | None = None  # the task branch's tip after a passed stage
+    usage_limit: UsageLimit | None = None  # met by the attempt: pauses its pool (`tick.pools`)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,7 @@ class Recorder:
             if wait is not None and decision.state.status is Status.READY:
                 # A backoff's or a pending verdict's recheck; 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
+            self._pool_after(conn, claim, run, now)
             ready = decision.state.status is Status.READY
             if chain is not None:
                 following = self._claim_next(conn, chain, claim.task.id if ready else None)
@@ -158,6 +159,12 @@ class Recorder:
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
             self.tick.error(f"{claim.task.slug}: reporting failed", exc)
         return ready, following
+
+    def _pool_after(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
+        """The usage limit the attempt met pauses its pool (`tick.pools`)."""
+        paused = self.claimer.pools.after_attempt(conn, claim, run, now)
+        if paused is not None:
+            self.tx.say_after_commit(f"{claim.task.slug}: {paused}")
 
     def _usage_dir(self, claim: Claim) -> Path | None:
         """The folder whose files say what the attempt spent (never one of a bad slug)."""

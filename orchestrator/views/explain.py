@@ -27,6 +27,7 @@ from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.views import landing
+from orchestrator.views.pools import holds_back, pool_state
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
 
@@ -58,6 +59,11 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         stage = None if pipeline is None else pipeline.stage(task.stage)
         cost = _cost(conn, task, stage)
         waits = repo.waits_of(conn, [task.id]).get(task.id, [])
+        pool = (
+            None
+            if stage is None or stage.pool is None
+            else pool_state(conn, settings, stage.pool, now)
+        )
     run = [a for a in attempts if a.run == task.run]
     last = next((a for a in reversed(run) if a.finished_at is not None), None)
     open_attempt = next((a for a in run if a.finished_at is None), None)
@@ -85,6 +91,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         # `add --after`: the tasks it waits on, and what that means now.
         "waits_on": [dataclasses.asdict(w) for w in waits],
         "waiting": waiting_line(waits) if task.status is Status.READY else None,
+        "pool": pool,
     }
     if stage is not None:
         used = history.counted_attempts
@@ -255,6 +262,9 @@ def _next_tick(
             f"after {pending['recheck_at'] or 'now'} (counted failed after "
             f"{pending['timeout_at']}){where}"
         )
+    held = None if data["pool"] is None else holds_back(data["pool"])
+    if held is not None and task.status is Status.READY:
+        return f"waits: {held}; then attempt {number} of {stage.name} runs{where}"
     if data["backoff"] is not None:
         return (
             f"waits: the worker asked to be retried later; attempt {number} of "

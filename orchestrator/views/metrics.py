@@ -24,6 +24,7 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.errors import HostIOError, host_error
 from orchestrator.storage import repo, tables
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.repo import pools as pool_rows
 
 PREFIX = "orchestrator"
 
@@ -68,6 +69,7 @@ class _DatabaseCollector(Collector):
             yield from _ticks(conn)
             yield from _approvals(conn)
             yield from _deliveries(conn)
+            yield from _pools(conn)
 
 
 def _tasks(conn: Connection) -> Iterator[GaugeMetricFamily]:
@@ -177,6 +179,38 @@ def _deliveries(conn: Connection) -> Iterator[GaugeMetricFamily]:
         failing.add_metric([hook], failed)
     yield pending
     yield failing
+
+
+def _pools(conn: Connection) -> Iterator[GaugeMetricFamily]:
+    """Per pool the database knows of (a claim met it): running attempts,
+    the pause's end (0: not paused) and today's (UTC) recorded spend."""
+    now = db_now(conn)
+    rows = pool_rows.pool_rows(conn)
+    running = pool_rows.running_by_pool(conn)
+    names = sorted(set(rows) | set(running))
+    open_now = GaugeMetricFamily(
+        f"{PREFIX}_pool_attempts_running", "Open attempts by pool.", labels=["pool"]
+    )
+    paused = GaugeMetricFamily(
+        f"{PREFIX}_pool_paused_until_timestamp_seconds",
+        "When the pool's usage-limit pause ends (Unix time); 0 when it is not paused.",
+        labels=["pool"],
+    )
+    spent = GaugeMetricFamily(
+        f"{PREFIX}_pool_spent_today_usd",
+        "Recorded cost of the pool's attempts finished since UTC midnight.",
+        labels=["pool"],
+    )
+    since = pool_rows.day_start(now)
+    for name in names:
+        row = rows.get(name)
+        until = None if row is None else row.paused_until
+        open_now.add_metric([name], running.get(name, 0))
+        paused.add_metric([name], until.timestamp() if until is not None and until > now else 0)
+        spent.add_metric([name], pool_rows.spent_since(conn, name, since))
+    yield open_now
+    yield paused
+    yield spent
 
 
 def _aware(value: datetime | str) -> datetime:

@@ -19,7 +19,8 @@ from sqlalchemy import Connection, Engine, and_, func, select
 from orchestrator.domain.pipeline import Status, state_string
 from orchestrator.domain.waits import waiting_line
 from orchestrator.storage import repo
-from orchestrator.storage.db import read_tx
+from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.repo import pools as pool_rows
 from orchestrator.views.reports import transitions_query
 from orchestrator.views.suggest import unknown_task
 from orchestrator.views.ticks import last_tick_text
@@ -57,6 +58,8 @@ class Board:
     next_cursor: str | None = None  # "status:offset" where the next page starts
     first: bool = True
     last_tick: str = ""  # "last tick 40 s ago": a quiet cron, or a dead one?
+    # (pool, paused until, why) of each pool a usage limit pauses now.
+    paused_pools: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 _OFFSET = re.compile("[0-9]{1,9}")
@@ -83,6 +86,7 @@ def board(
     out = Board(only=only, first=section == 0 and offset == 0)
     with read_tx(engine) as conn:
         out.last_tick = last_tick_text(conn)
+        out.paused_pools = paused_pools(conn)
         counts = {s: _capped_count(conn, s) for s in statuses}
         out.counts = [(s.value, counts[s]) for s in statuses]
         room = page_size
@@ -106,6 +110,15 @@ def board(
                     out.next_cursor = f"{following.value}:0"
                 break
     return out
+
+
+def paused_pools(conn: Connection) -> list[tuple[str, str, str]]:
+    now = db_now(conn)
+    return [
+        (row.name, row.paused_until.isoformat(timespec="seconds"), row.pause_reason or "")
+        for row in sorted(pool_rows.pool_rows(conn).values(), key=lambda r: r.name)
+        if row.paused_until is not None and row.paused_until > now
+    ]
 
 
 def _capped_count(conn: Connection, status: Status) -> int:

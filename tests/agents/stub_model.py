@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +43,11 @@ class StubModel:
     # The headers of each POST, in order (to see which key an agent sent).
     headers: list[dict[str, str]] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
+    # The next `limited` model calls answer 429 as the real API does when
+    # the account's limit is reached (`rate_limit_answer`), resetting
+    # `reset_seconds` from the call.
+    limited: int = 0
+    reset_seconds: int = 1800
 
     @property
     def url(self) -> str:
@@ -83,7 +89,10 @@ class StubModel:
                 stub.requests.append(("POST", self.path, body))
                 stub.headers.append({k.lower(): v for k, v in self.headers.items()})
                 path = self.path.split("?", 1)[0]
-                if path.endswith("/messages/count_tokens"):
+                limit = stub.rate_limit_answer(path)
+                if limit is not None:
+                    self._json(limit[1], status=429, headers=limit[0])
+                elif path.endswith("/messages/count_tokens"):
                     self._json({"input_tokens": 10})
                 elif path.endswith("/messages"):
                     self._events(stub.anthropic(body), named=True)
@@ -94,9 +103,13 @@ class StubModel:
                 else:
                     self._json({"error": {"message": f"stub: no {path}"}}, status=404)
 
-            def _json(self, data: dict[str, Any], status: int = 200) -> None:
+            def _json(
+                self, data: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+            ) -> None:
                 payload = json.dumps(data).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -165,6 +178,55 @@ class StubModel:
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
+
+    def rate_limit_answer(self, path: str) -> tuple[dict[str, str], dict[str, Any]] | None:
+        """(headers, body) of a 429, the way each API sends one, while
+        `limited` calls are left. Anthropic: `rate_limit_error` with
+        `retry-after` and the subscription's `anthropic-ratelimit-unified-*`
+        headers; OpenAI (what Codex reads for a ChatGPT plan): a
+        `usage_limit_reached` error with `resets_at` / `resets_in_seconds`."""
+        is_model_call = path.endswith(("/messages", "/responses"))
+        if self.limited <= 0 or not is_model_call:
+            return None
+        self.limited -= 1
+        reset = int(time.time()) + self.reset_seconds
+        if path.endswith("/messages"):
+            return (
+                {
+                    "retry-after": str(self.reset_seconds),
+                    "anthropic-ratelimit-unified-status": "rejected",
+                    "anthropic-ratelimit-unified-reset": str(reset),
+                    "anthropic-ratelimit-unified-representative-claim": "five_hour",
+                    "request-id": "req_stub_limit",
+                    "x-should-retry": "true",
+                },
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "rate_limit_error",
+                        "message": "This request would exceed your account's rate limit. "
+                        "Please try again later.",
+                    },
+                    "request_id": "req_stub_limit",
+                },
+            )
+        return (
+            {
+                "retry-after": str(self.reset_seconds),
+                "x-codex-primary-used-percent": "100",
+                "x-codex-primary-window-minutes": "300",
+                "x-codex-primary-reset-after-seconds": str(self.reset_seconds),
+            },
+            {
+                "error": {
+                    "type": "usage_limit_reached",
+                    "message": "The usage limit has been reached",
+                    "plan_type": "plus",
+                    "resets_at": reset,
+                    "resets_in_seconds": self.reset_seconds,
+                }
+            },
+        )
 
     def stop(self) -> None:
         if self.server is not None:

@@ -38,6 +38,7 @@ _OPEN_COLUMNS = (
     "tick_start",
     "started_at",
     "start_commit",
+    "pool",
 )
 # `attempts.start_commit` besides a sha: the worker has not started yet (so
 # the attempt changed nothing), or the workspace had no commit then.
@@ -83,8 +84,11 @@ def last_attempt(conn: Connection, task_id: int, stage: str) -> LastAttempt | No
 
 def open_attempt(conn: Connection, **values: Any) -> int:
     """Insert an open attempt; `values` names every column of `_OPEN_COLUMNS`
-    (but `start_commit`, pending until the worker starts)."""
-    row = _OPEN_ATTEMPT.execute(conn, {"start_commit": START_PENDING, **values}).first()
+    (but `start_commit`, pending until the worker starts, and `pool`, None
+    for a stage in no pool)."""
+    row = _OPEN_ATTEMPT.execute(
+        conn, {"start_commit": START_PENDING, "pool": None, **values}
+    ).first()
     assert row is not None
     return int(row[0])
 

@@ -7,7 +7,7 @@ tasks compiles it once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ def find_claimable(
     exclude: Collection[int] = (),
     slug: str | None = None,
     lock: bool = True,
+    skip_stages: Sequence[tuple[str, str]] = (),
 ) -> TaskSnapshot | None:
     """The next ready task (priority, then age) with no unfinished attempt,
     skipping the ids in `exclude`.
@@ -37,15 +38,21 @@ def find_claimable(
     SKIP LOCKED, so ticks on other hosts pass over them instead of waiting;
     on SQLite the caller's BEGIN IMMEDIATE already excludes every other writer.
     A task waiting out a backoff (`backoff_until` still ahead of the
-    database's clock) is passed over, and so is one that waits on a task
-    not yet complete (`add --after`).
+    database's clock) is passed over, and so are one that waits on a task
+    not yet complete (`add --after`) and a task at any (pipeline, stage) of
+    `skip_stages` (a pool that refused the claim: `tick.pools`).
     """
-    query = _claim_query(any_host=any_host, slug=slug is not None, lock=lock)
+    query = _claim_query(
+        any_host=any_host, slug=slug is not None, lock=lock, skipped=len(skip_stages)
+    )
     params: dict[str, Any] = {"limit": len(exclude) + 1}
     if not any_host:
         params["host"] = host
     if slug is not None:
         params["slug"] = slug
+    for index, (pipeline, stage) in enumerate(skip_stages):
+        params[f"skip_pipeline_{index}"] = pipeline
+        params[f"skip_stage_{index}"] = stage
     for row in query.execute(conn, params).rows:
         if row[0] not in exclude:
             return _task(row)
@@ -53,7 +60,7 @@ def find_claimable(
 
 
 @functools.cache
-def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
+def _claim_query(*, any_host: bool, slug: bool, lock: bool, skipped: int = 0) -> Prepared:
     unfinished = exists().where(
         and_(attempts.c.task_id == tasks.c.id, attempts.c.finished_at.is_(None))
     )
@@ -68,6 +75,13 @@ def _claim_query(*, any_host: bool, slug: bool, lock: bool) -> Prepared:
         query = query.where(or_(tasks.c.host.is_(None), tasks.c.host == bindparam("host")))
     if slug:
         query = query.where(tasks.c.slug == bindparam("slug"))
+    for index in range(skipped):
+        query = query.where(
+            ~and_(
+                tasks.c.pipeline == bindparam(f"skip_pipeline_{index}"),
+                tasks.c.stage == bindparam(f"skip_stage_{index}"),
+            )
+        )
     query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(bindparam("limit"))
     if lock:  # `tick --dry-run` reads the same rows without locking them
         # FOR UPDATE ... SKIP LOCKED is PostgreSQL's; SQLite's compiler leaves it out.
