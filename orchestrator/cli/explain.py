@@ -67,31 +67,12 @@ def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
     from orchestrator.views.landing import lines as landing_lines
 
-    lines = [f"{data['slug']}: {data['state']}"]
-    halt = data["halt"]
-    if halt is not None:
-        lines.append(f"  halted    {halt['reason']}: {halt['rule']}")
-        if halt["detail"]:
-            lines.append(f"            {halt['detail']}")
-        lines.append(f"  resume    {halt['resume']}")
-        if halt["resume_note"]:
-            lines.append(f"            {halt['resume_note']}")
+    lines = [f"{data['slug']}: {data['state']}", *_halt_lines(data["halt"])]
     lines.append(f"  next tick {data['next_tick']}")
     lines += _wait_lines(data)
     lines += _change_lines(data)
     lines += landing_lines(data.get("landing"))
-    last = data["last_attempt"]
-    if last is not None:
-        verdict = f"attempt {last['attempt']} {last['outcome']}"
-        if last["score"] is not None:
-            verdict += f", score {last['score']:.2f}, pass {str(last['pass']).lower()}"
-        lines.append(f"  last      {verdict}")
-        for reason in last["reasons"][:5]:
-            lines.append(f"            - {reason}")
-        if last["next_hint"]:
-            lines.append(f"            hint: {last['next_hint']}")
-        if last["error"]:
-            lines.append(f"            error: {last['error'][:300]}")
+    lines += _last_lines(data["last_attempt"])
     attempts = data["attempts"]
     if attempts is not None:
         lines.append(
@@ -142,6 +123,33 @@ def render(data: dict[str, Any]) -> list[str]:
         f"{money(cost['budget_left_usd'])} left" + (" (reached)" if cost["budget_reached"] else "")
     )
     lines.append(f"  cost      {money(cost['spent_usd'])} recorded{budget}")
+    return lines
+
+
+def _halt_lines(halt: dict[str, Any] | None) -> list[str]:
+    if halt is None:
+        return []
+    lines = [f"  halted    {halt['reason']}: {halt['rule']}"]
+    if halt["detail"]:
+        lines.append(f"            {halt['detail']}")
+    lines.append(f"  resume    {halt['resume']}")
+    if halt["resume_note"]:
+        lines.append(f"            {halt['resume_note']}")
+    return lines
+
+
+def _last_lines(last: dict[str, Any] | None) -> list[str]:
+    if last is None:
+        return []
+    verdict = f"attempt {last['attempt']} {last['outcome']}"
+    if last["score"] is not None:
+        verdict += f", score {last['score']:.2f}, pass {str(last['pass']).lower()}"
+    lines = [f"  last      {verdict}"]
+    lines += [f"            - {reason}" for reason in last["reasons"][:5]]
+    if last["next_hint"]:
+        lines.append(f"            hint: {last['next_hint']}")
+    if last["error"]:
+        lines.append(f"            error: {last['error'][:300]}")
     return lines
 
 
