@@ -57,7 +57,7 @@ def test_landed_completes_the_task_with_its_commit_and_an_event(
     assert [c.branch for c in calls] == ["task/t1"] and calls[0].base_branch == "main"
     assert project.query("SELECT landed_commit FROM tasks") == [("ab" * 20,)]
     kinds = [row[0] for row in project.query("SELECT kind FROM events ORDER BY id")]
-    assert kinds[-2:] == ["landed", "complete"]
+    assert kinds[-2:] == ["complete", "landed"]  # one transaction
     [payload] = project.query("SELECT payload FROM events WHERE kind = 'landed'")
     assert '"commit": "' + "ab" * 20 + '"' in payload[0]
     assert project.query("SELECT owner FROM land_locks") == [(None,)]  # freed
