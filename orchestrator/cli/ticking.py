@@ -182,12 +182,34 @@ def tick(
         raise
     stop = threading.Event()
     try:
+        _remember_for_idle_ticks(app, settings)
         with _signals_to(stop) as received:
             options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
             options.update(jobs=jobs, task=only, dry_run=dry_run)
             _run_one_tick(app, settings, stop, received, options, quiet=quiet)
     finally:
         lock.release()
+
+
+def _remember_for_idle_ticks(app: App, settings: Settings) -> None:
+    """What this tick read of its config, for the next idle one to trust
+    without reading it again (`orchestrator.tick.idle`)."""
+    from orchestrator.storage.db import sqlite_path
+    from orchestrator.tick import idle
+
+    database = sqlite_path(settings.database_url)
+    idle.remember(
+        config=settings.config_path,
+        fingerprint=settings.fingerprint,
+        database=None if database is None else str(database),
+        lock_file=settings.lock_file,
+        state_root=settings.state_root,
+        busy_timeout=settings.busy_timeout,
+        hooks=bool(settings.hooks),
+        sweep=any(p.keep_worktree_days is not None for p in settings.pipelines.values()),
+        env_file=settings.env_file,
+        db_given=app.db,
+    )
 
 
 @click.command()
