@@ -243,26 +243,37 @@ def run(
     stop = threading.Event()
     options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
     options.update(jobs=jobs, task=only)
+    from orchestrator.tick.wake import Wake
+
+    # Between ticks: the interval, or less when a person makes work claimable.
+    wake = Wake(warn=lambda line: None if quiet else click.echo(line, err=True))
     with _signals_to(stop) as received:
-        while not stop.is_set():
-            settings = load_settings(config=app.config, db_url=app.db, require_config=True)
-            lock = TickLock(settings.lock_file)
-            try:
-                lock.acquire()
-            except LockBusyError as busy:
-                if not quiet:
-                    click.echo(f"run: {busy}; skipping this round", err=True)
-            else:
+        try:
+            while not stop.is_set():
+                settings = load_settings(config=app.config, db_url=app.db, require_config=True)
+                wake.follow(settings.database_url)
+                wake.arm()
+                lock = TickLock(settings.lock_file)
                 try:
-                    _run_one_tick(
-                        app, settings, stop, received, options, quiet=quiet, stop_is_clean=True
-                    )
-                except TickFailedError:
-                    pass  # each error is on stderr already; the next tick goes on
-                except ConnectionLostError as lost:
-                    # The database is down past the tick's reconnect bound: a
-                    # daemon waits it out, tick after tick, rather than die.
-                    click.echo(f"Error: {lost}", err=True)
-                finally:
-                    lock.release()
-            stop.wait(interval)
+                    lock.acquire()
+                except LockBusyError as busy:
+                    if not quiet:
+                        click.echo(f"run: {busy}; skipping this round", err=True)
+                    wake.arm()  # what is claimable now is the holder's: wait for more
+                else:
+                    try:
+                        _run_one_tick(
+                            app, settings, stop, received, options, quiet=quiet, stop_is_clean=True
+                        )
+                    except TickFailedError:
+                        pass  # each error is on stderr already; the next tick goes on
+                    except ConnectionLostError as lost:
+                        # The database is down past the tick's reconnect bound: a
+                        # daemon waits it out, tick after tick, rather than die.
+                        click.echo(f"Error: {lost}", err=True)
+                    finally:
+                        lock.release()
+                wake.settled()
+                wake.wait(stop, interval)
+        finally:
+            wake.close()

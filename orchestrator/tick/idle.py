@@ -203,9 +203,9 @@ _SCHEMA = (
 )
 
 # `run` on SQLite: the gates and ready tasks a tick would take now, by id
-# and version (tick.wake): a new one after the tick began is a wake.
+# and version (tick.wake decides which new ones wake it).
 WAKE_CANDIDATES = (
-    "SELECT id, version FROM tasks WHERE status = 'approved' OR (status = 'ready' AND "
+    "SELECT id, version, status FROM tasks WHERE status = 'approved' OR (status = 'ready' AND "
     "(backoff_until IS NULL OR backoff_until <= CURRENT_TIMESTAMP))"
 )
 
