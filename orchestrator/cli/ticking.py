@@ -233,6 +233,8 @@ def run(
 ) -> None:
     """Tick forever, every --interval seconds (a foreground alternative to cron).
 
+    Between ticks, an approval, rejection, `add` or `resume` wakes it at once.
+
     Takes the same host lock for each tick, so cron ticks and `run` never
     overlap. SIGTERM (or SIGINT) while no attempt runs exits 0; while
     attempts run it stops them like `tick` does and exits 143 (130).
