@@ -12,7 +12,11 @@ import sys
 def main() -> None:
     from orchestrator.tick.idle import try_idle_tick
 
-    status = try_idle_tick(sys.argv[1:])
+    try:
+        status = try_idle_tick(sys.argv[1:])
+    except KeyboardInterrupt:  # as the command line says it
+        sys.stderr.write("Error: interrupted\n")
+        sys.exit(130)
     if status is not None:
         sys.exit(status)
     from orchestrator.cli import main as cli_main

@@ -228,11 +228,9 @@ def try_idle_tick(
         return None
     try:
         facts = _facts(env, os.getcwd() if cwd is None else str(cwd))
-    except (OSError, ValueError, KeyError, TypeError):
+        return None if facts is None else _tick(facts, env, quiet=len(argv) == 2)
+    except Exception:  # whatever it is, the full tick says it properly
         return None
-    if facts is None:
-        return None
-    return _tick(facts, env, quiet=len(argv) == 2)
 
 
 def _tick(facts: Mapping[str, str], env: Mapping[str, str], *, quiet: bool) -> int | None:
