@@ -209,7 +209,7 @@ WAKE_CANDIDATES = (
     "(backoff_until IS NULL OR backoff_until <= CURRENT_TIMESTAMP))"
 )
 
-MARKER = ".idle-tick.json"  # in the state folder: what a full tick read of the config
+MARKER = ".idle-tick"  # in the state folder: what a full tick read of the config
 _QUIET = {"-q", "--quiet"}
 CONFIG_ENV = "ORCHESTRATOR_CONFIG"
 DB_URL_ENV = "ORCHESTRATOR_DB_URL"
