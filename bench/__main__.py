@@ -14,6 +14,9 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
   pg        two PostgreSQL hosts / one host, 16 tasks sleeping 1 s, --jobs 2      <= 0.6
   land      landing one task (lock, rebase, ref move, record; no check) /
             a hand-written `git rebase && git update-ref` of the same branch      <= 3
+  idle      idle cron tick, 100 gates waiting / python -c pass                   <= 5
+  wake      approve -> next stage starts under run --interval 60 (median, s)     <= 1 s
+            on SQLite, and on PostgreSQL with --pg (bench/wake.py)
 """
 
 from __future__ import annotations
@@ -407,6 +410,9 @@ def compile_package() -> None:
     subprocess.run([PY, "-m", "compileall", "-q", str(package)], check=True)
 
 
+LANES = ["noop", "attempt", "growth", "pg", "land", "idle", "wake"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
@@ -414,14 +420,14 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--only", nargs="*", choices=["noop", "attempt", "growth", "pg", "land"])
+    parser.add_argument("--only", nargs="*", choices=LANES)
     parser.add_argument(
         "--pg",
         default=os.environ.get("ORCHESTRATOR_TEST_PG_URL"),
         help="a PostgreSQL server URL where CREATE DATABASE is allowed",
     )
     args = parser.parse_args()
-    chosen = set(args.only or ["noop", "attempt", "growth", "pg", "land"])
+    chosen = set(args.only or LANES)
     compile_package()
     results: list[tuple[str, bool | None]] = []
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
@@ -439,6 +445,13 @@ def main() -> None:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)
             else:
                 print("pg: skipped (pass --pg URL or set ORCHESTRATOR_TEST_PG_URL)")
+        if "idle" in chosen or "wake" in chosen:
+            from bench.wake import bench_idle, bench_wake
+
+            if "idle" in chosen:
+                results += bench_idle(work, args.rounds)
+            if "wake" in chosen:
+                results += bench_wake(work, 20, args.pg)
     targets = [ok for _, ok in results if ok is not None]
     print(f"\n{sum(targets)} of {len(targets)} targets met")
 

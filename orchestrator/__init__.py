@@ -7,11 +7,13 @@ the lock busy must not pay for SQLAlchemy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
+# Not typing's: an idle cron tick (orchestrator.tick.idle) must not import typing.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from orchestrator.api.actions import ActionResult, TaskSpec
     from orchestrator.api.project import Project
     from orchestrator.api.ticking import TickResult

@@ -34,6 +34,7 @@ from orchestrator.domain.text import clean_text
 from orchestrator.errors import ConfigError, IllegalTransitionError, RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx, write_tx
+from orchestrator.storage.repo.wake import notify_wake
 from orchestrator.testing import fault_point
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace import worktree
@@ -109,6 +110,7 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
             check_links(conn, specs)
             repo.insert_tasks(conn, new, db_now(conn), actor)
             repo.link_tasks(conn, [(s.slug, s.parent, s.after) for s in specs])
+            notify_wake(conn)  # new work: `run` takes it now, not at its interval
     except IntegrityError as exc:
         # PostgreSQL does not serialise two `add`s of one slug: the loser of
         # the race meets the unique slug here, after the check above passed.
@@ -231,6 +233,8 @@ def _transition(
             halt_reason=halt_reason,
             new_run=new_run,
         )
+        if event is Event.RESUME:
+            notify_wake(conn)
     return ActionResult(slug, True, str(after.state), f"{slug}: {task.state} -> {after.state}")
 
 
@@ -277,6 +281,7 @@ def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionR
                 reason="approved",
                 note=_note(note),
             )
+            notify_wake(conn)
             fault_point("inside_approve_tx")
             return ActionResult(slug, True, str(after.state), f"{slug}: approved {task.stage}")
         # "Already approved" only for this stage's gate: an approval of an
@@ -331,6 +336,7 @@ def reject(
             hint_source="reject",
             new_run=True,
         )
+        notify_wake(conn)
     return ActionResult(slug, True, str(after.state), f"{slug}: {task.state} -> {after.state}")
 
 

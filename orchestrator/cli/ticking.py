@@ -182,12 +182,34 @@ def tick(
         raise
     stop = threading.Event()
     try:
+        _remember_for_idle_ticks(app, settings)
         with _signals_to(stop) as received:
             options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
             options.update(jobs=jobs, task=only, dry_run=dry_run)
             _run_one_tick(app, settings, stop, received, options, quiet=quiet)
     finally:
         lock.release()
+
+
+def _remember_for_idle_ticks(app: App, settings: Settings) -> None:
+    """What this tick read of its config, for the next idle one to trust
+    without reading it again (`orchestrator.tick.idle`)."""
+    from orchestrator.storage.db import sqlite_path
+    from orchestrator.tick import idle
+
+    database = sqlite_path(settings.database_url)
+    idle.remember(
+        config=settings.config_path,
+        fingerprint=settings.fingerprint,
+        database=None if database is None else str(database),
+        lock_file=settings.lock_file,
+        state_root=settings.state_root,
+        busy_timeout=settings.busy_timeout,
+        hooks=bool(settings.hooks),
+        sweep=any(p.keep_worktree_days is not None for p in settings.pipelines.values()),
+        env_file=settings.env_file,
+        db_given=app.db,
+    )
 
 
 @click.command()
@@ -211,6 +233,8 @@ def run(
 ) -> None:
     """Tick forever, every --interval seconds (a foreground alternative to cron).
 
+    Between ticks, an approval, rejection, `add` or `resume` wakes it at once.
+
     Takes the same host lock for each tick, so cron ticks and `run` never
     overlap. SIGTERM (or SIGINT) while no attempt runs exits 0; while
     attempts run it stops them like `tick` does and exits 143 (130).
@@ -221,26 +245,37 @@ def run(
     stop = threading.Event()
     options: dict[str, Any] = {"max_tasks": max_tasks, "max_seconds": max_seconds}
     options.update(jobs=jobs, task=only)
+    from orchestrator.tick.wake import Wake
+
+    # Between ticks: the interval, or less when a person makes work claimable.
+    wake = Wake(warn=lambda line: None if quiet else click.echo(line, err=True))
     with _signals_to(stop) as received:
-        while not stop.is_set():
-            settings = load_settings(config=app.config, db_url=app.db, require_config=True)
-            lock = TickLock(settings.lock_file)
-            try:
-                lock.acquire()
-            except LockBusyError as busy:
-                if not quiet:
-                    click.echo(f"run: {busy}; skipping this round", err=True)
-            else:
+        try:
+            while not stop.is_set():
+                settings = load_settings(config=app.config, db_url=app.db, require_config=True)
+                wake.follow(settings.database_url)
+                wake.arm()
+                lock = TickLock(settings.lock_file)
                 try:
-                    _run_one_tick(
-                        app, settings, stop, received, options, quiet=quiet, stop_is_clean=True
-                    )
-                except TickFailedError:
-                    pass  # each error is on stderr already; the next tick goes on
-                except ConnectionLostError as lost:
-                    # The database is down past the tick's reconnect bound: a
-                    # daemon waits it out, tick after tick, rather than die.
-                    click.echo(f"Error: {lost}", err=True)
-                finally:
-                    lock.release()
-            stop.wait(interval)
+                    lock.acquire()
+                except LockBusyError as busy:
+                    if not quiet:
+                        click.echo(f"run: {busy}; skipping this round", err=True)
+                    wake.arm()  # what is claimable now is the holder's: wait for more
+                else:
+                    try:
+                        _run_one_tick(
+                            app, settings, stop, received, options, quiet=quiet, stop_is_clean=True
+                        )
+                    except TickFailedError:
+                        pass  # each error is on stderr already; the next tick goes on
+                    except ConnectionLostError as lost:
+                        # The database is down past the tick's reconnect bound: a
+                        # daemon waits it out, tick after tick, rather than die.
+                        click.echo(f"Error: {lost}", err=True)
+                    finally:
+                        lock.release()
+                wake.settled()
+                wake.wait(stop, interval)
+        finally:
+            wake.close()

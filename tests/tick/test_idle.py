@@ -1,0 +1,349 @@
+"""The idle fast path never skips work a full tick would do.
+
+Each state is made twice from one template (a migrated SQLite project with
+six tasks); the fast path answers one copy, a real full tick (`Project.tick`)
+runs on the other, and the two databases are compared. When the fast path
+answers (exit 0), the full tick must have changed nothing but its idle row;
+when the full tick changed nothing, the fast path must have answered (it is
+no use otherwise), except where it is conservative by design.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import Project, make_project
+
+from orchestrator.config import load_settings
+from orchestrator.storage import migrate
+from orchestrator.storage.db import make_engine
+from orchestrator.storage.schema import HEAD
+from orchestrator.tick import idle
+from orchestrator.tick.idle import try_idle_tick
+
+SLUGS = [f"t{i}" for i in range(6)]
+TASK_STATES = ["ready", "awaiting_approval", "approved", "halted", "complete", "cancelled"]
+BACKOFFS = [None, "past", "future"]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("idle") / "template"
+    url = f"sqlite:///{folder / 'orchestrator.db'}"
+    folder.mkdir()
+    engine = make_engine(url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    project = make_project(folder, url)
+    for slug in SLUGS:
+        assert project.cli("add", slug, "--title", slug).exit_code == 0
+    return folder
+
+
+def copy(template: Path, to: Path) -> Project:
+    shutil.copytree(template, to)
+    return Project(
+        dir=to, db_url=f"sqlite:///{to / 'orchestrator.db'}", config=to / "orchestrator.toml"
+    )
+
+
+def env_of(project: Project) -> dict[str, str]:
+    return {"ORCHESTRATOR_CONFIG": str(project.config), "ORCHESTRATOR_DB_URL": project.db_url}
+
+
+def remember(project: Project) -> None:
+    """What `orchestrator tick` notes before it ticks (cli.ticking)."""
+    loaded = load_settings(config=project.config, db_url=project.db_url, require_config=True)
+    idle.remember(
+        config=loaded.config_path,
+        fingerprint=loaded.fingerprint,
+        database=str(project.dir / "orchestrator.db"),
+        lock_file=loaded.lock_file,
+        state_root=loaded.state_root,
+        busy_timeout=loaded.busy_timeout,
+        hooks=bool(loaded.hooks),
+        sweep=any(p.keep_worktree_days is not None for p in loaded.pipelines.values()),
+        env_file=loaded.env_file,
+        db_given=project.db_url,
+        environ=env_of(project),
+        cwd=project.dir,
+    )
+
+
+def dump(project: Project) -> dict[str, Any]:
+    """Every row but the clock and pid of `ticks` rows (a tick's own)."""
+    conn = sqlite3.connect(project.dir / "orchestrator.db")
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        out: dict[str, Any] = {}
+        for table in tables:
+            if table == "ticks":
+                sql = "SELECT host, claimed, recovered, advanced, exit_code FROM ticks ORDER BY id"
+            else:
+                sql = f"SELECT * FROM {table} ORDER BY 1"
+            out[table] = conn.execute(sql).fetchall()
+        return out
+    finally:
+        conn.close()
+
+
+def execute(project: Project, *statements: str) -> None:
+    conn = sqlite3.connect(project.dir / "orchestrator.db", isolation_level=None)
+    try:
+        for sql in statements:
+            conn.execute(sql)
+    finally:
+        conn.close()
+
+
+def both(
+    template: Path, work: Path, *statements: str, config: str | None = None
+) -> tuple[int | None, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(fast path's answer, database before, after the fast path, after a full tick)."""
+    fast, full = copy(template, work / "fast"), copy(template, work / "full")
+    for project in (fast, full):
+        if config is not None:
+            project.config.write_text(config)
+        execute(project, *statements)
+    before = dump(fast)
+    remember(fast)
+    answer = try_idle_tick(["tick", "-q"], env_of(fast), fast.dir)
+    from orchestrator.api.project import Project as Library
+
+    try:
+        with Library.open(full.config, db=full.db_url) as library:
+            library.tick()
+    except Exception:  # a schema from the future: 78, as the CLI says
+        pass
+    return answer, before, dump(fast), dump(full)
+
+
+def task_sql(slug: str, status: str, backoff: str | None) -> list[str]:
+    stage = "research" if status in ("awaiting_approval", "approved") else "implement"
+    stage = "complete" if status == "complete" else stage
+    until = {
+        None: "NULL",
+        # Fixed, so both copies hold the same rows; text as UTCDateTime stores it.
+        "past": "'2026-01-01 00:00:00.000000'",
+        "future": "'2999-01-01 00:00:00.000000'",
+    }[backoff]
+    return [
+        f"UPDATE tasks SET status = '{status}', stage = '{stage}', backoff_until = {until} "
+        f"WHERE slug = '{slug}'"
+    ]
+
+
+def not_ready(status: str, backoff: str | None) -> bool:
+    return status != "ready" or backoff == "future"
+
+
+@settings(
+    max_examples=int(os.environ.get("IDLE_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    tasks=st.lists(
+        st.tuples(st.sampled_from(TASK_STATES), st.sampled_from(BACKOFFS)),
+        min_size=len(SLUGS),
+        max_size=len(SLUGS),
+    ),
+    ticks=st.sampled_from(["none", "idle", "worked", "failed"]),
+)
+def test_fast_path_answers_exactly_the_idle_states(
+    template: Path, tmp_path_factory: pytest.TempPathFactory, tasks: list[Any], ticks: str
+) -> None:
+    statements = [
+        sql for slug, (s, b) in zip(SLUGS, tasks, strict=True) for sql in task_sql(slug, s, b)
+    ]
+    row = (
+        "INSERT INTO ticks (host, pid, started_at, finished_at, claimed, recovered, advanced, "
+        "exit_code) VALUES ('{h}', 1, '2026-01-01 00:00:00.000000', "
+        "'2026-01-01 00:00:00.000000', {c}, 0, 0, {x})"
+    )
+    host = os.uname().nodename
+    statements += {
+        "none": [],
+        "idle": [row.format(h=host, c=0, x=0)],
+        "worked": [row.format(h=host, c=1, x=0)],
+        "failed": [row.format(h=host, c=0, x=70)],
+    }[ticks]
+    answer, before, after_fast, after_full = both(
+        template, tmp_path_factory.mktemp("state"), *statements
+    )
+    nothing_due = all(not_ready(s, b) and s != "approved" for s, b in tasks)
+    assert (answer == 0) == nothing_due, (tasks, answer)
+    if answer == 0:
+        # The full tick did nothing either; both moved (or made) the same idle row.
+        assert after_fast == after_full
+        assert after_fast["tasks"] == before["tasks"]
+    else:
+        assert after_fast == before  # declined: wrote nothing, the full tick will
+        assert after_full != before
+
+
+@pytest.mark.parametrize(
+    ("name", "statements"),
+    [
+        ("future schema", ["UPDATE alembic_version SET version_num = '9999'"]),
+        ("an unknown column", ["ALTER TABLE tasks ADD COLUMN after_ids TEXT"]),
+        ("an unknown table", ["CREATE TABLE pools (name TEXT PRIMARY KEY, paused_until TEXT)"]),
+        (
+            "an expired lease",
+            [
+                "UPDATE tasks SET status = 'running', stage = 'implement' WHERE slug = 't0'",
+                "INSERT INTO attempts (task_id, stage, run, number, hint, lease_token, "
+                "lease_expires_at, host, boot_id, tick_pid, started_at) SELECT id, 'implement', "
+                "run, 1, '', 'tok', '2026-01-01 00:00:00.000000', 'gone', 'b', 1, "
+                "'2026-01-01 00:00:00.000000' FROM tasks WHERE slug = 't0'",
+            ],
+        ),
+        (
+            "a dead tick's open row",
+            [
+                "INSERT INTO ticks (host, pid, started_at, claimed, recovered, advanced) "
+                f"VALUES ('{os.uname().nodename}', {2**22 + 7}, '2026-01-01 00:00:00', 0, 0, 0)"
+            ],
+        ),
+    ],
+)
+def test_fast_path_declines_what_it_does_not_vouch_for(
+    template: Path, tmp_path: Path, name: str, statements: list[str]
+) -> None:
+    park = [sql for slug in SLUGS for sql in task_sql(slug, "halted", None)]
+    answer, before, after_fast, _ = both(template, tmp_path, *park, *statements)
+    assert answer is None, name
+    assert after_fast == before
+
+
+def test_hooks_with_an_undelivered_event_run_the_full_tick(template: Path, tmp_path: Path) -> None:
+    config = (template / "orchestrator.toml").read_text() + (
+        '\n[[hooks]]\nname = "log"\ncommand = ["true"]\non = ["complete"]\n'
+    )
+    park = [sql for slug in SLUGS for sql in task_sql(slug, "halted", None)]
+    event = (
+        "INSERT INTO events (kind, task_id, payload, at) SELECT 'complete', id, '{}', "
+        "'2026-01-01 00:00:00.000000' FROM tasks WHERE slug = 't0'"
+    )
+    answer, _, _, _ = both(template, tmp_path / "with", *park, event, config=config)
+    assert answer is None
+    answer, _, _, _ = both(template, tmp_path / "without", *park, config=config)
+    assert answer == 0
+
+
+def test_a_config_no_full_tick_read_runs_the_full_tick(template: Path, tmp_path: Path) -> None:
+    project = copy(template, tmp_path / "p")
+    execute(project, *[sql for slug in SLUGS for sql in task_sql(slug, "halted", None)])
+    env = env_of(project)
+    assert try_idle_tick(["tick", "-q"], env, project.dir) is None  # no marker yet
+    remember(project)
+    assert try_idle_tick(["tick", "-q"], env, project.dir) == 0
+    assert try_idle_tick(["tick"], env, project.dir) == 0
+    for argv in (["tick", "--jobs", "2"], ["tick", "--dry-run"], ["list"], ["-v", "tick"]):
+        assert try_idle_tick(argv, env, project.dir) is None, argv
+    assert (
+        try_idle_tick(["tick", "-q"], {**env, "ORCHESTRATOR_TEST_FAULT": "x"}, project.dir) is None
+    )
+    project.config.write_text(project.config.read_text() + "\n# edited\n")
+    assert try_idle_tick(["tick", "-q"], env, project.dir) is None  # not read in this form
+    other = {**env, "ORCHESTRATOR_DB_URL": f"sqlite:///{tmp_path / 'other.db'}"}
+    remember(project)
+    assert try_idle_tick(["tick", "-q"], other, project.dir) is None
+
+
+def test_idle_cron_ticks_share_one_row_that_doctor_reads(template: Path, tmp_path: Path) -> None:
+    """Real processes: a full tick notes the config, the next ticks are
+    answered by the fast path (no SQLAlchemy imported), one idle row moves."""
+    project = copy(template, tmp_path / "p")
+    execute(project, *[sql for slug in SLUGS for sql in task_sql(slug, "halted", None)])
+    first = project.run("tick", "-q")
+    assert first.returncode == 0, first.stderr
+    probe = (
+        "import sys, runpy; sys.argv = ['orchestrator', 'tick', '-q']\n"
+        "try:\n    runpy.run_module('orchestrator', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    print(e.code, *(m in sys.modules for m in ('sqlalchemy', 'click', 'typing')))"
+    )
+    fast = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=project.dir,
+        env=project.process_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert fast.stdout.split() == ["0", "False", "False", "False"], fast
+    rows = project.query("SELECT count(*), max(finished_at) FROM ticks")
+    assert rows[0][0] == 1
+    again = project.run("tick", "-q")
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    later = project.query("SELECT count(*), max(finished_at) FROM ticks")
+    assert later[0][0] == 1 and later[0][1] > rows[0][1]
+    doctor = project.run("doctor")
+    assert "no recent tick" not in doctor.stdout + doctor.stderr
+
+
+def test_a_held_lock_exits_75_as_the_full_tick_does(template: Path, tmp_path: Path) -> None:
+    from orchestrator.locking import TickLock
+
+    project = copy(template, tmp_path / "p")
+    execute(project, *[sql for slug in SLUGS for sql in task_sql(slug, "halted", None)])
+    remember(project)
+    lock = TickLock(project.dir / "orchestrator.lock")
+    lock.acquire()
+    try:
+        assert try_idle_tick(["tick", "-q"], env_of(project), project.dir) == 75
+        # Without -q the full tick names the holder.
+        assert try_idle_tick(["tick"], env_of(project), project.dir) is None
+    finally:
+        lock.release()
+
+
+def test_the_module_knows_the_schema_at_head(template: Path) -> None:
+    """A migration that adds a table or column turns the fast path off:
+    read idle.py again (does a tick act on the new thing? add a DUE line),
+    then move IDLE_REVISION and KNOWN_SCHEMA on."""
+    assert idle.IDLE_REVISION == HEAD
+    conn = sqlite3.connect(template / "orchestrator.db")
+    try:
+        found: dict[str, set[str]] = {}
+        for table, column in conn.execute(idle._SCHEMA):
+            found.setdefault(table, set()).add(column)
+    finally:
+        conn.close()
+    assert found == idle.KNOWN_SCHEMA
+
+
+def test_the_module_imports_the_standard_library_only() -> None:
+    source = Path(idle.__file__).read_text()
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    assert names <= {
+        "__future__",
+        "os",
+        "sqlite3",
+        "collections",
+        "pathlib",
+        "typing",
+        "fcntl",
+        "tomllib",
+        "datetime",
+        "json",
+        "hashlib",
+        "_sha2",
+        "_sha256",
+    }
