@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from orchestrator.agents.config import AGENT_KEYS
+from orchestrator.config.sandbox import SANDBOX_KEYS, STAGE_ONLY_KEYS, SandboxConfig
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.events.hooks import HookConfig
 
@@ -57,8 +58,18 @@ _DEFAULTS_KEYS = (
     "worker_ok_exit",
     *AGENT_KEYS,
     *GUARD_KEYS,
+    *SANDBOX_KEYS,
+    *STAGE_ONLY_KEYS,
 )
-_PIPELINE_KEYS = ("setup", "stages", "repository", "base", "commit_author", "keep_worktree_days")
+_PIPELINE_KEYS = (
+    "setup",
+    "stages",
+    "repository",
+    "base",
+    "commit_author",
+    "keep_worktree_days",
+    *SANDBOX_KEYS,
+)
 _STAGE_KEYS = (
     "name",
     "gate",
@@ -74,6 +85,8 @@ _STAGE_KEYS = (
     "worker_ok_exit",
     *AGENT_KEYS,
     *GUARD_KEYS,
+    *SANDBOX_KEYS,
+    *STAGE_ONLY_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -109,6 +122,10 @@ class StageConfig:
     halt_after_no_change: int | None = None
     retry_exit_codes: frozenset[int] = frozenset()
     backoff: Backoff = field(default_factory=Backoff)
+    # Where its worker and verifier run (`config.sandbox`, `runner.sandbox`),
+    # and whether the agent resumes the previous attempt's session.
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +144,8 @@ class PipelineConfig:
     # A finished task's worktree is removed this long after it finished
     # (its branch stays); None keeps worktrees until `prune --finished`.
     keep_worktree_days: float | None = None
+    # Where `setup` runs; the stages inherit it unless they set their own.
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def stage(self, name: str) -> StageConfig | None:
         """None lets the engine halt a task as `unknown_stage` instead of crashing."""
