@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BWRAP = "bwrap"
+PRIVATE_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a file in the host's
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def homes(env: Mapping[str, str]) -> list[Path]:
     account's own, when they differ (a tick run with another HOME)."""
     found: list[Path] = []
     for candidate in (env.get("HOME", ""), _account_home()):
-        if candidate and os.path.isabs(candidate):
+        if candidate and Path(candidate).is_absolute():
             real = Path(os.path.realpath(candidate))
             if real != Path("/") and real not in found:
                 found.append(real)
@@ -86,8 +87,8 @@ def wrap(
     home = env.get("HOME", "")
     out: list[str] = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     size = str(walls.tmp_mb * 1024 * 1024)
-    out += ["--size", size, "--tmpfs", "/tmp"]
-    hidden = [Path("/tmp")]
+    out += ["--size", size, "--tmpfs", PRIVATE_TMP]
+    hidden = [Path(PRIVATE_TMP)]
     for place in [*homes(env), Path("/run/user")]:
         if any(_under(place, h) for h in hidden) or not place.is_dir():
             continue  # under /tmp already hidden; a tmpfs needs a folder to sit on
