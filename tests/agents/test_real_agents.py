@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +62,12 @@ class AgentProject:
         program_dir: Path,
         stub: StubModel,
         repository: Path | None = None,
+        home: Path | None = None,
     ) -> None:
         self.dir = root / "project"
         self.dir.mkdir()
-        self.home = root / "home"
-        self.home.mkdir()
+        self.home = root / "home" if home is None else home
+        self.home.mkdir(exist_ok=True)
         self.stub = stub
         self.env = {
             key: value
@@ -127,6 +131,17 @@ class AgentProject:
             return [dict(row) for row in rows]
         finally:
             cursor.close()
+
+
+@pytest.fixture
+def home_outside_tmp() -> Iterator[Path]:
+    """A home outside the temporary folder (/var/tmp is not Codex's temp dir)."""
+    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
+    folder = Path(tempfile.mkdtemp(prefix="orch-agent-home-", dir=base))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_pipeline(project: AgentProject) -> list[dict[str, Any]]:
@@ -231,8 +246,13 @@ def test_claude_code_is_error_envelope_is_a_worker_error(
     assert attempt["cost_usd"] == 0 and attempt["session_id"]
 
 
-def test_codex_recipe_through_real_ticks(tmp_path: Path, codex_bin: Path, stub: StubModel) -> None:
-    project = AgentProject(tmp_path, "codex", codex_bin.parent, stub)
+def test_codex_recipe_through_real_ticks(
+    tmp_path: Path, codex_bin: Path, stub: StubModel, home_outside_tmp: Path
+) -> None:
+    """Codex runs its own sandbox through bubblewrap when it is installed,
+    and refuses to make its helper binaries under the temporary folder
+    (then every write fails): its home is outside /tmp here, as a user's is."""
+    project = AgentProject(tmp_path, "codex", codex_bin.parent, stub, home=home_outside_tmp)
     codex_home = project.home / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text(
