@@ -11,6 +11,7 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             list --state S --json (10 rows), big / empty                          <= 1.3
             show, task with 1,000 attempts / task with 1                          <= 2
   bytes     database bytes per attempt                                             <= 2 KB
+  sandbox   (tick of 40 attempts in bubblewrap - no-op) / (on the host - no-op)    <= 1.5
   pg        two PostgreSQL hosts / one host, 16 tasks sleeping 1 s, --jobs 2      <= 0.6
 """
 
@@ -400,14 +401,14 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--only", nargs="*", choices=["noop", "attempt", "growth", "pg"])
+    parser.add_argument("--only", nargs="*", choices=["noop", "attempt", "growth", "pg", "sandbox"])
     parser.add_argument(
         "--pg",
         default=os.environ.get("ORCHESTRATOR_TEST_PG_URL"),
         help="a PostgreSQL server URL where CREATE DATABASE is allowed",
     )
     args = parser.parse_args()
-    chosen = set(args.only or ["noop", "attempt", "growth", "pg"])
+    chosen = set(args.only or ["noop", "attempt", "growth", "pg", "sandbox"])
     compile_package()
     results: list[tuple[str, bool | None]] = []
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
@@ -418,6 +419,10 @@ def main() -> None:
             results += bench_attempts(work, max(3, args.rounds))
         if "growth" in chosen:
             results += bench_growth(work, args.rounds)
+        if "sandbox" in chosen:
+            from bench.sandbox import bench_sandbox
+
+            results += bench_sandbox(work, max(3, args.rounds))
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

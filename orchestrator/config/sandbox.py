@@ -1,6 +1,5 @@
 """The sandbox keys of a stage, a pipeline or `[defaults]`: `sandbox`,
-`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`, and the
-agent-session key `resume`. Read like the other stage keys, kept here so
+`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`. Read like the other stage keys, kept here so
 the config readers only call in (`runner.sandbox` builds the argv)."""
 
 from __future__ import annotations
@@ -11,14 +10,12 @@ from typing import Any, Literal, NoReturn, Protocol
 SandboxMode = Literal["none", "bwrap"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("none", "bwrap")
 SANDBOX_KEYS = ("sandbox", "sandbox_ro", "sandbox_rw", "sandbox_network", "sandbox_tmp_mb")
-STAGE_ONLY_KEYS = ("resume",)
 SANDBOX_DEFAULTS: dict[str, Any] = {
     "sandbox": "none",
     "sandbox_ro": (),
     "sandbox_rw": (),
     "sandbox_network": True,
     "sandbox_tmp_mb": 1024,
-    "resume": False,
 }
 
 
@@ -69,8 +66,6 @@ def sandbox_settings(reader: _Reader, table: dict[str, Any], key: str) -> dict[s
         found["sandbox_tmp_mb"] = reader.integer(
             table["sandbox_tmp_mb"], f"{key}.sandbox_tmp_mb", 1
         )
-    if "resume" in table:
-        found["resume"] = reader.boolean(table["resume"], f"{key}.resume")
     return found
 
 
