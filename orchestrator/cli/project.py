@@ -28,8 +28,13 @@ from orchestrator.cli.output import shown_path, shown_url, table
     metavar="PATH",
     help="The git repository tasks change: each task becomes a branch of it.",
 )
+@click.option(
+    "--sandbox",
+    is_flag=True,
+    help="Run the recipe's commands inside bubblewrap, the agent's folders mapped (needs --agent).",
+)
 @pass_app
-def init(app: App, force: bool, agent: str | None, repository: Path | None) -> None:
+def init(app: App, force: bool, agent: str | None, repository: Path | None, sandbox: bool) -> None:
     """Start a project: config, prompts, judges, database.
 
     Writes orchestrator.toml (or the --config path) with the default pipeline
@@ -38,13 +43,17 @@ def init(app: App, force: bool, agent: str | None, repository: Path | None) -> N
     edit (`claude -p`, `codex exec -`, a pytest judge in judges/), prompt
     templates in prompts/, then creates the database (--db, ORCHESTRATOR_DB_URL
     or the config's). With --repository, each task is a branch task/<slug> of
-    that repository, in a worktree of its own. Refuses (exit 1) to overwrite a
-    config without --force, or a --repository that is not a git repository.
+    that repository, in a worktree of its own. With --sandbox (and --agent),
+    every command runs inside bubblewrap with the agent CLI's folders mapped.
+    Refuses (exit 1) to overwrite a config without --force, or a --repository
+    that is not a git repository.
     """
     from orchestrator.scaffold import init_project
 
     path = Path(app.config) if app.config else Path.cwd() / "orchestrator.toml"
-    result = init_project(path, force=force, db_url=app.db, agent=agent, repository=repository)
+    result = init_project(
+        path, force=force, db_url=app.db, agent=agent, repository=repository, sandbox=sandbox
+    )
     for written in result.written:
         click.echo(f"wrote {shown_path(written)}")
     for kept in result.kept:

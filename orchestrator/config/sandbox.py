@@ -1,6 +1,7 @@
 """The sandbox keys of a stage, a pipeline or `[defaults]`: `sandbox`,
-`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`. Read like the other stage keys, kept here so
-the config readers only call in (`runner.sandbox` builds the argv)."""
+`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`. Read like
+the other stage keys, kept here so the config readers only call in
+(`runner.sandbox` builds the argv)."""
 
 from __future__ import annotations
 

@@ -104,6 +104,7 @@ def init_project(
     environ: dict[str, str] | None = None,
     agent: str | None = None,
     repository: Path | None = None,
+    sandbox: bool = False,
 ) -> InitResult:
     """Write the config, prompts and judges; create or migrate the database.
 
@@ -125,6 +126,12 @@ def init_project(
     text = render_init_config(folder) if agent is None else recipes.recipe_text(agent)
     if repository is not None:
         text = with_repository(text, repository)
+    if sandbox:
+        if agent is None:
+            raise RefusedError("--sandbox needs --agent (it maps that agent's folders)")
+        from orchestrator.scaffold.sandboxing import with_sandbox
+
+        text = with_sandbox(text, agent)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)

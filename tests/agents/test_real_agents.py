@@ -63,6 +63,7 @@ class AgentProject:
         stub: StubModel,
         repository: Path | None = None,
         home: Path | None = None,
+        sandbox: bool = False,
     ) -> None:
         self.dir = root / "project"
         self.dir.mkdir()
@@ -87,7 +88,11 @@ class AgentProject:
             NO_COLOR="1",
         )
         self.run(
-            "init", "--agent", agent, *(["--repository", str(repository)] if repository else [])
+            "init",
+            "--agent",
+            agent,
+            *(["--repository", str(repository)] if repository else []),
+            *(["--sandbox"] if sandbox else []),
         )
         config = self.dir / "orchestrator.toml"
         text = config.read_text()

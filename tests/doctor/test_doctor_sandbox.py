@@ -49,9 +49,7 @@ def test_no_check_without_a_sandboxed_stage(sqlite_project: Project) -> None:
     assert sandbox_lines(sqlite_project) == (0, [])
 
 
-def test_missing_bubblewrap_says_how_to_install_it(
-    sqlite_project: Project, tmp_path: Path
-) -> None:
+def test_missing_bubblewrap_says_how_to_install_it(sqlite_project: Project, tmp_path: Path) -> None:
     sqlite_project.env["PATH"] = str(tmp_path / "empty")
     code, out = sandbox_lines(sqlite_project)
     assert code == 1
