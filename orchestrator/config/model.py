@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from orchestrator.agents.config import AGENT_KEYS
-from orchestrator.config.sandbox import SANDBOX_KEYS, SandboxConfig
+from orchestrator.config.sandbox import SANDBOX_KEYS, STAGE_ONLY_KEYS, SandboxConfig
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.events.hooks import HookConfig
 
@@ -59,6 +59,7 @@ _DEFAULTS_KEYS = (
     *AGENT_KEYS,
     *GUARD_KEYS,
     *SANDBOX_KEYS,
+    *STAGE_ONLY_KEYS,
 )
 _PIPELINE_KEYS = (
     "setup",
@@ -85,6 +86,7 @@ _STAGE_KEYS = (
     *AGENT_KEYS,
     *GUARD_KEYS,
     *SANDBOX_KEYS,
+    *STAGE_ONLY_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -122,6 +124,8 @@ class StageConfig:
     backoff: Backoff = field(default_factory=Backoff)
     # Where its worker and verifier run (`config.sandbox`, `runner.sandbox`).
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    # The worker resumes the agent session of the stage's previous attempt.
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """The sandbox keys of a stage, a pipeline or `[defaults]`: `sandbox`,
-`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`. Read like
+`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`, and the
+agent-session key `resume` (a stage's or `[defaults]`'). Read like
 the other stage keys, kept here so the config readers only call in
 (`runner.sandbox` builds the argv)."""
 
@@ -11,12 +12,14 @@ from typing import Any, Literal, NoReturn, Protocol
 SandboxMode = Literal["none", "bwrap"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("none", "bwrap")
 SANDBOX_KEYS = ("sandbox", "sandbox_ro", "sandbox_rw", "sandbox_network", "sandbox_tmp_mb")
+STAGE_ONLY_KEYS = ("resume",)
 SANDBOX_DEFAULTS: dict[str, Any] = {
     "sandbox": "none",
     "sandbox_ro": (),
     "sandbox_rw": (),
     "sandbox_network": True,
     "sandbox_tmp_mb": 1024,
+    "resume": False,
 }
 
 
@@ -67,6 +70,8 @@ def sandbox_settings(reader: _Reader, table: dict[str, Any], key: str) -> dict[s
         found["sandbox_tmp_mb"] = reader.integer(
             table["sandbox_tmp_mb"], f"{key}.sandbox_tmp_mb", 1
         )
+    if "resume" in table:
+        found["resume"] = reader.boolean(table["resume"], f"{key}.resume")
     return found
 
 

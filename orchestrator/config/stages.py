@@ -116,4 +116,5 @@ class _StageReader(_ValueReader):
             retry_exit_codes=merged["retry_exit_codes"],
             backoff=merged["backoff"],
             sandbox=sandbox_of(merged),
+            resume=merged["resume"],
         )

@@ -6,7 +6,7 @@ docs/decisions/sandbox.md."""
 
 from __future__ import annotations
 
-from orchestrator.scaffold.init import toml_string
+import json
 
 PIPELINE_LINE = "[pipelines.default]\n"
 # (sandbox_ro, sandbox_rw) per agent; a path that does not exist is skipped.
@@ -34,8 +34,8 @@ def with_sandbox(text: str, agent: str) -> str:
         "# read-only, the task's worktree writable, your home hidden except what\n"
         "# is listed here (docs/how-to/sandbox.md). Add what your agent needs.\n"
         'sandbox = "bwrap"\n'
-        f"sandbox_ro = [{', '.join(toml_string(p) for p in ro)}]\n"
-        f"sandbox_rw = [{', '.join(toml_string(p) for p in rw)}]\n"
+        f"sandbox_ro = [{', '.join(json.dumps(p) for p in ro)}]\n"
+        f"sandbox_rw = [{', '.join(json.dumps(p) for p in rw)}]\n"
         "# sandbox_network = false              # no network (an agent needs its API)\n"
     )
     text = text.replace(PIPELINE_LINE, PIPELINE_LINE + keys, 1)
