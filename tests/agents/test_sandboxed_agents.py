@@ -29,6 +29,9 @@ def _needs_bwrap() -> None:
 def sandboxed_claude(tmp_path: Path, claude_bin: Path, stub: StubModel) -> AgentProject:
     project = AgentProject(tmp_path, "claude", claude_bin.parent, stub, sandbox=True)
     (project.home / ".claude").mkdir()
+    # A file bound into the sandbox cannot be replaced by a rename there:
+    # Claude Code must still keep its state in it.
+    (project.home / ".claude.json").write_text("{}\n")
     config = project.dir / "orchestrator.toml"
     text = config.read_text()
     assert 'sandbox = "bwrap"' in text and '"~/.claude"' in text
@@ -56,3 +59,4 @@ def test_claude_code_edits_a_file_inside_the_sandbox(
     # Claude Code kept its session in the mapped ~/.claude, outside the sandbox.
     sessions = list((project.home / ".claude").rglob(f"{attempt['session_id']}.jsonl"))
     assert sessions, "the session file is in the real ~/.claude"
+    assert (project.home / ".claude.json").read_text() != "{}\n"  # written through the bind
