@@ -251,14 +251,9 @@ def test_claude_code_is_error_envelope_is_a_worker_error(
     assert attempt["cost_usd"] == 0 and attempt["session_id"]
 
 
-def test_codex_recipe_through_real_ticks(
-    tmp_path: Path, codex_bin: Path, stub: StubModel, home_outside_tmp: Path
-) -> None:
-    """Codex runs its own sandbox through bubblewrap when it is installed,
-    and refuses to make its helper binaries under the temporary folder
-    (then every write fails): its home is outside /tmp here, as a user's is."""
-    project = AgentProject(tmp_path, "codex", codex_bin.parent, stub, home=home_outside_tmp)
-    codex_home = project.home / ".codex"
+def write_codex_config(home: Path, stub: StubModel) -> None:
+    """Codex talks to the scripted server, with no retries and no telemetry."""
+    codex_home = home / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text(
         'model = "gpt-stub"\n'
@@ -273,6 +268,16 @@ def test_codex_recipe_through_real_ticks(
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
     )
+
+
+def test_codex_recipe_through_real_ticks(
+    tmp_path: Path, codex_bin: Path, stub: StubModel, home_outside_tmp: Path
+) -> None:
+    """Codex runs its own sandbox through bubblewrap when it is installed,
+    and refuses to make its helper binaries under the temporary folder
+    (then every write fails): its home is outside /tmp here, as a user's is."""
+    project = AgentProject(tmp_path, "codex", codex_bin.parent, stub, home=home_outside_tmp)
+    write_codex_config(project.home, stub)
     attempts = run_pipeline(project)
     for attempt in attempts:
         assert attempt["cost_usd"] is None  # Codex reports tokens, not money

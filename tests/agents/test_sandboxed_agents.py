@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from stub_model import Script, StubModel
-from test_real_agents import RESEARCH, AgentProject
+from test_real_agents import RESEARCH, AgentProject, write_codex_config
 
 from orchestrator.runner.sandbox import bwrap_program
 
@@ -60,3 +60,28 @@ def test_claude_code_edits_a_file_inside_the_sandbox(
     sessions = list((project.home / ".claude").rglob(f"{attempt['session_id']}.jsonl"))
     assert sessions, "the session file is in the real ~/.claude"
     assert (project.home / ".claude.json").read_text() != "{}\n"  # written through the bind
+
+
+def test_codex_edits_a_file_inside_the_sandbox_without_its_own(
+    tmp_path: Path, codex_bin: Path, stub: StubModel
+) -> None:
+    """Inside ours, Codex runs with its own sandbox off, so even a home under
+    /tmp (where its own refuses to make its helpers) works."""
+    project = AgentProject(tmp_path, "codex", codex_bin.parent, stub, sandbox=True)
+    write_codex_config(project.home, stub)
+    config = project.dir / "orchestrator.toml"
+    text = config.read_text()
+    assert '"-s", "danger-full-access"' in text and '"-s", "workspace-write"' not in text
+    mapped = [str(codex_bin.parents[2]), os.path.realpath(sys.base_prefix)]
+    text = text.replace(
+        "sandbox_ro = [", f"sandbox_ro = [{', '.join(map(json.dumps, mapped))}, ", 1
+    )
+    config.write_text(text)
+    project.run("add", "t1", "--title", "Plan it", "--body", "Write the plan.")
+    stub.script = Script(file_name="RESEARCH.md", content=RESEARCH)
+    out = project.tick()
+    assert "research attempt 1 passed" in out, out
+    assert (project.dir / "tasks" / "t1" / "RESEARCH.md").read_text() == RESEARCH
+    [attempt] = project.attempts("t1")
+    assert attempt["session_id"]
+    assert list((project.home / ".codex").rglob(f"*{attempt['session_id']}*"))  # kept outside
