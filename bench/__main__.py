@@ -11,6 +11,7 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             list --state S --json (10 rows), big / empty                          <= 1.3
             show, task with 1,000 attempts / task with 1                          <= 2
   bytes     database bytes per attempt                                             <= 2 KB
+  sandbox   (tick of 40 attempts in bubblewrap - no-op) / (on the host - no-op)    <= 1.5
   pg        two PostgreSQL hosts / one host, 16 tasks sleeping 1 s, --jobs 2      <= 0.6
   land      landing one task (lock, rebase, ref move, record; no check) /
             a hand-written `git rebase && git update-ref` of the same branch      <= 3
@@ -410,7 +411,7 @@ def compile_package() -> None:
     subprocess.run([PY, "-m", "compileall", "-q", str(package)], check=True)
 
 
-LANES = ["noop", "attempt", "growth", "pg", "land", "idle", "wake"]
+LANES = ["noop", "attempt", "growth", "pg", "land", "idle", "wake", "sandbox"]
 
 
 def main() -> None:
@@ -440,6 +441,10 @@ def main() -> None:
             results += bench_growth(work, args.rounds)
         if "land" in chosen:
             results += bench_landing(work, args.rounds)
+        if "sandbox" in chosen:
+            from bench.sandbox import bench_sandbox
+
+            results += bench_sandbox(work, max(3, args.rounds))
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

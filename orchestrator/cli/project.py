@@ -38,6 +38,11 @@ from orchestrator.cli.output import shown_path, shown_url, table
     is_flag=True,
     help="With --agent claude: register `orchestrator mcp` (mcp.json) so agents add subtasks.",
 )
+@click.option(
+    "--sandbox",
+    is_flag=True,
+    help="Run the recipe's commands inside bubblewrap, the agent's folders mapped (needs --agent).",
+)
 @pass_app
 def init(
     app: App,
@@ -46,6 +51,7 @@ def init(
     repository: Path | None,
     land: str | None,
     mcp: bool,
+    sandbox: bool,
 ) -> None:
     """Start a project: config, prompts, judges, database.
 
@@ -57,8 +63,10 @@ def init(
     or the config's). With --repository, each task is a branch task/<slug> of
     that repository, in a worktree of its own; with --land merge too, a task
     whose last stage passed is rebased, checked and landed on its base branch.
-    Refuses (exit 1) to overwrite a config without --force, a --repository that
-    is not a git repository, or --land without --repository.
+    With --sandbox (and --agent), every command runs inside bubblewrap with the
+    agent CLI's folders mapped. Refuses (exit 1) to overwrite a config without
+    --force, a --repository that is not a git repository, or --land without
+    --repository.
     """
     from orchestrator.scaffold import init_project
 
@@ -71,6 +79,7 @@ def init(
         repository=repository,
         land=land,
         mcp=mcp,
+        sandbox=sandbox,
     )
     for written in result.written:
         click.echo(f"wrote {shown_path(written)}")

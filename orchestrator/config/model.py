@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from orchestrator.agents.config import AGENT_KEYS
 from orchestrator.config.pools import PoolConfig
+from orchestrator.config.sandbox import SANDBOX_KEYS, STAGE_ONLY_KEYS, SandboxConfig
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.events.hooks import HookConfig
 
@@ -60,6 +61,8 @@ _DEFAULTS_KEYS = (
     "pool",
     *AGENT_KEYS,
     *GUARD_KEYS,
+    *SANDBOX_KEYS,
+    *STAGE_ONLY_KEYS,
 )
 _PIPELINE_KEYS = (
     "setup",
@@ -69,6 +72,7 @@ _PIPELINE_KEYS = (
     "commit_author",
     "keep_worktree_days",
     *LAND_KEYS,
+    *SANDBOX_KEYS,
 )
 _STAGE_KEYS = (
     "name",
@@ -86,6 +90,8 @@ _STAGE_KEYS = (
     "pool",
     *AGENT_KEYS,
     *GUARD_KEYS,
+    *SANDBOX_KEYS,
+    *STAGE_ONLY_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -124,6 +130,10 @@ class StageConfig:
     pending_timeout: float = 3600.0  # a run of pending verdicts, at most (seconds)
     # The `[pools.NAME]` whose caps and pauses this stage's attempts share.
     pool: str | None = None
+    # Where its worker and verifier run (`config.sandbox`, `runner.sandbox`).
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    # The worker resumes the agent session of the stage's previous attempt.
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +154,8 @@ class PipelineConfig:
     keep_worktree_days: float | None = None
     # What happens once the last stage passes (`land`, `landing.config`).
     landing: LandConfig = field(default_factory=LandConfig)
+    # Where `setup` runs; the stages inherit it unless they set their own.
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def stage(self, name: str) -> StageConfig | None:
         """None lets the engine halt a task as `unknown_stage` instead of crashing."""

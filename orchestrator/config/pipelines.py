@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from orchestrator.config.model import _PIPELINE_KEYS, COMPLETE, PipelineConfig, StageConfig
+from orchestrator.config.sandbox import sandbox_of, sandbox_settings
 from orchestrator.config.stages import _StageReader
 from orchestrator.config.values import _key
 from orchestrator.domain.slug import slug_problem
@@ -35,6 +36,8 @@ class _PipelineReader(_StageReader):
         self, name: str, value: object, key: str, defaults: dict[str, Any]
     ) -> PipelineConfig:
         table = self.table(value, key, _PIPELINE_KEYS)
+        # The pipeline's sandbox keys sit between [defaults] and its stages.
+        defaults = {**defaults, **sandbox_settings(self, table, key)}
         setup = None if "setup" not in table else self.argv(table["setup"], _key(key, "setup"))
         stages_key = _key(key, "stages")
         raw_stages = table.get("stages")
@@ -61,7 +64,12 @@ class _PipelineReader(_StageReader):
         branch = self.branch_keys(table, key)
         landing = read_land_keys(self, table, key, tuple((s.name, s.gate) for s in stages))
         return PipelineConfig(
-            name=name, stages=tuple(stages), setup=setup, landing=landing, **branch
+            name=name,
+            stages=tuple(stages),
+            setup=setup,
+            landing=landing,
+            sandbox=sandbox_of(defaults),
+            **branch,
         )
 
     def branch_keys(self, table: dict[str, Any], key: str) -> dict[str, Any]:

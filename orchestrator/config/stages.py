@@ -11,6 +11,7 @@ from typing import Any
 from orchestrator.agents.config import AGENT_DEFAULTS, agent_settings
 from orchestrator.config.model import _DEFAULTS_KEYS, _STAGE_KEYS, COMPLETE, StageConfig
 from orchestrator.config.pools import read_pool_ref
+from orchestrator.config.sandbox import SANDBOX_DEFAULTS, sandbox_of, sandbox_settings
 from orchestrator.config.values import _key, _ValueReader
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
@@ -37,6 +38,7 @@ class _StageReader(_ValueReader):
             "pool": None,
             **AGENT_DEFAULTS,
             **guard_defaults(),
+            **SANDBOX_DEFAULTS,
         }
         self.stage_scalars(table, "defaults", result)
         return result
@@ -69,6 +71,7 @@ class _StageReader(_ValueReader):
             into["pool"] = read_pool_ref(self, table["pool"], _key(key, "pool"), self.pool_names)
         into.update(agent_settings(self, table, key))
         read_guards(self, table, key, into)
+        into.update(sandbox_settings(self, table, key))
 
     def stage(self, value: object, key: str, defaults: dict[str, Any]) -> StageConfig:
         table = self.table(value, key, _STAGE_KEYS)
@@ -120,4 +123,6 @@ class _StageReader(_ValueReader):
             backoff=merged["backoff"],
             pending_timeout=merged["pending_timeout"],
             pool=merged["pool"],
+            sandbox=sandbox_of(merged),
+            resume=merged["resume"],
         )

@@ -11,6 +11,7 @@ from orchestrator.doctor.commands import _command_checks, _judge_checks, _prompt
 from orchestrator.doctor.database import _database_checks
 from orchestrator.doctor.folders import _folder_checks, _lock_checks
 from orchestrator.doctor.report import Check, DoctorReport, Level
+from orchestrator.doctor.sandbox import sandbox_checks
 from orchestrator.doctor.secrets import secret_checks
 from orchestrator.errors import OrchestratorError
 
@@ -29,6 +30,7 @@ def run_doctor(config: str | None, db_url: str | None) -> DoctorReport:
     checks += _prompt_checks(settings)
     checks += _judge_checks(settings)
     checks += secret_checks(settings)
+    checks += sandbox_checks(settings)
     from orchestrator.doctor.agents import agent_checks
 
     checks += agent_checks(settings)

@@ -120,6 +120,7 @@ def init_project(
     repository: Path | None = None,
     land: str | None = None,
     mcp: bool = False,
+    sandbox: bool = False,
 ) -> InitResult:
     """Write the config, prompts and judges; create or migrate the database.
 
@@ -151,6 +152,12 @@ def init_project(
         text = with_mcp(text, agent)
         target = folder / MCP_FILE
         (written if _write_new(target, mcp_config(config_path)) else kept).append(target)
+    if sandbox:
+        if agent is None:
+            raise RefusedError("--sandbox needs --agent (it maps that agent's folders)")
+        from orchestrator.scaffold.sandboxing import with_sandbox
+
+        text = with_sandbox(text, agent)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)

@@ -12,6 +12,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from orchestrator import runner, safefs
+from orchestrator.agents import resume as agent_resume
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.decide import IGNORED, NOT_COUNTED, Outcome, verdict_outcome
@@ -170,8 +171,21 @@ class AttemptRunner:
 
         def run(name: str, argv: tuple[str, ...]) -> runner.ProcessResult:
             named_env = agent_runtime.command_env(env, state_dir, name)  # its usage file
-            return self.commands.run(
-                name, argv, context, workspace, named_env, state_dir, guard, stdin
+
+            def one(command: tuple[str, ...]) -> runner.ProcessResult:
+                return self.commands.run(
+                    name, command, context, workspace, named_env, state_dir, guard, stdin
+                )
+
+            if name != "worker":
+                return one(argv)
+            # `resume = true`: the previous attempt's session, or a fresh one.
+            return agent_resume.run_worker(
+                stage,
+                context.prev_session,
+                argv,
+                one,
+                lambda said: agent_resume.note_resume(state_dir, said),
             )
 
         ran = self._worker_and_verifier(claim, run, guard, state_dir)

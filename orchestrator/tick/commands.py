@@ -11,6 +11,7 @@ from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.errors import host_error
+from orchestrator.runner import sandbox
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
@@ -55,9 +56,15 @@ class CommandRunner:
     ) -> runner.ProcessResult:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
+        command: list[str] | tuple[str, ...] = runner.render_argv(argv, context.placeholders())
+        walls = self._walls(name, guard, cwd, state_dir)
+        if walls is not None:
+            command = sandbox.wrap(
+                command, walls, cwd=cwd, env=env, base_dir=self.settings.base_dir
+            )
         with host_folder("state_root", self.settings.state_root):
             result = runner.run_command(
-                runner.render_argv(argv, context.placeholders()),
+                command,
                 cwd=cwd,
                 env=env,
                 timeout=guard.claim.stage.timeout_seconds,
@@ -87,6 +94,27 @@ class CommandRunner:
                 self.tick.host_fault(error)
             self.notes.note_capture(state_dir, f"{name} output not fully captured: {error}")
         return result
+
+    def _walls(
+        self, name: str, guard: FenceGuard, cwd: Path, state_dir: Path
+    ) -> sandbox.Walls | None:
+        """The sandbox `name` runs in (setup: its pipeline's; worker and
+        verifier: their stage's), or None to run it on the host."""
+        claim = guard.claim
+        config = claim.pipeline.sandbox if name == "setup" else claim.stage.sandbox
+        if not config.enabled:
+            return None
+        readable = [self.settings.base_dir]  # the judges and prompts the config names
+        if claim.pipeline.repository is not None:
+            readable.append(claim.pipeline.repository)  # the worktree's git folder
+        return sandbox.Walls(
+            writable=(cwd, state_dir),
+            readable=tuple(readable),
+            ro=config.ro,
+            rw=config.rw,
+            network=config.network,
+            tmp_mb=config.tmp_mb,
+        )
 
     def environment(
         self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +63,13 @@ class AgentProject:
         stub: StubModel,
         repository: Path | None = None,
         init_args: tuple[str, ...] = (),
+        home: Path | None = None,
+        sandbox: bool = False,
     ) -> None:
         self.dir = root / "project"
         self.dir.mkdir()
-        self.home = root / "home"
-        self.home.mkdir()
+        self.home = root / "home" if home is None else home
+        self.home.mkdir(exist_ok=True)
         self.stub = stub
         self.env = {
             key: value
@@ -89,6 +94,7 @@ class AgentProject:
             agent,
             *(["--repository", str(repository)] if repository else []),
             *init_args,
+            *(["--sandbox"] if sandbox else []),
         )
         config = self.dir / "orchestrator.toml"
         text = config.read_text()
@@ -132,6 +138,17 @@ class AgentProject:
             return [dict(row) for row in rows]
         finally:
             cursor.close()
+
+
+@pytest.fixture
+def home_outside_tmp() -> Iterator[Path]:
+    """A home outside the temporary folder (/var/tmp is not Codex's temp dir)."""
+    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
+    folder = Path(tempfile.mkdtemp(prefix="orch-agent-home-", dir=base))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_pipeline(project: AgentProject) -> list[dict[str, Any]]:
@@ -289,9 +306,9 @@ def test_claude_code_is_error_envelope_is_a_worker_error(
     assert attempt["cost_usd"] == 0 and attempt["session_id"]
 
 
-def test_codex_recipe_through_real_ticks(tmp_path: Path, codex_bin: Path, stub: StubModel) -> None:
-    project = AgentProject(tmp_path, "codex", codex_bin.parent, stub)
-    codex_home = project.home / ".codex"
+def write_codex_config(home: Path, stub: StubModel) -> None:
+    """Codex talks to the scripted server, with no retries and no telemetry."""
+    codex_home = home / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text(
         'model = "gpt-stub"\n'
@@ -306,6 +323,16 @@ def test_codex_recipe_through_real_ticks(tmp_path: Path, codex_bin: Path, stub: 
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
     )
+
+
+def test_codex_recipe_through_real_ticks(
+    tmp_path: Path, codex_bin: Path, stub: StubModel, home_outside_tmp: Path
+) -> None:
+    """Codex runs its own sandbox through bubblewrap when it is installed,
+    and refuses to make its helper binaries under the temporary folder
+    (then every write fails): its home is outside /tmp here, as a user's is."""
+    project = AgentProject(tmp_path, "codex", codex_bin.parent, stub, home=home_outside_tmp)
+    write_codex_config(project.home, stub)
     attempts = run_pipeline(project)
     for attempt in attempts:
         assert attempt["cost_usd"] is None  # Codex reports tokens, not money

@@ -1,0 +1,128 @@
+"""The bubblewrap argv a sandboxed command runs under.
+
+The system is bound read-only (`--ro-bind / /`), then overlaid: a private
+size-limited `/tmp`, the user's home (and `/run/user`, where agent and
+session sockets live) hidden under empty tmpfs, then the paths the command
+needs bound back, parents before children, the writable ones last: the
+project's folder read-only (its judges and prompts), the stage's
+`sandbox_ro`, its `sandbox_rw`, and the worktree and the attempt's state
+folder writable. A new pid namespace (`--unshare-all`) hides the tick and
+every other process; `--die-with-parent` takes the namespace down when the
+tick dies, and the namespace's first process dying kills every process in
+it, so a double-forked child cannot outlive its attempt.
+
+No `--new-session`: the runner already starts bubblewrap in a session of
+its own with no controlling terminal (so there is no terminal to inject
+into), and the command must stay in bubblewrap's process group for the
+runner's group stop (SIGTERM, then SIGKILL) to reach it.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+BWRAP = "bwrap"
+PRIVATE_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a file in the host's
+
+
+@dataclass(frozen=True)
+class Walls:
+    """What one sandboxed command may see: plain paths, already expanded."""
+
+    writable: tuple[Path, ...]
+    readable: tuple[Path, ...] = ()
+    ro: tuple[str, ...] = ()  # the stage's sandbox_ro, as written
+    rw: tuple[str, ...] = ()  # the stage's sandbox_rw, as written
+    network: bool = True
+    tmp_mb: int = 1024
+
+
+def bwrap_program() -> str | None:
+    """The bubblewrap binary on PATH, or None when it is not installed."""
+    return shutil.which(BWRAP)
+
+
+def expand(path: str, home: str, base_dir: Path) -> Path:
+    """`~` is the command's home, a relative path the config's folder."""
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    found = Path(path)
+    return found if found.is_absolute() else base_dir / found
+
+
+def homes(env: Mapping[str, str]) -> list[Path]:
+    """The homes to hide: the one the command is told ($HOME) and the
+    account's own, when they differ (a tick run with another HOME)."""
+    found: list[Path] = []
+    for candidate in (env.get("HOME", ""), _account_home()):
+        if candidate and Path(candidate).is_absolute():
+            real = Path(os.path.realpath(candidate))
+            if real != Path("/") and real not in found:
+                found.append(real)
+    return found
+
+
+def _account_home() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""
+
+
+def wrap(
+    argv: Sequence[str],
+    walls: Walls,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    base_dir: Path,
+    program: str = BWRAP,
+) -> tuple[str, ...]:
+    """`argv` run by bubblewrap inside `walls`, in `cwd` (seen at its own path)."""
+    home = env.get("HOME", "")
+    out: list[str] = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    size = str(walls.tmp_mb * 1024 * 1024)
+    out += ["--size", size, "--tmpfs", PRIVATE_TMP]
+    hidden = [Path(PRIVATE_TMP)]
+    for place in [*homes(env), Path("/run/user")]:
+        if any(_under(place, h) for h in hidden) or not place.is_dir():
+            continue  # under /tmp already hidden; a tmpfs needs a folder to sit on
+        out += ["--size", size, "--tmpfs", str(place)]
+        hidden.append(place)
+    binds: list[tuple[str, Path]] = []
+    binds += [("--ro-bind-try", path) for path in walls.readable]
+    binds += [("--ro-bind-try", expand(path, home, base_dir)) for path in walls.ro]
+    binds += [("--bind-try", expand(path, home, base_dir)) for path in walls.rw]
+    binds += [("--bind", path) for path in walls.writable]
+    for flag, path in _ordered(binds):
+        out += [flag, str(path), str(path)]
+    out += ["--chdir", os.path.realpath(cwd)]
+    out += ["--unshare-all", "--die-with-parent"]
+    if walls.network:
+        out.append("--share-net")
+    out += ["--", *argv]
+    return tuple(out)
+
+
+def _ordered(binds: Iterable[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """Parents before children (a later bind covers an earlier one), each
+    path once, the writable kind winning a tie; paths real, as bubblewrap
+    follows links in the sandbox's view."""
+    rank = {"--ro-bind-try": 0, "--bind-try": 1, "--bind": 2}
+    chosen: dict[Path, str] = {}
+    for flag, path in binds:
+        real = Path(os.path.realpath(path))
+        if real == Path("/"):
+            continue
+        if real not in chosen or rank[flag] > rank[chosen[real]]:
+            chosen[real] = flag
+    return sorted(((f, p) for p, f in chosen.items()), key=lambda fp: len(fp[1].parts))
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents

@@ -1,0 +1,210 @@
+"""Hostile workers inside real bubblewrap (`sandbox = "bwrap"`), run by real
+`orchestrator tick` processes: each tries to escape, is contained, and the
+attempt records what happened; the tick survives and no process is left.
+
+The "home" of these ticks lives under /var/tmp, not /tmp, so what hides it
+is the sandbox's tmpfs over the home and not merely the private /tmp.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e_support import PASS, attempts, kill_quietly, reap, stage, wait_for
+from support import Project
+
+from orchestrator.runner import pid_alive
+from orchestrator.runner.sandbox import bwrap_program
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
+
+# The tests' Python may live in the account's home (pyenv), which the
+# sandbox hides: the verifier (the fake agent) needs it mapped.
+PYTHON = os.path.realpath(sys.base_prefix)
+VERDICT = 'echo \'{"pass": true, "score": 1.0}\''
+
+
+@pytest.fixture
+def backend() -> str:
+    """The sandbox is the same whatever the database: SQLite only."""
+    return "sqlite"
+
+
+@pytest.fixture(autouse=True)
+def _needs_bwrap() -> None:
+    if bwrap_program() is None and not os.environ.get("CI"):
+        pytest.skip("bubblewrap (bwrap) is not installed")
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else None
+    folder = Path(tempfile.mkdtemp(prefix="orch-home-", dir=base))
+    try:
+        (folder / "secret.txt").write_text("the-real-home-secret\n")
+        (folder / ".agent").mkdir()
+        (folder / ".agent" / "config").write_text("agent-config-ok\n")
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def sh(script: str) -> list[str]:
+    return ["sh", "-c", script]
+
+
+def sandboxed(project: Project, home: Path, name: str, script: str, **keys: object) -> None:
+    project.env["HOME"] = str(home)
+    ro = [PYTHON, *keys.pop("sandbox_ro", [])]  # type: ignore[misc]
+    project.write_config(
+        stage(name, worker=sh(script), verifier=PASS, sandbox="bwrap", sandbox_ro=ro, **keys),
+        env_deny=[],
+    )
+
+
+def marked(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker` (whatever their environment)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def tick(project: Project) -> str:
+    done = project.run("tick", "--max-tasks", "1", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_worker_cannot_write_outside_its_worktree(
+    project: Project, home: Path, tmp_path: Path
+) -> None:
+    outside = project.dir / "outside.txt"
+    outside.write_text("before\n")
+    # The last write decides the exit status: /etc is read-only.
+    script = (
+        f"echo inside > ok.txt; echo pwned > {outside}; echo pwned > {tmp_path}/new.txt; "
+        "echo pwned > /etc/orch-pwned"
+    )
+    sandboxed(project, home, "write", script)
+    config_before = project.config.read_text()
+    project.run("add", "t1", "--title", "hostile")
+    tick(project)
+    [attempt] = attempts(project, "t1")
+    assert attempt["outcome"] == "worker_error"
+    assert "Read-only file system" in attempt["error"]
+    assert outside.read_text() == "before\n"
+    assert project.config.read_text() == config_before
+    assert not Path("/etc/orch-pwned").exists()
+    assert not (tmp_path / "new.txt").exists()
+    assert (project.dir / "tasks" / "t1" / "ok.txt").read_text() == "inside\n"  # its worktree is
+    err = (project.dir / "state" / "t1" / "write-001" / "worker.err").read_text()
+    assert "Read-only file system" in err
+
+
+def test_a_worker_cannot_read_the_real_home_but_reads_what_is_mapped(
+    project: Project, home: Path
+) -> None:
+    script = f'cat ~/.agent/config && cat "$HOME/secret.txt" {home}/secret.txt'
+    sandboxed(project, home, "peek", script, sandbox_ro=["~/.agent"])
+    project.run("add", "t1", "--title", "hostile")
+    tick(project)
+    [attempt] = attempts(project, "t1")
+    assert attempt["outcome"] == "worker_error"
+    assert "No such file" in attempt["error"]
+    folder = project.dir / "state" / "t1" / "peek-001"
+    assert (folder / "worker.out").read_text() == "agent-config-ok\n"  # sandbox_ro is there
+    assert "the-real-home-secret" not in (folder / "worker.err").read_text()
+
+
+def test_a_worker_cannot_signal_the_tick(project: Project, home: Path) -> None:
+    pid_file = project.dir / "tick.pid"
+    script = (
+        f"while [ ! -s {pid_file} ]; do sleep 0.01; done; "
+        f"kill -9 $PPID; kill -9 $(cat {pid_file}); "
+        "for p in $(ps -eo pid=); do [ $p -ne $$ ] && kill -9 $p; done; "
+        f"kill -9 -1; echo signalled; {VERDICT}"
+    )
+    sandboxed(project, home, "signal", script)
+    project.run("add", "t1", "--title", "hostile")
+    proc = project.popen("tick", "--max-tasks", "1")
+    try:
+        pid_file.write_text(str(proc.pid))
+        done = reap(proc, timeout=120)
+    finally:
+        kill_quietly([proc.pid] if proc.poll() is None else [])
+    assert done.rc == 0, done.stdout + done.stderr
+    assert "signal attempt 1 passed" in done.stdout
+    [attempt] = attempts(project, "t1")
+    assert attempt["outcome"] == "passed"
+    assert "signalled" in (project.dir / "state" / "t1" / "signal-001" / "worker.out").read_text()
+
+
+def test_a_child_left_behind_dies_with_its_attempt(project: Project, home: Path) -> None:
+    marker = f"31{os.getpid()}7"
+    # Double fork, a new session, and a cleared environment (no process tag).
+    script = (
+        f"setsid env -i sh -c 'exec sleep {marker}' > /dev/null 2>&1 < /dev/null & "
+        f"( sh -c 'env -i sleep {marker}1 &' & ) ; "
+        f"while [ $(ps -eo args= | grep -c 'sleep {marker}') -lt 3 ]; do sleep 0.01; done; "
+        f"{VERDICT}"
+    )
+    sandboxed(project, home, "leave", script)
+    project.run("add", "t1", "--title", "hostile")
+    assert "leave attempt 1 passed" in tick(project)
+    wait_for(lambda: not marked(f"sleep {marker}"), timeout=10, what="the children to be gone")
+
+
+def test_filling_tmp_hits_the_sandbox_limit_not_the_host(project: Project, home: Path) -> None:
+    host_before = shutil.disk_usage("/tmp").free
+    script = (
+        "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>dd.err; "
+        "grep -o 'No space left on device' dd.err; ls -s /tmp/fill; " + VERDICT
+    )
+    sandboxed(project, home, "fill", script, sandbox_tmp_mb=8)
+    project.run("add", "t1", "--title", "hostile")
+    assert "fill attempt 1 passed" in tick(project)
+    out = (project.dir / "state" / "t1" / "fill-001" / "worker.out").read_text()
+    assert "No space left on device" in out
+    size_kib = int(out.split("\n")[1].split()[0])
+    assert size_kib <= 8 * 1024
+    assert not Path("/tmp/fill").exists()
+    assert shutil.disk_usage("/tmp").free > host_before - 32 * 1024 * 1024
+
+
+def test_a_killed_tick_leaves_no_sandboxed_process(project: Project, home: Path) -> None:
+    marker = f"32{os.getpid()}9"
+    script = (
+        f"setsid env -i sh -c 'exec sleep {marker}' > /dev/null 2>&1 < /dev/null & "
+        f"exec sleep {marker}1"
+    )
+    sandboxed(project, home, "long", script, max_attempts=2)
+    project.run("add", "t1", "--title", "hostile")
+    proc = project.popen("tick", "--max-tasks", "1")
+    try:
+        wait_for(lambda: len(marked(f"sleep {marker}")) >= 2, what="the sandboxed worker")
+        proc.send_signal(signal.SIGKILL)
+        reap(proc, timeout=30)
+    finally:
+        kill_quietly([proc.pid] if proc.poll() is None else [])
+    wait_for(lambda: not marked(f"sleep {marker}"), timeout=10, what="the sandbox to die")
+    # The next tick's recovery finds the attempt's lease dead and records it.
+    sandboxed(project, home, "long", "true")
+    project.run("tick", "--max-tasks", "1", timeout=120)
+    first = attempts(project, "t1")[0]
+    assert first["outcome"] is not None and first["outcome"] != "passed"
+    assert not marked(f"sleep {marker}")
