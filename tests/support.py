@@ -163,6 +163,7 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
       always; no attempt is left open at all unless `allow_running` (a
       halted task's attempt stays open until its tick notices);
     - an attempt's `start_commit` is NULL, `pending`, `none` or a sha;
+    - only a finished attempt is marked restored (`restored_at`);
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -210,6 +211,11 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
             for attempt_id, start in starts:
                 if start is not None and not _start_commit_ok(start):
                     problems.append(f"attempt {attempt_id}: start_commit {start!r}")
+            restored_open = conn.execute(
+                text("SELECT id FROM attempts WHERE restored_at IS NOT NULL AND finished_at IS NULL")
+            ).all()
+            for (attempt_id,) in restored_open:
+                problems.append(f"attempt {attempt_id}: restored while still open")
             if conn.dialect.name == "sqlite":
                 check = conn.exec_driver_sql("PRAGMA integrity_check").scalar_one()
                 if check != "ok":

@@ -47,6 +47,8 @@ COMMANDS: dict[str, str] = {
     "metrics": "orchestrator.cli.ops:metrics_command",
     "prune": "orchestrator.cli.ops:prune_command",
     "explain": "orchestrator.cli.explain:explain",
+    "restore": "orchestrator.cli.restore:restore",
+    "calibrate": "orchestrator.cli.restore:calibrate",
 }
 
 

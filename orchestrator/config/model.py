@@ -20,6 +20,7 @@ from orchestrator.events.hooks import HookConfig
 if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
 
+from orchestrator.config.selection import SELECTION_KEYS, OnHalt
 from orchestrator.guards.config import GUARD_KEYS, Backoff
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
@@ -57,6 +58,7 @@ _DEFAULTS_KEYS = (
     "worker_ok_exit",
     *AGENT_KEYS,
     *GUARD_KEYS,
+    *SELECTION_KEYS,
 )
 _PIPELINE_KEYS = ("setup", "stages", "repository", "base", "commit_author", "keep_worktree_days")
 _STAGE_KEYS = (
@@ -74,6 +76,7 @@ _STAGE_KEYS = (
     "worker_ok_exit",
     *AGENT_KEYS,
     *GUARD_KEYS,
+    *SELECTION_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -109,6 +112,9 @@ class StageConfig:
     halt_after_no_change: int | None = None
     retry_exit_codes: frozenset[int] = frozenset()
     backoff: Backoff = field(default_factory=Backoff)
+    # Best-attempt restore and verifier noise (`config.selection`).
+    on_halt: OnHalt = "last"
+    verifier_samples: int = 1
 
 
 @dataclass(frozen=True, slots=True)

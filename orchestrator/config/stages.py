@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.agents.config import AGENT_DEFAULTS, agent_settings
 from orchestrator.config.model import _DEFAULTS_KEYS, _STAGE_KEYS, COMPLETE, StageConfig
+from orchestrator.config.selection import read_selection, selection_defaults
 from orchestrator.config.values import _key, _ValueReader
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
@@ -33,6 +34,7 @@ class _StageReader(_ValueReader):
             "worker_ok_exit": frozenset({0}),
             **AGENT_DEFAULTS,
             **guard_defaults(),
+            **selection_defaults(),
         }
         self.stage_scalars(table, "defaults", result)
         return result
@@ -63,6 +65,7 @@ class _StageReader(_ValueReader):
             )
         into.update(agent_settings(self, table, key))
         read_guards(self, table, key, into)
+        read_selection(self, table, key, into)
 
     def stage(self, value: object, key: str, defaults: dict[str, Any]) -> StageConfig:
         table = self.table(value, key, _STAGE_KEYS)
@@ -112,4 +115,6 @@ class _StageReader(_ValueReader):
             halt_after_no_change=merged["halt_after_no_change"],
             retry_exit_codes=merged["retry_exit_codes"],
             backoff=merged["backoff"],
+            on_halt=merged["on_halt"],
+            verifier_samples=merged["verifier_samples"],
         )

@@ -188,6 +188,9 @@ attempts = Table(
     Column("start_commit", String(64)),
     # The commit a passed attempt's work became on the task's branch.
     Column("commit_sha", String(64)),
+    # When this attempt's kept work (its `refs/orchestrator/` snapshot) was
+    # put back on the task's branch (0014): `restore`, or `on_halt = "best"`.
+    Column("restored_at", UTCDateTime),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),

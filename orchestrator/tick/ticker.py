@@ -30,6 +30,7 @@ from orchestrator.guards import watch as guards
 from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.attempt import AttemptRunner
+from orchestrator.tick.best_restore import BestRestorer
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.claims import Claimer
@@ -95,6 +96,7 @@ class Ticker:
         self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
         self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
+        self.best = BestRestorer(settings, tx, self.state)  # on_halt = "best"
 
     @property
     def report(self) -> TickReport:
@@ -112,6 +114,7 @@ class Ticker:
             self.recovery.recover()
             self.claimer.advance_approved()
             self.scheduler.claim_and_run(options)
+            self.best.restore_halted()
             fault = self.report.host_fault
             status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:
