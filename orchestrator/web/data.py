@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, and_, func, select
 from orchestrator.domain.pipeline import Status, state_string
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.repo import restores
 from orchestrator.views.reports import transitions_query
 from orchestrator.views.suggest import unknown_task
 from orchestrator.views.ticks import last_tick_text
@@ -183,6 +184,10 @@ class TaskPage:
     task: repo.TaskSnapshot
     stages: list[StageCurve]
     transitions: list[dict[str, Any]]
+    # The best-scoring attempt of each stage's run, and the restored one.
+    marks: restores.Marks = field(
+        default_factory=lambda: restores.Marks(frozenset(), frozenset(), {})
+    )
 
 
 def task_row(engine: Engine, slug: str) -> repo.TaskSnapshot:
@@ -201,6 +206,7 @@ def task_page(engine: Engine, slug: str) -> TaskPage:
             raise unknown_task(conn, slug)
         attempts = repo.attempts_of(conn, task.id)
         transitions = repo.transitions_of(conn, task.id)
+        marks = restores.task_marks(conn, task.id)
     by_stage: dict[str, list[repo.AttemptSnapshot]] = {}
     for attempt in attempts:
         by_stage.setdefault(attempt.stage, []).append(attempt)
@@ -209,7 +215,7 @@ def task_page(engine: Engine, slug: str) -> TaskPage:
     for name, rows in by_stage.items():
         halted_at, reason = halts.get(name, (None, None))
         stages.append(StageCurve(name, rows, halted_at, reason))
-    return TaskPage(task, stages, transitions)
+    return TaskPage(task, stages, transitions, marks)
 
 
 def _halts(

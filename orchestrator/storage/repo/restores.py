@@ -87,3 +87,43 @@ def best_of(kept: list[KeptAttempt], run: int) -> KeptAttempt | None:
     if not scored:
         return None
     return max(scored, key=lambda a: (a.score, -a.number))
+
+
+@dataclass(frozen=True)
+class Marks:
+    """Which attempts `show`, the task page and the score curve mark."""
+
+    best: frozenset[int]  # attempt ids: the best-scoring of each stage's run
+    restored: frozenset[int]  # the newest restored of each stage
+    restored_at: dict[int, datetime]
+
+
+def task_marks(conn: Connection, task_id: int) -> Marks:
+    rows = conn.execute(
+        select(
+            attempts.c.id,
+            attempts.c.stage,
+            attempts.c.run,
+            attempts.c.number,
+            attempts.c.score,
+            attempts.c.finished_at,
+            attempts.c.restored_at,
+        ).where(attempts.c.task_id == task_id)
+    ).all()
+    best: dict[tuple[str, int], tuple[float, int, int]] = {}
+    newest: dict[str, tuple[datetime, int]] = {}
+    restored_at: dict[int, datetime] = {}
+    for attempt_id, stage, run, number, score, finished_at, restored in rows:
+        if score is not None and finished_at is not None:
+            held = best.get((stage, run))
+            if held is None or (score, -number) > (held[0], -held[1]):
+                best[(stage, run)] = (score, number, attempt_id)
+        if restored is not None:
+            restored_at[attempt_id] = restored
+            if stage not in newest or restored > newest[stage][0]:
+                newest[stage] = (restored, attempt_id)
+    return Marks(
+        frozenset(v[2] for v in best.values()),
+        frozenset(v[1] for v in newest.values()),
+        restored_at,
+    )
