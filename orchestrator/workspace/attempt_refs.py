@@ -134,7 +134,8 @@ def read_snapshot(tree: Worktree, ref: str, key: str) -> str | None:
 
 def restore(tree: Worktree, slug: str, sha: str, message: str, identity: Identity) -> str | None:
     """Put snapshot `sha`'s tree on the branch as a new commit and check it
-    out; None when the worktree holds that tree already (nothing to do)."""
+    out; None when the branch's tip holds that tree already (then only the
+    worktree's files are put back, if they differ)."""
     on = tree.git(["rev-parse", "--symbolic-full-name", "HEAD"]).strip()
     if on != f"refs/heads/{tree.branch}":
         raise GitError(f"{tree.workspace} is not on {tree.branch}; check it out there first")
@@ -153,8 +154,10 @@ def restore(tree: Worktree, slug: str, sha: str, message: str, identity: Identit
         # the snapshot lacks and writes what it holds.
         git("read-tree", "--reset", "-u", wanted)
         fault_point("after_restore_checkout")
-        new = _commit(git, wanted, head, message)
-        git("update-ref", f"refs/heads/{tree.branch}", new, head)
-    # The worktree's own index now matches its new HEAD.
+        new = None
+        if head_tree != wanted:  # else the branch holds it: only the files come back
+            new = _commit(git, wanted, head, message)
+            git("update-ref", f"refs/heads/{tree.branch}", new, head)
+    # The worktree's own index now matches its HEAD.
     tree.git(["read-tree", "--reset", "HEAD"])
     return new

@@ -46,6 +46,8 @@ ATTEMPT_LOST = {
     "before_record",
     "inside_record_tx",
     "after_stage_commit",  # committed, not recorded: rerun, no second copy
+    "before_snapshot_ref",  # the attempt's work kept as a loose commit, no ref yet
+    "after_snapshot_ref",  # its ref made, the attempt not recorded: closed crashed
 }
 # Points where the attempt is open but none of its commands was seen
 # running (the worker not spawned, or spawned but not yet noted): recovery
@@ -63,7 +65,13 @@ ATTEMPT_KEPT = {
     "inside_close_tick_tx",
     "after_halt_unknown",
     "after_approval_commit",  # the reviewer's edit committed, the advance not yet
+    "after_restore_checkout",  # `restore`: files back, no mark yet
+    "after_restore_commit",
 }
+# `restore` of the gate's attempt over a reviewer's edit: killed between its
+# steps, run again, it finishes once.
+RESTORE_POINTS = {"after_restore_checkout", "after_restore_commit"}
+RESTORE = ("restore", "t1", "--attempt", "1", "--stage", "research")
 
 
 # Workers that live past the tick's 10 ms threshold for noting a child's
@@ -74,7 +82,9 @@ STAGES = GATED.replace('worker = ["true"]', 'worker = ["sleep", "0.1"]')
 def scenario(point: str) -> str:
     if point == "after_approval_commit":
         return "branch_advance"
-    if POINTS[point] == "branches.py":
+    if point in RESTORE_POINTS:
+        return "restore"
+    if POINTS[point] in ("branches.py", "snapshots.py", "attempt_refs.py"):
         return "branch"
     if POINTS[point] == "actions.py":
         return "approve"
@@ -105,9 +115,12 @@ def make_repository(project: Project) -> None:
 
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
-    if kind in ("branch", "branch_advance"):
+    if kind in ("branch", "branch_advance", "restore"):
         make_repository(project)
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
+    if kind == "restore":
+        tick(project)
+        (project.dir / "tasks" / "t1" / "reviewer.txt").write_text("an edit at the gate\n")
     if kind == "branch_advance":
         # A reviewer edits the worktree at the gate, then approves.
         tick(project)
@@ -151,7 +164,7 @@ def test_crash_point_recovers_without_double_transitions(
 ) -> None:
     kind = scenario(point)
     stages = STAGES
-    if kind in ("branch", "branch_advance"):
+    if kind in ("branch", "branch_advance", "restore"):
         stages = '[pipelines.default]\nrepository = "repo"\n\n' + STAGES.replace(
             'worker = ["sleep", "0.1"]', 'worker = ["sh", "-c", "sleep 0.1; date > work.txt"]'
         )
@@ -159,6 +172,7 @@ def test_crash_point_recovers_without_double_transitions(
     prepare(project, kind)
 
     command = ("approve", "t1") if kind == "approve" else ("tick",)
+    command = RESTORE if kind == "restore" else command
     died = run(project, *command, env=crash_env(point))
     assert died.returncode == CRASH_RC, (
         f"{point} was not reached by the {kind!r} scenario (rc {died.returncode}); "
@@ -170,6 +184,11 @@ def test_crash_point_recovers_without_double_transitions(
     again = run(project, *command)
     assert again.returncode == 0, again.stderr
     assert violations(project.db_url, allow_running=False) == []
+    if kind == "restore":  # the edit is gone from the worktree, kept on its ref; marked once
+        assert not (project.dir / "tasks" / "t1" / "reviewer.txt").exists()
+        assert project.query("SELECT count(*) FROM attempts WHERE restored_at IS NOT NULL") == [
+            (1,)
+        ]
     if kind == "approve":
         assert project.state("t1") == "research:approved"
         assert events(project.db_url).count("approve") == 1
