@@ -130,3 +130,33 @@ def test_restore_refuses_bad_input_with_one_line(project: Project) -> None:
     assert project.run("resume", "fix").returncode == 0
     ready = project.run("restore", "fix", "--attempt", "1")
     assert ready.returncode == 1 and "halt it first" in ready.stderr
+
+
+def test_a_kill_between_the_best_restore_and_its_mark_restores_once(project: Project) -> None:
+    repo = plateau_project(project, "best")
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "after_restore_commit"})
+    assert killed.returncode == 137, killed.stderr
+    assert project.state("fix") == "implement:halted"  # the halt was committed first
+    assert project.query("SELECT count(*) FROM attempts WHERE restored_at IS NOT NULL") == [(0,)]
+    assert project.run("tick").returncode == 0
+    assert project.query("SELECT number FROM attempts WHERE restored_at IS NOT NULL") == [(2,)]
+    subjects = git(repo, "log", "--format=%s", "main..task/fix").splitlines()
+    assert subjects == ["fix: implement restored to attempt 2"]
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_snapshot_whose_attempt_was_never_recorded_is_still_its_own(project: Project) -> None:
+    """Killed after the ref, before the record: the attempt is closed
+    `crashed`, its ref (sealed with its key) is recognised and restorable;
+    the next attempt's number is new, so nothing writes over it."""
+    plateau_project(project, "last")
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "after_snapshot_ref"})
+    assert killed.returncode == 137, killed.stderr
+    assert project.run("tick").returncode == 0
+    rows = project.query("SELECT number, outcome FROM attempts ORDER BY number")
+    assert rows[0] == (1, "crashed") and rows[1][0] == 2
+    done = project.run("restore", "fix", "--attempt", "1")
+    assert done.returncode == 0, done.stderr
+    assert (project.dir / "tasks" / "fix" / "work.txt").read_text() == "attempt 1\n"
