@@ -212,7 +212,9 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                 if start is not None and not _start_commit_ok(start):
                     problems.append(f"attempt {attempt_id}: start_commit {start!r}")
             restored_open = conn.execute(
-                text("SELECT id FROM attempts WHERE restored_at IS NOT NULL AND finished_at IS NULL")
+                text(
+                    "SELECT id FROM attempts WHERE restored_at IS NOT NULL AND finished_at IS NULL"
+                )
             ).all()
             for (attempt_id,) in restored_open:
                 problems.append(f"attempt {attempt_id}: restored while still open")

@@ -73,9 +73,7 @@ def test_a_link_out_of_the_worktree_is_kept_as_a_link(wt: Worktree, tmp_path: Pa
     assert "do not take me" not in everything
 
 
-def test_a_huge_file_is_left_out_and_named(
-    wt: Worktree, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_huge_file_is_left_out_and_named(wt: Worktree, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(attempt_refs, "FILE_LIMIT", 1000)
     with open(wt.workspace / "huge.bin", "wb") as out:
         out.truncate(10_000)  # sparse: big to stat, cheap to make
