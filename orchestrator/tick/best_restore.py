@@ -17,6 +17,7 @@ from orchestrator.config import Settings
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.storage.repo import restores
+from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.restoring import restore_attempt
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
@@ -27,10 +28,13 @@ class BestRestorer:
     task's branch and worktree (through `restoring`). A restore that fails
     is a warning, tried again by the next tick; it fails no attempt."""
 
-    def __init__(self, settings: Settings, tx: Transactions, tick: TickRun) -> None:
+    def __init__(
+        self, settings: Settings, tx: Transactions, tick: TickRun, me: HostIdentity
+    ) -> None:
         self.settings = settings
         self.tx = tx
         self.tick = tick
+        self.me = me  # with `affinity = "host"`, only this host's tasks have their worktree here
 
     def restore_halted(self) -> None:
         with read_tx(self.tx.engine) as conn:
@@ -44,6 +48,8 @@ class BestRestorer:
         pipeline = self.settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(task.stage)
         if stage is None or stage.on_halt != "best" or pipeline is None:
+            return
+        if self.settings.affinity == "host" and task.host not in (None, self.me.host):
             return
         with read_tx(self.tx.engine) as conn:
             kept = restores.stage_attempts(conn, task.id, task.stage)

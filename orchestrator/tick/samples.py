@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orchestrator.agents.runtime import sample_name
 from orchestrator.domain.decide import verdict_outcome
 from orchestrator.domain.noise import median_verdict
 from orchestrator.tick.model import AttemptRun
@@ -15,8 +16,8 @@ from orchestrator.tick.model import AttemptRun
 
 def capture_name(sample: int) -> str:
     """The first sample's output is `verifier.out` as always; later ones
-    `verifier-2.out`, ... beside it."""
-    return "verifier" if sample == 0 else f"verifier-{sample + 1}"
+    `verifier-2.out`, ... beside it (`agents.runtime.sample_name`)."""
+    return sample_name(sample)
 
 
 def combine(runs: Sequence[AttemptRun], pass_score: float) -> AttemptRun:

@@ -96,7 +96,7 @@ class Ticker:
         self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
         self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
-        self.best = BestRestorer(settings, tx, self.state)  # on_halt = "best"
+        self.best = BestRestorer(settings, tx, self.state, me)  # on_halt = "best"
 
     @property
     def report(self) -> TickReport:

@@ -125,3 +125,17 @@ def test_verifier_samples_records_the_median_and_the_majority(
     assert outs == ["verifier-2.out", "verifier-3.out", "verifier.out"]
     assert project.state("essay") == "complete"
     assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_every_samples_reported_cost_is_recorded(project: Project, tmp_path: Path) -> None:
+    paying = [
+        sys.executable,
+        "-c",
+        "import json, os; open(os.environ['ORCHESTRATOR_USAGE_FILE'], 'w').write("
+        "json.dumps({'cost_usd': 0.01})); print(json.dumps({'pass': True, 'score': 1.0}))",
+    ]
+    project.write_config(stage("review", verifier=paying, verifier_samples=3))
+    assert project.run("add", "essay", "--title", "An essay").returncode == 0
+    assert project.run("tick").returncode == 0
+    [(cost,)] = project.query("SELECT cost_usd FROM attempts")
+    assert cost == 0.03
