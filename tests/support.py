@@ -193,6 +193,7 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
     - `task_dependencies` joins two different existing tasks, with no cycle,
       and a task's `parent_id` names another existing task;
     - a pooled attempt's pool has its `pools` row, whose pause is whole;
+    - only a finished attempt is marked restored (`restored_at`);
     - SQLite's integrity_check is ok.
     """
     problems: list[str] = []
@@ -271,6 +272,13 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
             ).all()
             for (attempt_id,) in scored_waits:
                 problems.append(f"attempt {attempt_id}: pending with a pass or a score")
+            restored_open = conn.execute(
+                text(
+                    "SELECT id FROM attempts WHERE restored_at IS NOT NULL AND finished_at IS NULL"
+                )
+            ).all()
+            for (attempt_id,) in restored_open:
+                problems.append(f"attempt {attempt_id}: restored while still open")
             if conn.dialect.name == "sqlite":
                 check = conn.exec_driver_sql("PRAGMA integrity_check").scalar_one()
                 if check != "ok":

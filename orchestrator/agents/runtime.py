@@ -92,10 +92,16 @@ def attempt_usage(state_dir: Path | None, stage: StageConfig) -> dict[str, Any]:
     `state_dir` (None: it has none): the worker's and the verifier's, added."""
     if state_dir is None:
         return Usage().columns()
-    total = _command_usage(state_dir, "worker", stage.output).plus(
-        _command_usage(state_dir, "verifier", stage.verifier_output)
-    )
+    total = _command_usage(state_dir, "worker", stage.output)
+    for sample in range(stage.verifier_samples):  # each sample's own files
+        total = total.plus(_command_usage(state_dir, sample_name(sample), stage.verifier_output))
     return total.columns()
+
+
+def sample_name(sample: int) -> str:
+    """The verifier's files (`.out`, `.usage.json`, `.proc`) for sample n
+    (0-based) of `verifier_samples`: `verifier`, then `verifier-2`, ..."""
+    return "verifier" if sample == 0 else f"verifier-{sample + 1}"
 
 
 __all__ = [
@@ -105,6 +111,7 @@ __all__ = [
     "command_env",
     "read_output",
     "read_usage_file",
+    "sample_name",
     "stage_extra_env",
     "usage_file",
     "with_reported_error",

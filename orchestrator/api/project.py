@@ -152,6 +152,23 @@ class Project:
         """End `slug` for good; a running attempt stops within seconds."""
         return actions.cancel(self.engine, slug, actions.actor_name(by), note)
 
+    def restore(self, slug: str, attempt: int, *, stage: str | None = None) -> dict[str, Any]:
+        """Put attempt number `attempt` of `stage` (default: the task's
+        stage) back on the task's branch, as `orchestrator restore`: a new
+        commit whose tree is that attempt's kept work (`commit` None when
+        the branch held it already)."""
+        from orchestrator.api.restore import restore
+
+        return restore(self.engine, self.settings, slug, attempt, stage)
+
+    def calibrate(self, slug: str, stage: str, samples: int) -> dict[str, Any]:
+        """Run `stage`'s verifier `samples` times on the task's workspace,
+        recording nothing: the scores' mean, stdev, min, max and a
+        suggested plateau `min_delta`, as `calibrate --json`."""
+        from orchestrator.api.restore import calibrate
+
+        return calibrate(self.engine, self.settings, slug, stage, samples).as_dict()
+
     # -- ticking -------------------------------------------------------------------
 
     def tick(

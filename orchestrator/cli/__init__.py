@@ -49,6 +49,8 @@ COMMANDS: dict[str, str] = {
     "explain": "orchestrator.cli.explain:explain",
     "mcp": "orchestrator.cli.mcp_command:mcp_command",
     "pool": "orchestrator.cli.pools:pool",
+    "restore": "orchestrator.cli.restore:restore",
+    "calibrate": "orchestrator.cli.restore:calibrate",
 }
 
 

@@ -249,7 +249,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
         state = BranchState(**{**data["change"], "workspace": Path(data["change"]["workspace"])})
         for line in state.lines():
             click.echo(f"  {printable(line)}")
-    from orchestrator.views.sparkline import score_lines
+    from orchestrator.views.sparkline import marks, score_lines
 
     for index, line in enumerate(score_lines(data["attempts"])):
         click.echo(f"{'  scores   ' if index == 0 else ' ' * 11} {line}")
@@ -278,7 +278,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
         click.echo("\nattempts:")
         click.echo(
             table(
-                ["stage", "n", "outcome", "pass", "score", "cost_usd", "error / next hint"],
+                ["stage", "n", "outcome", "pass", "score", "mark", "cost_usd", "error / next hint"],
                 [
                     [
                         a["stage"],
@@ -286,6 +286,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
                         a["outcome"] or "running",
                         a["pass"],
                         a["score"],
+                        marks(a),
                         a["cost_usd"],
                         a["error"] or a["next_hint"],
                     ]

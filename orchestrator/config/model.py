@@ -22,6 +22,7 @@ from orchestrator.events.hooks import HookConfig
 if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
 
+from orchestrator.config.selection import SELECTION_KEYS, OnHalt
 from orchestrator.guards.config import GUARD_KEYS, Backoff
 from orchestrator.landing.config import LAND_KEYS, LandConfig
 
@@ -63,6 +64,7 @@ _DEFAULTS_KEYS = (
     *GUARD_KEYS,
     *SANDBOX_KEYS,
     *STAGE_ONLY_KEYS,
+    *SELECTION_KEYS,
 )
 _PIPELINE_KEYS = (
     "setup",
@@ -92,6 +94,7 @@ _STAGE_KEYS = (
     *GUARD_KEYS,
     *SANDBOX_KEYS,
     *STAGE_ONLY_KEYS,
+    *SELECTION_KEYS,
 )
 _PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
@@ -134,6 +137,9 @@ class StageConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     # The worker resumes the agent session of the stage's previous attempt.
     resume: bool = False
+    # Best-attempt restore and verifier noise (`config.selection`).
+    on_halt: OnHalt = "last"
+    verifier_samples: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from orchestrator.agents.config import AGENT_DEFAULTS, agent_settings
 from orchestrator.config.model import _DEFAULTS_KEYS, _STAGE_KEYS, COMPLETE, StageConfig
 from orchestrator.config.pools import read_pool_ref
 from orchestrator.config.sandbox import SANDBOX_DEFAULTS, sandbox_of, sandbox_settings
+from orchestrator.config.selection import read_selection, selection_defaults
 from orchestrator.config.values import _key, _ValueReader
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.domain.slug import slug_problem
@@ -39,6 +40,7 @@ class _StageReader(_ValueReader):
             **AGENT_DEFAULTS,
             **guard_defaults(),
             **SANDBOX_DEFAULTS,
+            **selection_defaults(),
         }
         self.stage_scalars(table, "defaults", result)
         return result
@@ -72,6 +74,7 @@ class _StageReader(_ValueReader):
         into.update(agent_settings(self, table, key))
         read_guards(self, table, key, into)
         into.update(sandbox_settings(self, table, key))
+        read_selection(self, table, key, into)
 
     def stage(self, value: object, key: str, defaults: dict[str, Any]) -> StageConfig:
         table = self.table(value, key, _STAGE_KEYS)
@@ -125,4 +128,6 @@ class _StageReader(_ValueReader):
             pool=merged["pool"],
             sandbox=sandbox_of(merged),
             resume=merged["resume"],
+            on_halt=merged["on_halt"],
+            verifier_samples=merged["verifier_samples"],
         )

@@ -200,6 +200,9 @@ attempts = Table(
     # The stage's `[pools.NAME]` when the attempt was claimed (0015): what
     # the pool's running count and daily spend are summed over.
     Column("pool", String(255)),
+    # When this attempt's kept work (its `refs/orchestrator/` snapshot) was
+    # put back on the task's branch (0014): `restore`, or `on_halt = "best"`.
+    Column("restored_at", UTCDateTime),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_pool_finished_at", "pool", "finished_at"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),

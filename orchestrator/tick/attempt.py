@@ -22,7 +22,7 @@ from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches, pools
+from orchestrator.tick import branches, pools, samples, snapshots
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.commands import CommandRunner
@@ -189,6 +189,7 @@ class AttemptRunner:
             )
 
         ran = self._worker_and_verifier(claim, run, guard, state_dir)
+        snapshots.keep(claim, workspace, ran)  # passed or not, before the record
         branches.commit_passed(claim, workspace, ran)
         return ran
 
@@ -233,8 +234,10 @@ class AttemptRunner:
             verdict_text = said.message
         fault_point("after_worker")
         verifier_exit: int | None = None
-        if stage.verifier is not None:
-            verifier = last = run("verifier", stage.verifier)
+        sampled: list[AttemptRun] = []  # `verifier_samples` > 1: each sample's judgement
+        for sample in range(stage.verifier_samples if stage.verifier is not None else 0):
+            assert stage.verifier is not None
+            verifier = last = run(samples.capture_name(sample), stage.verifier)
             verifier_exit = verifier.exit_code
             stopped = stopped_run(verifier, guard, "verifier")
             if stopped is not None:
@@ -255,7 +258,12 @@ class AttemptRunner:
                     verifier_exit=verifier_exit,
                 )
             verdict_text = said.message
+            if stage.verifier_samples > 1:
+                exits = (worker_exit, verifier_exit)
+                sampled.append(self._judge(stage, verdict_text, last, state_dir, exits))
         fault_point("after_verifier")
+        if sampled:
+            return samples.combine(sampled, stage.pass_score)
         return self._judge(stage, verdict_text, last, state_dir, (worker_exit, verifier_exit))
 
     def _rechecks(self, claim: Claim) -> bool:

@@ -78,8 +78,13 @@ def attempt_key(claim: Claim) -> str:
     with a seal made from its lease token, which no worker sees: a worker
     that writes the trailer into a commit of its own cannot pass that
     commit off as the stage's and keep the rest of its work out of it."""
-    seal = hmac.new(claim.token.encode(), b"stage-commit", hashlib.sha256).hexdigest()[:16]
-    return f"{claim.task.slug}/{claim.stage.name}/{claim.attempt_id}/{seal}"
+    return sealed_key(claim.task.slug, claim.stage.name, claim.attempt_id, claim.token)
+
+
+def sealed_key(slug: str, stage: str, attempt_id: int, token: str) -> str:
+    """`attempt_key` from an attempt's row (its lease token stays on it)."""
+    seal = hmac.new(token.encode(), b"stage-commit", hashlib.sha256).hexdigest()[:16]
+    return f"{slug}/{stage}/{attempt_id}/{seal}"
 
 
 def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:

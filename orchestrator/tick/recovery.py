@@ -233,7 +233,8 @@ class Recovery:
         if attempt.host != self.me.host or slug is None:
             return []
         folder = attempt_folder(self.settings, slug, attempt.stage, attempt.number)
-        notes = (folder / f"{name}.proc" for name in ("setup", "worker", "verifier"))
+        notes = [folder / f"{name}.proc" for name in ("setup", "worker", "verifier")]
+        notes += sorted(folder.glob("verifier-*.proc"))  # `verifier_samples`' later ones
         return [ident for ident in map(runner.ProcessIdentity.read_note, notes) if ident]
 
     def _kept_result(

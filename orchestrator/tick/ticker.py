@@ -30,6 +30,7 @@ from orchestrator.guards import watch as guards
 from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.attempt import AttemptRunner
+from orchestrator.tick.best_restore import BestRestorer
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.claims import Claimer
@@ -97,6 +98,7 @@ class Ticker:
         self.lander = Lander(settings, tx, self.state, me, applier)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
         self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
+        self.best = BestRestorer(settings, tx, self.state, me)  # on_halt = "best"
 
     @property
     def report(self) -> TickReport:
@@ -116,6 +118,7 @@ class Ticker:
             self.lander.land_all(options.task, wait=False)  # what earlier ticks left
             self.scheduler.claim_and_run(options)
             self.lander.land_all(options.task)  # what this tick's attempts finished
+            self.best.restore_halted()
             fault = self.report.host_fault
             status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:

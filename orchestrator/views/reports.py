@@ -20,6 +20,7 @@ from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
+from orchestrator.storage.repo import restores
 from orchestrator.views.suggest import did_you_mean, unknown_task
 
 
@@ -102,6 +103,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
         usage = attempt_usage(conn, task.id)
         waits = repo.waits_of(conn, [task.id]).get(task.id, [])
         parent, subtasks = repo.family(conn, task.id)
+        marks = restores.task_marks(conn, task.id)
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
@@ -144,6 +146,10 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
                 "started_at": _jsonable(a.started_at),
                 "finished_at": _jsonable(a.finished_at),
                 "state_dir": None if state_root is None else str(attempt_dir(state_root, slug, a)),
+                # The best score of its stage's run; the one whose work was put back last.
+                "best": a.id in marks.best,
+                "restored": a.id in marks.restored,
+                "restored_at": _jsonable(marks.restored_at.get(a.id)),
             }
             for a in attempts
         ],

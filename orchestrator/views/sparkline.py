@@ -30,15 +30,38 @@ def sparkline(scores: Sequence[float | None]) -> str:
 def score_lines(attempts: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per stage that has a score: its attempts' curve, first and last score."""
     by_stage: dict[str, list[float | None]] = {}
+    marked: dict[str, str] = {}
     for attempt in attempts:
         if attempt.get("outcome") in (None, "pending"):
             continue  # still running, or a recheck of a verdict that waits: no point of the curve
         by_stage.setdefault(str(attempt["stage"]), []).append(attempt.get("score"))
+        mark = marks(attempt)
+        if mark:  # the newest mark of the stage's (its latest run's best)
+            marked[str(attempt["stage"])] = marked_line(
+                marked.get(str(attempt["stage"]), ""), attempt
+            )
     lines = []
     for stage, scores in by_stage.items():
         known = [s for s in scores if s is not None]
         if not known:
             continue
         ends = f"{known[0]:g}" if len(known) == 1 else f"{known[0]:g} → {known[-1]:g}"
-        lines.append(f"{stage} {sparkline(scores)} {ends}")
+        tail = f"  {marked[stage]}" if stage in marked else ""
+        lines.append(f"{stage} {sparkline(scores)} {ends}{tail}")
     return lines
+
+
+def marks(attempt: Mapping[str, Any]) -> str:
+    """ "best", "restored" or both: what `show` and the pages mark an attempt with."""
+    names = [name for name in ("best", "restored") if attempt.get(name)]
+    return ", ".join(names)
+
+
+def marked_line(before: str, attempt: Mapping[str, Any]) -> str:
+    """The curve's tail: the stage's best and restored attempt, by number
+    (a later run's best replaces an earlier run's)."""
+    parts = dict(p.split(" #", 1) for p in before.split(", ") if " #" in p)
+    for name in ("best", "restored"):
+        if attempt.get(name):
+            parts[name] = str(attempt["number"])
+    return ", ".join(f"{name} #{parts[name]}" for name in ("best", "restored") if name in parts)

@@ -21,6 +21,7 @@ from orchestrator.domain.waits import waiting_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.repo import pools as pool_rows
+from orchestrator.storage.repo import restores
 from orchestrator.views.reports import transitions_query
 from orchestrator.views.suggest import unknown_task
 from orchestrator.views.ticks import last_tick_text
@@ -203,6 +204,10 @@ class TaskPage:
     task: repo.TaskSnapshot
     stages: list[StageCurve]
     transitions: list[dict[str, Any]]
+    # The best-scoring attempt of each stage's run, and the restored one.
+    marks: restores.Marks = field(
+        default_factory=lambda: restores.Marks(frozenset(), frozenset(), {})
+    )
 
 
 def task_row(engine: Engine, slug: str) -> repo.TaskSnapshot:
@@ -221,6 +226,7 @@ def task_page(engine: Engine, slug: str) -> TaskPage:
             raise unknown_task(conn, slug)
         attempts = repo.attempts_of(conn, task.id)
         transitions = repo.transitions_of(conn, task.id)
+        marks = restores.task_marks(conn, task.id)
     by_stage: dict[str, list[repo.AttemptSnapshot]] = {}
     for attempt in attempts:
         by_stage.setdefault(attempt.stage, []).append(attempt)
@@ -229,7 +235,7 @@ def task_page(engine: Engine, slug: str) -> TaskPage:
     for name, rows in by_stage.items():
         halted_at, reason = halts.get(name, (None, None))
         stages.append(StageCurve(name, rows, halted_at, reason))
-    return TaskPage(task, stages, transitions)
+    return TaskPage(task, stages, transitions, marks)
 
 
 def _halts(

@@ -59,7 +59,15 @@ class Pages:
         for a in curve.attempts:
             runs.setdefault(a.run, len(runs) + 1)
         points = [
-            Point(a.number, a.score, bool(a.passed), runs[a.run], a.outcome or "")
+            Point(
+                a.number,
+                a.score,
+                bool(a.passed),
+                runs[a.run],
+                a.outcome or "",
+                best=a.id in page.marks.best,
+                restored=a.id in page.marks.restored,
+            )
             for a in curve.attempts
             # A running attempt has nothing to show yet; a pending verdict's
             # recheck judged nothing (a CI wait makes many of them).

@@ -20,6 +20,7 @@ WIDTH, PLOT_HEIGHT = 520, 170
 LEFT, RIGHT, BOTTOM = 52, 16, 44
 FONT, CHAR, LEGEND_ROW = 13, 7.2, 20  # CHAR: an average character's width at FONT
 PASSED, FAILED, UNSCORED, THRESHOLD, HALT = "#16a34a", "#2563eb", "#6b7280", "#15803d", "#dc2626"
+BEST, RESTORED = "#d97706", "#7c3aed"
 MAX_TICKS = 10
 
 
@@ -30,6 +31,8 @@ class Point:
     passed: bool
     run: int
     outcome: str = ""
+    best: bool = False  # the best score of its run
+    restored: bool = False  # its kept work was put back on the branch
 
 
 def score_curve(
@@ -96,6 +99,7 @@ def score_curve(
         parts.append(f'<polyline points="{line}" fill="none" stroke="{FAILED}" stroke-width="2"/>')
     for p in points:
         parts.append(_point(p, x(p.number), y(p.score if p.score is not None else low_y)))
+        parts.append(_marks(p, x(p.number), y(p.score if p.score is not None else low_y)))
     if halted_at is not None:
         hx = x(halted_at)
         label = escape(f"halted: {halt_reason}" if halt_reason else "halted")
@@ -126,6 +130,24 @@ def _point(p: Point, cx: float, cy: float) -> str:
         f'cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" fill="{colour}">'
         f"<title>attempt {p.number}: {outcome}, score {p.score:g}</title></circle>"
     )
+
+
+def _marks(p: Point, cx: float, cy: float) -> str:
+    """A ring round the best point, a square round the restored one."""
+    out = ""
+    if p.best:
+        out += (
+            f'<circle class="best" data-attempt="{p.number}" cx="{cx:.1f}" cy="{cy:.1f}" '
+            f'r="8" fill="none" stroke="{BEST}" stroke-width="2">'
+            f"<title>attempt {p.number}: the best score of its run</title></circle>"
+        )
+    if p.restored:
+        out += (
+            f'<rect class="restored" data-attempt="{p.number}" x="{cx - 11:.1f}" '
+            f'y="{cy - 11:.1f}" width="22" height="22" fill="none" stroke="{RESTORED}" '
+            f'stroke-width="2"><title>attempt {p.number}: its work was restored</title></rect>'
+        )
+    return out
 
 
 def _window(points: Sequence[Point], patience: int | None, run: int | None) -> list[int]:

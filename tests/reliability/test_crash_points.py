@@ -49,6 +49,8 @@ ATTEMPT_LOST = {
     "before_record",
     "inside_record_tx",
     "after_stage_commit",  # committed, not recorded: rerun, no second copy
+    "before_snapshot_ref",  # the attempt's work kept as a loose commit, no ref yet
+    "after_snapshot_ref",  # its ref made, the attempt not recorded: closed crashed
 }
 # Points where the attempt is open but none of its commands was seen
 # running (the worker not spawned, or spawned but not yet noted): recovery
@@ -70,7 +72,13 @@ ATTEMPT_KEPT = {
     "land_after_rebase",  # rebased, the base not moved: the next tick moves it once
     "land_after_ref_move",  # moved, not recorded: the next tick records it, moves nothing
     "after_land_record",
+    "after_restore_checkout",  # `restore`: files back, no mark yet
+    "after_restore_commit",
 }
+# `restore` of the gate's attempt over a reviewer's edit: killed between its
+# steps, run again, it finishes once.
+RESTORE_POINTS = {"after_restore_checkout", "after_restore_commit"}
+RESTORE = ("restore", "t1", "--attempt", "1", "--stage", "research")
 
 
 # Workers that live past the tick's 10 ms threshold for noting a child's
@@ -85,7 +93,9 @@ def scenario(point: str) -> str:
         return "pull_request"
     if point == "after_approval_commit":
         return "branch_advance"
-    if POINTS[point] == "branches.py":
+    if point in RESTORE_POINTS:
+        return "restore"
+    if POINTS[point] in ("branches.py", "snapshots.py", "attempt_refs.py"):
         return "branch"
     if POINTS[point] == "actions.py":
         return "approve"
@@ -116,7 +126,7 @@ def make_repository(project: Project) -> None:
 
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
-    if kind in ("branch", "branch_advance", "land"):
+    if kind in ("branch", "branch_advance", "land", "restore"):
         make_repository(project)
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
     if kind == "land":
@@ -124,6 +134,9 @@ def prepare(project: Project, kind: str) -> None:
         # whose pass makes t1 `landing`, and lands it.
         tick(project)
         assert project.cli("approve", "t1").exit_code == 0
+    if kind == "restore":
+        tick(project)
+        (project.dir / "tasks" / "t1" / "reviewer.txt").write_text("an edit at the gate\n")
     if kind == "branch_advance":
         # A reviewer edits the worktree at the gate, then approves.
         tick(project)
@@ -176,7 +189,7 @@ def test_crash_point_recovers_without_double_transitions(
             assert pushes(tmp_path) == 1 and len(fake.created()) == 1
         return
     stages = STAGES
-    if kind in ("branch", "branch_advance", "land"):
+    if kind in ("branch", "branch_advance", "land", "restore"):
         lands = 'land = "merge"\n' if kind == "land" else ""
         stages = (
             '[pipelines.default]\nrepository = "repo"\n'
@@ -190,6 +203,7 @@ def test_crash_point_recovers_without_double_transitions(
     prepare(project, kind)
 
     command = ("approve", "t1") if kind == "approve" else ("tick",)
+    command = RESTORE if kind == "restore" else command
     died = run(project, *command, env=crash_env(point))
     assert died.returncode == CRASH_RC, (
         f"{point} was not reached by the {kind!r} scenario (rc {died.returncode}); "
@@ -201,6 +215,11 @@ def test_crash_point_recovers_without_double_transitions(
     again = run(project, *command)
     assert again.returncode == 0, again.stderr
     assert violations(project.db_url, allow_running=False) == []
+    if kind == "restore":  # the edit is gone from the worktree, kept on its ref; marked once
+        assert not (project.dir / "tasks" / "t1" / "reviewer.txt").exists()
+        assert project.query("SELECT count(*) FROM attempts WHERE restored_at IS NOT NULL") == [
+            (1,)
+        ]
     if kind == "approve":
         assert project.state("t1") == "research:approved"
         assert events(project.db_url).count("approve") == 1

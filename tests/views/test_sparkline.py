@@ -54,4 +54,4 @@ def test_show_prints_the_score_curve(project: Project) -> None:
     assert project.state("t1") == "complete"
     shown = project.cli("show", "t1")
     assert shown.exit_code == 0
-    assert "  scores    research ▃▅▇ 0.3 → 0.9" in shown.output.splitlines()
+    assert "  scores    research ▃▅▇ 0.3 → 0.9  best #3" in shown.output.splitlines()
