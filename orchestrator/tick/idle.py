@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 # The schema this module was written against, table by table. Any other
 # revision, table or column: the full tick.
-IDLE_REVISION = "0010"
+IDLE_REVISION = "0016"
 KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
     "alembic_version": frozenset({"version_num"}),
     "attempts": frozenset(
@@ -89,12 +89,56 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "workspace_changed",
             "start_commit",
             "commit_sha",
+            "pool",
+            "restored_at",
         ]
     ),
     "deliveries": frozenset(
-        ["id", "event_id", "hook", "tries", "last_error", "next_try_at", "delivered_at"]
+        [
+            "id",
+            "event_id",
+            "hook",
+            "tries",
+            "last_error",
+            "next_try_at",
+            "delivered_at",
+        ]
     ),
-    "events": frozenset(["id", "kind", "task_id", "attempt_id", "payload", "at", "dispatched_at"]),
+    "events": frozenset(
+        [
+            "id",
+            "kind",
+            "task_id",
+            "attempt_id",
+            "payload",
+            "at",
+            "dispatched_at",
+        ]
+    ),
+    "land_locks": frozenset(
+        [
+            "repository",
+            "owner",
+            "task_id",
+            "expires_at",
+        ]
+    ),
+    "pools": frozenset(
+        [
+            "name",
+            "paused_until",
+            "paused_at",
+            "pause_reason",
+            "paused_task_id",
+            "pause_streak",
+        ]
+    ),
+    "task_dependencies": frozenset(
+        [
+            "task_id",
+            "after_id",
+        ]
+    ),
     "tasks": frozenset(
         [
             "id",
@@ -118,6 +162,9 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "branch",
             "base_branch",
             "base_commit",
+            "landed_commit",
+            "pr_url",
+            "parent_id",
         ]
     ),
     "ticks": frozenset(
@@ -157,10 +204,32 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
 # then the full tick merely finds nothing, never the other way round.
 DUE: tuple[tuple[str, str], ...] = (
     # storage.repo.claims.find_claimable, without the host and exclusions.
+    # A task that waits on another not yet complete (`add --after`) is not
+    # claimable; a paused pool's tasks are still counted (the full tick
+    # looks, and finds the pause).
     (
         "a ready task whose backoff has ended",
         "SELECT 1 FROM tasks WHERE status = 'ready' AND "
-        "(backoff_until IS NULL OR backoff_until <= CURRENT_TIMESTAMP) LIMIT 1",
+        "(backoff_until IS NULL OR backoff_until <= CURRENT_TIMESTAMP) AND NOT EXISTS "
+        "(SELECT 1 FROM task_dependencies AS d JOIN tasks AS o ON o.id = d.after_id "
+        "WHERE d.task_id = tasks.id AND o.status <> 'complete') LIMIT 1",
+    ),
+    # tick.landing.Lander.land_all
+    ("a task landing", "SELECT 1 FROM tasks WHERE status = 'landing' LIMIT 1"),
+    # tick.pools: the claim that finds a pause over clears it (`pool_resumed`)
+    (
+        "a pool pause that has ended",
+        "SELECT 1 FROM pools WHERE paused_until IS NOT NULL AND paused_until <= :now LIMIT 1",
+    ),
+    # tick.best_restore.BestRestorer (storage.repo.restores.halted_for_best):
+    # a halt whose best attempt may not be back yet (`on_halt = "best"`; the
+    # config is not read here, so any such halt counts).
+    (
+        "a halted branch task that on_halt may restore",
+        "SELECT 1 FROM tasks WHERE status = 'halted' "
+        "AND halt_reason IN ('score_plateau', 'max_attempts') AND branch IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM attempts AS a WHERE a.task_id = tasks.id "
+        "AND a.stage = tasks.stage AND a.restored_at >= tasks.updated_at) LIMIT 1",
     ),
     # tick.claims.Claimer.advance_approved
     ("an approved gate", "SELECT 1 FROM tasks WHERE status = 'approved' LIMIT 1"),
