@@ -197,7 +197,7 @@ def test_fast_path_answers_exactly_the_idle_states(
     [
         ("future schema", ["UPDATE alembic_version SET version_num = '9999'"]),
         ("an unknown column", ["ALTER TABLE tasks ADD COLUMN after_ids TEXT"]),
-        ("an unknown table", ["CREATE TABLE pools (name TEXT PRIMARY KEY, paused_until TEXT)"]),
+        ("an unknown table", ["CREATE TABLE queues (name TEXT PRIMARY KEY, paused_until TEXT)"]),
         (
             "an expired lease",
             [
@@ -224,6 +224,51 @@ def test_fast_path_declines_what_it_does_not_vouch_for(
     answer, before, after_fast, _ = both(template, tmp_path, *park, *statements)
     assert answer is None, name
     assert after_fast == before
+
+
+@pytest.mark.parametrize(
+    ("name", "statements"),
+    [
+        ("a task landing", ["UPDATE tasks SET status = 'landing' WHERE slug = 't0'"]),
+        (
+            "a pool pause that has ended",
+            [
+                "INSERT INTO pools (name, paused_until, paused_at, pause_streak) VALUES "
+                "('claude', '2026-01-01 00:00:00.000000', '2025-12-31 00:00:00.000000', 1)"
+            ],
+        ),
+        (
+            "a halt that on_halt may restore",
+            [
+                "UPDATE tasks SET halt_reason = 'score_plateau', branch = 'task/t0' "
+                "WHERE slug = 't0'"
+            ],
+        ),
+    ],
+)
+def test_later_kinds_of_work_are_due(
+    template: Path, tmp_path: Path, name: str, statements: list[str]
+) -> None:
+    """Landing, pools and best-attempt restore are work a full tick does:
+    each one alone keeps the fast path from answering."""
+    park = [sql for slug in SLUGS for sql in task_sql(slug, "halted", None)]
+    answer, before, after_fast, _ = both(template, tmp_path, *park, *statements)
+    assert answer is None, name
+    assert after_fast == before
+
+
+def test_a_task_waiting_on_an_unfinished_one_is_not_due(template: Path, tmp_path: Path) -> None:
+    """`add --after`: a ready task whose wait is not over is no work; both
+    paths leave it where it is."""
+    park = [sql for slug in SLUGS[1:] for sql in task_sql(slug, "halted", None)]
+    wait = (
+        "INSERT INTO task_dependencies (task_id, after_id) SELECT a.id, b.id "
+        "FROM tasks AS a, tasks AS b WHERE a.slug = 't0' AND b.slug = 't1'"
+    )
+    answer, before, after_fast, after_full = both(template, tmp_path, *park, wait)
+    assert answer == 0
+    assert after_fast["tasks"] == before["tasks"] == after_full["tasks"]
+    assert after_full["attempts"] == []
 
 
 def test_hooks_with_an_undelivered_event_run_the_full_tick(template: Path, tmp_path: Path) -> None:
