@@ -72,6 +72,7 @@ _STAGE_KEYS = (
     "pass_score",
     "plateau",
     "worker_ok_exit",
+    "candidates",
     *AGENT_KEYS,
     *GUARD_KEYS,
 )
@@ -109,6 +110,9 @@ class StageConfig:
     halt_after_no_change: int | None = None
     retry_exit_codes: frozenset[int] = frozenset()
     backoff: Backoff = field(default_factory=Backoff)
+    # Best of N (`tick.rounds`): a claim opens this many candidates, each
+    # in its own worktree; 1 is one attempt at a time.
+    candidates: int = 1
 
 
 @dataclass(frozen=True, slots=True)

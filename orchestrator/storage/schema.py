@@ -13,8 +13,8 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.errors import SchemaError
 from orchestrator.storage.prepared import Prepared
 
-HEAD = "0010"
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0010")  # oldest first
+HEAD = "0013"
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0010", "0013")  # oldest first
 
 FIX = "run `orchestrator db upgrade`"
 # Read before every claim (a migration mid-tick stops the claiming).

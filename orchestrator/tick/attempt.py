@@ -16,7 +16,7 @@ from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches
+from orchestrator.tick import branches, round_branches
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.commands import CommandRunner
@@ -117,6 +117,8 @@ class AttemptRunner:
             keep_result(folder, claim, result, database=database_fault(exc))
             raise
         forget_kept(folder)  # the reserve, no longer needed
+        if claim.candidate:  # the round may be decided: its winner becomes the tip
+            round_branches.settle(self.tx.engine, self.settings, claim.task.slug, self.tick.warn)
         return recorded
 
     def _execute(self, claim: Claim) -> AttemptRun:
@@ -128,7 +130,7 @@ class AttemptRunner:
         with host_folder("state_root", self.settings.state_root):
             state_dir.mkdir(parents=True, exist_ok=True)
         guard = FenceGuard(self.tick, self.tx, claim)
-        workspace = self.settings.workspace_root / slug
+        workspace = round_branches.workspace_of(self.settings, claim)
         context = AttemptContext.of(claim, workspace, self.settings.base_dir)
         tag = runner.process_tag(claim.token)
         # Setup writes its capture files and marker in state_root: an error
@@ -161,7 +163,10 @@ class AttemptRunner:
             )
 
         ran = self._worker_and_verifier(claim, run, guard, state_dir)
-        branches.commit_passed(claim, workspace, ran)
+        if claim.candidate:
+            round_branches.commit_candidate(self.settings, claim, ran)
+        else:
+            branches.commit_passed(claim, workspace, ran)
         return ran
 
     def _worker_and_verifier(
@@ -173,7 +178,7 @@ class AttemptRunner:
     ) -> AttemptRun:
         """Run the stage's worker, then its verifier, and judge the verdict."""
         stage = claim.stage
-        workspace = self.settings.workspace_root / claim.task.slug
+        workspace = round_branches.workspace_of(self.settings, claim)
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict

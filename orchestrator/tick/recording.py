@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from orchestrator.domain.text import clean_text, one_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import connection_lost, db_now, savepoint
 from orchestrator.testing import fault_point
+from orchestrator.tick import rounds
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claims import Claimer
 from orchestrator.tick.lookups import attempt_folder, stage_policy
@@ -92,7 +93,7 @@ class Recorder:
                 done = self._recorded_before(conn, claim, run, chain)
                 if done is not None:
                     return done
-            task = repo.get_task_by_id(conn, claim.task.id)
+            task = self._task(conn, claim)
             fenced = task is not None and task.version == claim.task.version
             if not fenced or task is None:
                 # Halted or cancelled while it ran: whatever the worker and
@@ -113,6 +114,8 @@ class Recorder:
                 if closed:  # else another tick closed it: its result is only kept
                     self.tick.count(Outcome.INTERRUPTED)
                 return True, None
+            if claim.round is not None:
+                return self._record_candidate(conn, claim, task, columns, chain, now, run)
             decision = decide(
                 task.stage,
                 claim.pipeline.stage_names,
@@ -154,6 +157,47 @@ class Recorder:
             )
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
             self.tick.error(f"{claim.task.slug}: reporting failed", exc)
+        return ready, following
+
+    def _task(self, conn: Connection, claim: Claim) -> repo.TaskSnapshot | None:
+        if claim.round is not None:  # one candidate's close at a time sees the round full
+            rounds.lock(conn, claim.task.id)
+        return repo.get_task_by_id(conn, claim.task.id)
+
+    def _record_candidate(
+        self,
+        conn: Connection,
+        claim: Claim,
+        task: repo.TaskSnapshot,
+        columns: dict[str, Any],
+        chain: Chain | None,
+        now: datetime,
+        run: AttemptRun,
+    ) -> Ended:
+        """A candidate's close, inside `record`'s transaction (the task's
+        row held): the round is decided when this was its last candidate."""
+        assert claim.round is not None
+        closed = repo.close_attempt(conn, claim.attempt_id, claim.token, **columns, finished_at=now)
+        if not closed:  # recovered meanwhile: the result is kept, not counted
+            repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
+            return True, None
+        fault_point("inside_record_tx")
+        end = rounds.decide_if_full(conn, self.settings, self.applier, task, claim.round, now)
+        ready = end is not None and end.decision.state.status is Status.READY
+        following: Claim | None = None
+        if chain is not None:
+            following = self._claim_next(conn, chain, claim.task.id if ready else None)
+        self.tx.say_after_commit(
+            f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
+            f"{run.outcome.value}"
+            + ("" if run.verdict is None else f" score {run.verdict.score:.2f}")
+            + f"{_why(run)} "
+            + ("" if end is None else f"-> {end.decision.state} ")
+            + rounds.describe(end, claim.candidate, claim.candidates, claim.round)
+        )
+        self.tick.count(run.outcome)
+        if following is not None:
+            self.tick.report.claimed += 1
         return ready, following
 
     def _usage_dir(self, claim: Claim) -> Path | None:

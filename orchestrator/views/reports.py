@@ -20,6 +20,7 @@ from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
+from orchestrator.views.rounds import round_facts
 from orchestrator.views.suggest import did_you_mean, unknown_task
 
 
@@ -100,6 +101,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
             )
         }
         usage = attempt_usage(conn, task.id)
+        in_rounds = round_facts(conn, task.id)
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
@@ -138,6 +140,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
                 "started_at": _jsonable(a.started_at),
                 "finished_at": _jsonable(a.finished_at),
                 "state_dir": None if state_root is None else str(attempt_dir(state_root, slug, a)),
+                **in_rounds.get(a.id, {}),
             }
             for a in attempts
         ],
