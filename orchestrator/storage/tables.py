@@ -193,8 +193,8 @@ attempts = Table(
     # (NULL: an attempt on its own), its slot 1..candidates, and the round's
     # size. One attempt alone is slot 1 of 1.
     Column("round", Integer),
-    Column("candidate", Integer, nullable=False, default=1, server_default=text("1")),
-    Column("candidates", Integer, nullable=False, default=1, server_default=text("1")),
+    Column("candidate", Integer, nullable=False, server_default=text("1")),
+    Column("candidates", Integer, nullable=False, server_default=text("1")),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),
