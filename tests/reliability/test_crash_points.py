@@ -26,6 +26,7 @@ from reliability_support import (
     events,
     fault_points,
     outcomes,
+    query,
     run,
     violations,
 )
@@ -46,6 +47,7 @@ ATTEMPT_LOST = {
     "before_record",
     "inside_record_tx",
     "after_stage_commit",  # committed, not recorded: rerun, no second copy
+    "after_candidate_commit",  # best of N: the candidate crashed, the other slot runs
 }
 # Points where the attempt is open but none of its commands was seen
 # running (the worker not spawned, or spawned but not yet noted): recovery
@@ -63,6 +65,8 @@ ATTEMPT_KEPT = {
     "inside_close_tick_tx",
     "after_halt_unknown",
     "after_approval_commit",  # the reviewer's edit committed, the advance not yet
+    "after_round_branch_moved",  # best of N: decided and the tip moved, not cleaned up
+    "after_candidate_removed",  # best of N: decided, one candidate worktree gone
 }
 
 
@@ -76,6 +80,8 @@ def scenario(point: str) -> str:
         return "branch_advance"
     if POINTS[point] == "branches.py":
         return "branch"
+    if POINTS[point] == "round_branches.py":
+        return "candidates"
     if POINTS[point] == "actions.py":
         return "approve"
     if "unknown" in point:
@@ -105,7 +111,7 @@ def make_repository(project: Project) -> None:
 
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
-    if kind in ("branch", "branch_advance"):
+    if kind in ("branch", "branch_advance", "candidates"):
         make_repository(project)
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
     if kind == "branch_advance":
@@ -151,10 +157,12 @@ def test_crash_point_recovers_without_double_transitions(
 ) -> None:
     kind = scenario(point)
     stages = STAGES
-    if kind in ("branch", "branch_advance"):
+    if kind in ("branch", "branch_advance", "candidates"):
         stages = '[pipelines.default]\nrepository = "repo"\n\n' + STAGES.replace(
             'worker = ["sleep", "0.1"]', 'worker = ["sh", "-c", "sleep 0.1; date > work.txt"]'
         )
+    if kind == "candidates":  # best of N: two candidates at the gated stage
+        stages = stages.replace('name = "research"', 'name = "research"\ncandidates = 2', 1)
     project = new_project(stages)
     prepare(project, kind)
 
@@ -192,6 +200,25 @@ def test_crash_point_recovers_without_double_transitions(
             check=True,
         ).stdout.splitlines()
         assert subjects.count("t1: research approved, with the reviewer's changes") == 1
+    if kind == "candidates":  # the round's winner is on the branch, nothing else is left
+        repo = project.dir / "repo"
+        winner = query(
+            project.db_url,
+            "SELECT commit_sha FROM attempts WHERE round = 1 AND commit_sha IS NOT NULL",
+        )
+        assert len(winner) == 1, winner
+        ancestor = subprocess.run(
+            ["git", "-C", str(repo), "merge-base", "--is-ancestor", winner[0][0], "task/t1"],
+            check=False,
+        )
+        assert ancestor.returncode == 0
+        left = subprocess.run(
+            ["git", "-C", str(repo), "for-each-ref", "refs/heads/cand/"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert left == ""
     audit = audit_transitions(project.db_url)
     assert audit.lost == [] and audit.duplicated == []
     crashed = outcomes(project.db_url).count("crashed")
