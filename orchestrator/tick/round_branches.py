@@ -278,3 +278,13 @@ def unsettled(settings: Settings) -> list[str]:
             if len(parts) == 2:
                 slugs.add(parts[0])
     return sorted(slugs)
+
+
+def drop_attempt_refs(repository: Path, slug: str) -> int:
+    """Delete the task's kept attempt refs (`prune --finished`); how many."""
+    prefix = f"{REF_PREFIX}{slug}/"
+    out = run_git(repository, ["for-each-ref", "--format=%(refname)", prefix])
+    refs = [line for line in out.splitlines() if line.startswith(prefix)]
+    for ref in refs:
+        run_git(repository, ["update-ref", "-d", ref])
+    return len(refs)

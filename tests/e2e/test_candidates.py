@@ -110,13 +110,29 @@ def test_four_candidates_run_at_once_and_the_first_best_passing_wins(
     assert not any((project.dir / "tasks" / ".candidates").glob("fix/*"))
 
     # The history: one claim, one decision naming the winner's attempt.
+    # The history: one claim (the round's first candidate), one decision.
     history = json.loads(project.run("history", "fix", "--json").stdout)
-    events = [(h["event"], h.get("attempt")) for h in history]
-    assert [e for e, _ in events] == ["create", "claim", "gate"] or len(events) == 3, events
+    assert [h["event"] for h in history] == ["add", "claim", "await_approval"], history
+    decided = project.query(
+        "SELECT a.candidate FROM transitions t JOIN attempts a ON a.id = t.attempt_id "
+        "WHERE t.event = 'await_approval'"
+    )
+    assert decided == [(4,)]
     shown = json.loads(project.run("show", "fix", "--json").stdout)
     assert [(a["round"], a["candidate"]) for a in shown["attempts"]] == [
         (1, c) for c in (1, 2, 3, 4)
     ]
     assert [a["number"] for a in shown["attempts"] if a.get("winner")] == [winner[0]]
     assert check_invariants(project.db_url, allow_running=False) == []
-    assert "round 1 decided: attempt" in out, out
+    assert "round 1 decided: attempt 4, candidate 4 of 4, won" in out, out
+    text = project.run("show", "fix").stdout
+    assert "4 (r1 4/4*)" in text and "2 (r1 2/4)" in text, text
+
+    # Finished and pruned: the kept refs go with the worktree.
+    assert project.run("approve", "fix").returncode == 0
+    assert project.run("tick").returncode == 0
+    assert project.state("fix") == "complete"
+    pruned = project.run("prune", "--finished", "--older-than", "0")
+    assert pruned.returncode == 0, pruned.stderr
+    assert git(repo, "for-each-ref", "refs/orchestrator/").strip() == ""
+    assert git(repo, "rev-parse", "task/fix").strip() == tip  # the branch stays
