@@ -74,6 +74,15 @@ def task_lock(settings: Settings, slug: str) -> Iterator[None]:
         os.close(fd)
 
 
+def branch_ready(claim: Claim) -> bool:
+    """Whether the task's branch is there to branch candidates from (made,
+    with the task's worktree, by whichever candidate came first)."""
+    repository, task = claim.pipeline.repository, claim.task
+    if repository is None or task.branch is None:
+        return False
+    return branch_tip(repository, task.branch) is not None
+
+
 def prepare_candidate(engine: Engine, settings: Settings, claim: Claim) -> AttemptRun | None:
     """Make the candidate's worktree, fresh, from the round's base: the task
     branch's tip, or, after a round in which no candidate passed, that
@@ -248,13 +257,18 @@ def _fast_forward(
         return  # moved already
     except GitError:
         pass
-    tree = Worktree(
-        pipeline.repository,
-        settings.workspace_root / task.slug,
-        task.branch,
-        task.base_commit or "",
-    )
-    if tree.exists():
+    # The worktree that has the branch checked out moves with it, wherever
+    # it is (a host sharing the repository may hold it).
+    listed = run_git(pipeline.repository, ["worktree", "list", "--porcelain", "-z"])
+    checked_out: Path | None = None
+    path: Path | None = None
+    for field in listed.split("\0"):
+        if field.startswith("worktree "):
+            path = Path(field.removeprefix("worktree "))
+        elif field == f"branch refs/heads/{task.branch}":
+            checked_out = path
+    if checked_out is not None and checked_out.is_dir():
+        tree = Worktree(pipeline.repository, checked_out, task.branch, task.base_commit or "")
         tree.git(["merge", "--ff-only", "--quiet", "--no-edit", sha])
     else:
         run_git(pipeline.repository, ["update-ref", f"refs/heads/{task.branch}", sha, tip])

@@ -110,11 +110,14 @@ class WorkspacePreparer:
             round_branches.settle(self.tx.engine, self.settings, claim.task.slug, self.tick_warn)
         if not claim.candidate:
             return self._task_worktree(claim, context, state_dir, guard, tag)
-        # The round's candidates start at once: one makes the task's worktree.
+        # The round's candidates start at once: one makes the task's
+        # worktree; once the branch exists a candidate needs only that (its
+        # round may be shared with a host whose worktree holds the branch).
         with round_branches.task_lock(self.settings, claim.task.slug):
-            made = self._task_worktree(claim, context, state_dir, guard, tag)
-        if made is not None:
-            return made
+            if not round_branches.branch_ready(claim):
+                made = self._task_worktree(claim, context, state_dir, guard, tag)
+                if made is not None:
+                    return made
         return round_branches.prepare_candidate(self.tx.engine, self.settings, claim)
 
     def _task_worktree(
