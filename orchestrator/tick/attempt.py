@@ -183,9 +183,14 @@ class AttemptRunner:
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
         # Where this stage's diff at its gate begins (the first attempt's).
-        self.tx.retrying(
-            lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
-        )
+        if claim.candidate:  # its worktree's HEAD: the round's base
+            self.tx.retrying(
+                lambda _: round_branches.note_base(self.tx.engine, self.settings, claim)
+            )
+        else:
+            self.tx.retrying(
+                lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
+            )
         if stage.worker is not None:
             self.runaway.before(claim.attempt_id, stage, workspace)
             worker = last = run("worker", stage.worker)

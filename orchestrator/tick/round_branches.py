@@ -26,7 +26,7 @@ from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.pipeline import Status
 from orchestrator.storage import repo
-from orchestrator.storage.db import read_tx
+from orchestrator.storage.db import read_tx, write_tx
 from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.testing import fault_point
 from orchestrator.tick.branches import attempt_key, author
@@ -106,6 +106,20 @@ def prepare_candidate(engine: Engine, settings: Settings, claim: Claim) -> Attem
     except GitError as exc:
         return AttemptRun(Outcome.WORKER_ERROR, error=f"candidate worktree: {exc}")
     return None
+
+
+def note_base(engine: Engine, settings: Settings, claim: Claim) -> None:
+    """Record the candidate's starting commit (the round's base) on its
+    attempt, before its worker runs: the gate diffs each candidate from it."""
+    assert claim.pipeline.repository is not None
+    workspace = candidate_workspace(settings, claim.task.slug, claim.candidate)
+    branch = candidate_branch(claim.task.slug, claim.candidate)
+    try:
+        head = Worktree(claim.pipeline.repository, workspace, branch, "").head()
+    except GitError:
+        head = ""
+    with write_tx(engine) as conn:
+        repo.record_start_commit(conn, claim.attempt_id, claim.token, head)
 
 
 def _round_base(engine: Engine, claim: Claim) -> str | None:

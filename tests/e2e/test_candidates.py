@@ -6,6 +6,7 @@ finish), the others kept at their refs."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -127,6 +128,29 @@ def test_four_candidates_run_at_once_and_the_first_best_passing_wins(
     assert "round 1 decided: attempt 4, candidate 4 of 4, won" in out, out
     text = project.run("show", "fix").stdout
     assert "4 (r1 4/4*)" in text and "2 (r1 2/4)" in text, text
+
+    # The gate page: every candidate's score, reasons and diff against the
+    # round's base, the winner first; the approval hash covers them.
+    from orchestrator.config import load_settings
+    from orchestrator.storage.db import make_engine
+    from orchestrator.web.pages import Pages
+    from orchestrator.web.render import Links
+
+    engine = make_engine(project.db_url)
+    try:
+        html, status = Pages(engine, load_settings(config=project.config)).gate(
+            Links(), "fix", csrf="token"
+        )
+    finally:
+        engine.dispose()
+    assert status == 200
+    order = [int(n) for n in re.findall(r'id="candidate-(\d+)"', html)]
+    by_slot = {r[2]: r[0] for r in rows}
+    assert order == [by_slot[4], by_slot[2], by_slot[3], by_slot[1]], order
+    first = html.index(f'id="candidate-{by_slot[4]}"')
+    assert "chosen" in html[first : html.index(f'id="candidate-{by_slot[2]}"')]
+    assert "answer 0.3" in html and "+candidate 1" in html and "+0.6" in html
+    assert html.count("<pre class=\"diff\">") >= 4
 
     # Finished and pruned: the kept refs go with the worktree.
     assert project.run("approve", "fix").returncode == 0
