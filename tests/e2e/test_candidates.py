@@ -150,7 +150,7 @@ def test_four_candidates_run_at_once_and_the_first_best_passing_wins(
     first = html.index(f'id="candidate-{by_slot[4]}"')
     assert "chosen" in html[first : html.index(f'id="candidate-{by_slot[2]}"')]
     assert "answer 0.3" in html and "+candidate 1" in html and "+0.6" in html
-    assert html.count("<pre class=\"diff\">") >= 4
+    assert html.count('<pre class="diff">') >= 4
 
     # Finished and pruned: the kept refs go with the worktree.
     assert project.run("approve", "fix").returncode == 0
