@@ -12,6 +12,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             show, task with 1,000 attempts / task with 1                          <= 2
   bytes     database bytes per attempt                                             <= 2 KB
   pg        two PostgreSQL hosts / one host, 16 tasks sleeping 1 s, --jobs 2      <= 0.6
+  candidates  a round of 4 trivial candidates, --jobs 4 /
+            (one trivial attempt + stdlib minimum of 4 parallel spawns)           <= 1.5
 """
 
 from __future__ import annotations
@@ -382,6 +384,81 @@ def _parallel_ticks(envs: list[dict[str, str]]) -> float:
     return time.perf_counter() - started
 
 
+CANDIDATE_STAGE = """
+[orchestrator]
+workspace_root = "tasks"
+state_root = "state"
+lock_file = "orchestrator.lock"
+
+[pipelines.default]
+repository = "repo"
+
+[[pipelines.default.stages]]
+name = "work"
+candidates = K
+worker = ["/bin/true"]
+verifier = ["/bin/echo", "{\\"pass\\": true, \\"score\\": 1.0}"]
+"""
+# The stdlib minimum of four candidates: four worker + verifier pairs
+# spawned at once from four threads, timed inside one interpreter.
+PARALLEL_SPAWNS = """
+import json, subprocess, threading, time
+def one():
+    subprocess.run(["/bin/true"], check=True)
+    json.loads(subprocess.run(["/bin/echo", '{"pass": true, "score": 1.0}'],
+               check=True, capture_output=True).stdout)
+started = time.perf_counter()
+threads = [threading.Thread(target=one) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(time.perf_counter() - started)
+"""
+
+
+def _repository(folder: Path) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env |= {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b"}
+    env |= {"GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}
+    repo = folder / "repo"
+    repo.mkdir(parents=True)
+    for argv in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "base"]):
+        subprocess.run(["git", "-C", str(repo), *argv], check=True, env=env)
+
+
+def bench_candidates(work: Path, rounds: int) -> list[tuple[str, bool | None]]:
+    """A tick of one task whose stage has 4 candidates (four worktrees, four
+    commits, the round decided and settled), against a tick of the same
+    task with one attempt plus what four parallel spawns cost at least."""
+    ratios, spawn_parts = [], []
+    for index in range(rounds):
+        envs = {}
+        for k in (1, 4):
+            folder = work / f"cand-{index}-{k}"
+            _repository(folder)
+            envs[k] = project(folder, CANDIDATE_STAGE.replace("K", str(k)))
+            add_tasks(envs[k], 1)
+        one = timed(orch("tick"), env=envs[1])
+        spawns = float(
+            subprocess.run(
+                [PY, "-c", PARALLEL_SPAWNS], check=True, capture_output=True, text=True
+            ).stdout
+        )
+        four = timed(orch("tick", "--jobs", "4"), env=envs[4])
+        done = (
+            sqlite3.connect(work / f"cand-{index}-4" / "orchestrator.db")
+            .execute("SELECT count(*) FROM attempts WHERE outcome = 'passed' AND round = 1")
+            .fetchone()[0]
+        )
+        if done != 4:
+            raise SystemExit(f"candidates bench: {done} of 4 candidates passed")
+        ratios.append(four / (one + spawns))
+        spawn_parts.append(spawns / one)
+    return [
+        report("round of 4 candidates --jobs 4 / (one attempt + 4 parallel spawns)", ratios, 1.5),
+        info("  4 parallel spawns / one attempt's tick", spawn_parts),
+    ]
+
+
 def compile_package() -> None:
     """Measure the package as installed: pip compiles bytecode at install
     time, but a checkout run with PYTHONDONTWRITEBYTECODE=1 (or a read-only
@@ -400,14 +477,16 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--only", nargs="*", choices=["noop", "attempt", "growth", "pg"])
+    parser.add_argument(
+        "--only", nargs="*", choices=["noop", "attempt", "growth", "pg", "candidates"]
+    )
     parser.add_argument(
         "--pg",
         default=os.environ.get("ORCHESTRATOR_TEST_PG_URL"),
         help="a PostgreSQL server URL where CREATE DATABASE is allowed",
     )
     args = parser.parse_args()
-    chosen = set(args.only or ["noop", "attempt", "growth", "pg"])
+    chosen = set(args.only or ["noop", "attempt", "growth", "pg", "candidates"])
     compile_package()
     results: list[tuple[str, bool | None]] = []
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
@@ -418,6 +497,8 @@ def main() -> None:
             results += bench_attempts(work, max(3, args.rounds))
         if "growth" in chosen:
             results += bench_growth(work, args.rounds)
+        if "candidates" in chosen:
+            results += bench_candidates(work, max(3, args.rounds))
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

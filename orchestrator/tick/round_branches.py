@@ -89,15 +89,18 @@ def prepare_candidate(engine: Engine, settings: Settings, claim: Claim) -> Attem
     round's best candidate's commit. None when it is ready."""
     pipeline, task = claim.pipeline, claim.task
     assert pipeline.repository is not None and task.branch is not None
+    workspace = candidate_workspace(settings, task.slug, claim.candidate)
+    branch = candidate_branch(task.slug, claim.candidate)
     try:
+        # One at a time: an earlier round is settled first, and git's own
+        # worktree bookkeeping (`worktree add`, `prune`) is not made for
+        # several writers at once.
         with task_lock(settings, task.slug):
             _settle_locked(engine, settings, pipeline, task.slug)
             base = _round_base(engine, claim) or branch_tip(pipeline.repository, task.branch)
             if base is None:
                 return AttemptRun(Outcome.WORKER_ERROR, error=f"branch {task.branch} is gone")
-            workspace = candidate_workspace(settings, task.slug, claim.candidate)
-            branch = candidate_branch(task.slug, claim.candidate)
-            _clear_slot(pipeline.repository, workspace, branch)
+            _clear_slots(pipeline.repository, [(workspace, branch)])
             workspace.parent.mkdir(parents=True, exist_ok=True)
             run_git(
                 pipeline.repository,
@@ -151,21 +154,33 @@ def _resolve(repository: Path, ref: str) -> str | None:
         return None
 
 
-def _clear_slot(repository: Path, workspace: Path, branch: str) -> None:
-    """What an earlier round left in this slot: its commits are at their
-    refs already, so the worktree and branch are dropped, forced."""
-    listed = run_git(repository, ["worktree", "list", "--porcelain", "-z"])
-    real = Path(os.path.realpath(workspace.parent)) / workspace.name
-    if f"worktree {real}" in listed.split("\0"):
-        run_git(repository, ["worktree", "remove", "--force", "--force", str(workspace)])
-        fault_point("after_candidate_removed")
-    if workspace.is_symlink():
-        workspace.unlink()
-    elif workspace.exists():
-        shutil.rmtree(workspace)
-    run_git(repository, ["worktree", "prune"])
-    if branch_tip(repository, branch) is not None:
-        run_git(repository, ["branch", "--quiet", "-D", branch])
+def _clear_slots(repository: Path, slots: list[tuple[Path, str]]) -> None:
+    """What an earlier round left in these slots (worktree, branch): its
+    commits are at their refs already, so both are dropped, forced. Each
+    git step runs only when there is something for it to do."""
+    listed = set(run_git(repository, ["worktree", "list", "--porcelain", "-z"]).split("\0"))
+    for workspace, _branch in slots:
+        real = Path(os.path.realpath(workspace.parent)) / workspace.name
+        if f"worktree {real}" in listed:
+            run_git(repository, ["worktree", "remove", "--force", "--force", str(workspace)])
+            fault_point("after_candidate_removed")
+        if workspace.is_symlink():
+            workspace.unlink()
+        elif workspace.exists():
+            shutil.rmtree(workspace)
+    if any(
+        not Path(line.removeprefix("worktree ")).exists()
+        for line in listed
+        if line.startswith("worktree ")
+    ):
+        run_git(repository, ["worktree", "prune"])
+    wanted = [f"refs/heads/{branch}" for _workspace, branch in slots]
+    found = run_git(repository, ["for-each-ref", "--format=%(refname)", *wanted]).split()
+    if found:
+        run_git(
+            repository,
+            ["branch", "--quiet", "-D", *(ref.removeprefix("refs/heads/") for ref in found)],
+        )
 
 
 def commit_candidate(settings: Settings, claim: Claim, run: AttemptRun) -> None:
@@ -251,12 +266,13 @@ def _settle_locked(engine: Engine, settings: Settings, pipeline: PipelineConfig,
         fault_point("after_round_branch_moved")
     if running:
         return
-    for slot in range(1, slots + 1):
-        _clear_slot(
-            pipeline.repository,
-            candidate_workspace(settings, slug, slot),
-            candidate_branch(slug, slot),
-        )
+    _clear_slots(
+        pipeline.repository,
+        [
+            (candidate_workspace(settings, slug, slot), candidate_branch(slug, slot))
+            for slot in range(1, slots + 1)
+        ],
+    )
 
 
 def _fast_forward(

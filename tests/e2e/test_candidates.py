@@ -65,13 +65,13 @@ def test_four_candidates_run_at_once_and_the_first_best_passing_wins(
         # All four are running before any may end: `--jobs 4` ran them at once.
         wait_for(
             lambda: all((signals / f"started-{c}").exists() for c in SCORES),
-            timeout=60,
+            timeout=240,
             what="four candidates started",
         )
         for slot in (1, 4, 3, 2):  # 4 ends before 2: the tie goes to 4
             (signals / f"go-{slot}").touch()
-            wait_for(lambda slot=slot: closed(project, slot), timeout=60, what=f"{slot} closed")
-        out, err = tick.communicate(timeout=60)
+            wait_for(lambda slot=slot: closed(project, slot), timeout=240, what=f"{slot} closed")
+        out, err = tick.communicate(timeout=240)
     finally:
         if tick.poll() is None:
             tick.kill()

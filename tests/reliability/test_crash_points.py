@@ -338,7 +338,7 @@ def test_a_killed_round_is_decided_once_from_what_was_recorded(
     tick = project.popen("tick", "--jobs", "4")
     try:
         for slot in (1, 2, 3, 4):
-            wait_for(lambda slot=slot: (signals / f"started-{slot}").exists(), timeout=60)
+            wait_for(lambda slot=slot: (signals / f"started-{slot}").exists(), timeout=240)
         for slot in (1, 2):
             (signals / f"go-{slot}").touch()
             wait_for(
@@ -351,7 +351,7 @@ def test_a_killed_round_is_decided_once_from_what_was_recorded(
                     )[0][0]
                     == 1
                 ),
-                timeout=60,
+                timeout=240,
             )
         os.kill(tick.pid, signal.SIGKILL)
         tick.communicate(timeout=30)
