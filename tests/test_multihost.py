@@ -212,9 +212,9 @@ def test_two_hosts_take_the_candidates_of_one_round(tmp_path: Path, shared_url: 
     assert a.cli("add", "fix", "--title", "four ways").exit_code == 0
     procs = [a.popen("tick", "--jobs", "2")]
     try:
-        wait_for(lambda: running_by_host(shared_url) == {"host-a": 2}, 60.0)
+        wait_for(lambda: running_by_host(shared_url) == {"host-a": 2}, 240.0)
         procs.append(b.popen("tick", "--jobs", "2"))
-        wait_for(lambda: running_by_host(shared_url) == {"host-a": 2, "host-b": 2}, 60.0)
+        wait_for(lambda: running_by_host(shared_url) == {"host-a": 2, "host-b": 2}, 240.0)
     finally:
         go.touch()
     for proc in procs:
