@@ -18,6 +18,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
   idle      idle cron tick, 100 gates waiting / python -c pass                   <= 5
   wake      approve -> next stage starts under run --interval 60 (median, s)     <= 1 s
             on SQLite, and on PostgreSQL with --pg (bench/wake.py)
+  candidates  a round of 4 trivial candidates, --jobs 4 /
+            (one trivial attempt + stdlib minimum of 4 parallel spawns)           <= 1.5
 """
 
 from __future__ import annotations
@@ -400,6 +402,81 @@ def bench_landing(work: Path, rounds: int) -> list[tuple[str, bool]]:
     ]
 
 
+CANDIDATE_STAGE = """
+[orchestrator]
+workspace_root = "tasks"
+state_root = "state"
+lock_file = "orchestrator.lock"
+
+[pipelines.default]
+repository = "repo"
+
+[[pipelines.default.stages]]
+name = "work"
+candidates = K
+worker = ["/bin/true"]
+verifier = ["/bin/echo", "{\\"pass\\": true, \\"score\\": 1.0}"]
+"""
+# The stdlib minimum of four candidates: four worker + verifier pairs
+# spawned at once from four threads, timed inside one interpreter.
+PARALLEL_SPAWNS = """
+import json, subprocess, threading, time
+def one():
+    subprocess.run(["/bin/true"], check=True)
+    json.loads(subprocess.run(["/bin/echo", '{"pass": true, "score": 1.0}'],
+               check=True, capture_output=True).stdout)
+started = time.perf_counter()
+threads = [threading.Thread(target=one) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(time.perf_counter() - started)
+"""
+
+
+def _repository(folder: Path) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env |= {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b"}
+    env |= {"GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}
+    repo = folder / "repo"
+    repo.mkdir(parents=True)
+    for argv in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "base"]):
+        subprocess.run(["git", "-C", str(repo), *argv], check=True, env=env)
+
+
+def bench_candidates(work: Path, rounds: int) -> list[tuple[str, bool | None]]:
+    """A tick of one task whose stage has 4 candidates (four worktrees, four
+    commits, the round decided and settled), against a tick of the same
+    task with one attempt plus what four parallel spawns cost at least."""
+    ratios, spawn_parts = [], []
+    for index in range(rounds):
+        envs = {}
+        for k in (1, 4):
+            folder = work / f"cand-{index}-{k}"
+            _repository(folder)
+            envs[k] = project(folder, CANDIDATE_STAGE.replace("K", str(k)))
+            add_tasks(envs[k], 1)
+        one = timed(orch("tick"), env=envs[1])
+        spawns = float(
+            subprocess.run(
+                [PY, "-c", PARALLEL_SPAWNS], check=True, capture_output=True, text=True
+            ).stdout
+        )
+        four = timed(orch("tick", "--jobs", "4"), env=envs[4])
+        done = (
+            sqlite3.connect(work / f"cand-{index}-4" / "orchestrator.db")
+            .execute("SELECT count(*) FROM attempts WHERE outcome = 'passed' AND round = 1")
+            .fetchone()[0]
+        )
+        if done != 4:
+            raise SystemExit(f"candidates bench: {done} of 4 candidates passed")
+        ratios.append(four / (one + spawns))
+        spawn_parts.append(spawns / one)
+    return [
+        report("round of 4 candidates --jobs 4 / (one attempt + 4 parallel spawns)", ratios, 1.5),
+        info("  4 parallel spawns / one attempt's tick", spawn_parts),
+    ]
+
+
 def compile_package() -> None:
     """Measure the package as installed: pip compiles bytecode at install
     time, but a checkout run with PYTHONDONTWRITEBYTECODE=1 (or a read-only
@@ -411,7 +488,7 @@ def compile_package() -> None:
     subprocess.run([PY, "-m", "compileall", "-q", str(package)], check=True)
 
 
-LANES = ["noop", "attempt", "growth", "pg", "land", "idle", "wake", "sandbox"]
+LANES = ["noop", "attempt", "growth", "pg", "land", "idle", "wake", "sandbox", "candidates"]
 
 
 def main() -> None:
@@ -445,6 +522,8 @@ def main() -> None:
             from bench.sandbox import bench_sandbox
 
             results += bench_sandbox(work, max(3, args.rounds))
+        if "candidates" in chosen:
+            results += bench_candidates(work, max(3, args.rounds))
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

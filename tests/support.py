@@ -237,6 +237,7 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                     problems.append(f"{slug}: landing with {open_attempts} open attempts")
                 if open_attempts > 1:
                     problems.append(f"{slug}: {open_attempts} attempts open at once")
+                problems += _round_problems(conn, task_id, slug, stage, status, open_attempts)
                 if open_attempts and not allow_running:
                     problems.append(f"{slug}: {open_attempts} attempts still open")
             landed = conn.execute(
@@ -285,6 +286,60 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                     problems.append(f"integrity_check: {check}")
     finally:
         engine.dispose()
+    return problems
+
+
+def _round_problems(
+    conn: Any, task_id: int, slug: str, stage: str, status: str, open_attempts: int
+) -> list[str]:
+    """One open attempt per task, or (best of N) per slot of one round:
+    a running task has exactly one open attempt, unless its stage's newest
+    round is running, which may have 0..K open (its slots claimed one by
+    one); every slot is 1..K; a round is decided at most once."""
+    problems: list[str] = []
+    rows = conn.execute(
+        text(
+            "SELECT round, candidate, candidates, stage FROM attempts "
+            "WHERE task_id = :t AND finished_at IS NULL"
+        ),
+        {"t": task_id},
+    ).all()
+    rounds = {(r[3], r[0]) for r in rows}
+    slots = [r[1] for r in rows]
+    if len(slots) != len(set(slots)):
+        problems.append(f"{slug}: two open attempts in one candidate slot")
+    in_round = all(r[0] is not None for r in rows) and len(rounds) <= 1
+    newest = conn.execute(
+        text(
+            "SELECT round, candidate, candidates FROM attempts WHERE task_id = :t AND stage = :s "
+            "ORDER BY number DESC LIMIT 1"
+        ),
+        {"t": task_id, "s": stage},
+    ).first()
+    running_round = newest is not None and newest[0] is not None
+    if status == "running" and not (open_attempts == 1 or (running_round and in_round)):
+        problems.append(f"{slug}: running with {open_attempts} open attempts")
+    if open_attempts > 1 and not in_round:
+        problems.append(f"{slug}: {open_attempts} attempts open at once")
+    bad = conn.execute(
+        text(
+            "SELECT count(*) FROM attempts WHERE task_id = :t AND "
+            "(candidate < 1 OR candidate > candidates OR (round IS NULL AND candidates != 1))"
+        ),
+        {"t": task_id},
+    ).scalar_one()
+    if bad:
+        problems.append(f"{slug}: {bad} attempts with a slot outside their round")
+    decisions = conn.execute(
+        text(
+            "SELECT a.stage, a.round, count(*) FROM transitions t JOIN attempts a "
+            "ON a.id = t.attempt_id WHERE a.task_id = :t AND a.round IS NOT NULL "
+            "AND t.event != 'claim' GROUP BY a.stage, a.round HAVING count(*) > 1"
+        ),
+        {"t": task_id},
+    ).all()
+    for stage_name, round_no, count in decisions:
+        problems.append(f"{slug}: round {round_no} at {stage_name} decided {count} times")
     return problems
 
 

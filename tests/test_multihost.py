@@ -183,3 +183,53 @@ def test_stopped_host_past_its_lease_cannot_write(tmp_path: Path, shared_url: st
     events = [r[0] for r in a.query("SELECT event FROM transitions ORDER BY seq")]
     assert events == ["add", "claim", "retry", "claim", "stage_passed"]
     assert check_invariants(shared_url, allow_running=False) == []
+
+
+def test_two_hosts_take_the_candidates_of_one_round(tmp_path: Path, shared_url: str) -> None:
+    """Best of N on PostgreSQL: a round of four candidates, two taken by
+    each host (`tick --jobs 2` each; the workers wait for GO, so neither
+    host can take more than its slots). One repository both hosts reach;
+    the round is decided once, its winner the task branch's tip."""
+    from support import git, make_repo
+
+    go = tmp_path / "GO"
+    repo = make_repo(tmp_path)
+    worker = (
+        f'echo "$ORCHESTRATOR_CANDIDATE" > answer.txt; while [ ! -e {go} ]; do sleep 0.05; done'
+    )
+    verifier = (
+        "c=$(cat answer.txt); "
+        'echo "{\\"pass\\": true, \\"score\\": 0.$c, \\"reasons\\": [\\"$c\\"]}"'
+    )
+    stage = (
+        f'[pipelines.default]\nrepository = "{repo}"\n\n[[pipelines.default.stages]]\n'
+        f'name = "work"\ncandidates = 4\nworker = {json.dumps(["sh", "-c", worker])}\n'
+        f"verifier = {json.dumps(['sh', '-c', verifier])}\n"
+    )
+    a = make_project(tmp_path / "host-a", shared_url, stage, affinity="any")
+    b = make_project(tmp_path / "host-b", shared_url, stage, affinity="any")
+    a.env["ORCHESTRATOR_HOST"], b.env["ORCHESTRATOR_HOST"] = "host-a", "host-b"
+    assert a.cli("add", "fix", "--title", "four ways").exit_code == 0
+    procs = [a.popen("tick", "--jobs", "2")]
+    try:
+        wait_for(lambda: running_by_host(shared_url) == {"host-a": 2}, 240.0)
+        procs.append(b.popen("tick", "--jobs", "2"))
+        wait_for(lambda: running_by_host(shared_url) == {"host-a": 2, "host-b": 2}, 240.0)
+    finally:
+        go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    rows = a.query("SELECT candidate, host, outcome, score, commit_sha FROM attempts ORDER BY 1")
+    assert [r[0] for r in rows] == [1, 2, 3, 4]
+    assert {r[1] for r in rows} == {"host-a", "host-b"}
+    assert [r[2] for r in rows] == ["passed"] * 4
+    assert a.state("fix") == "complete"
+    # The best score is candidate 4's (0.4): it is the tip, the others kept at refs.
+    assert [r[0] for r in rows if r[4]] == [4]
+    assert git(repo, "rev-parse", "task/fix").strip() == rows[3][4]
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/orchestrator/fix/").split()
+    assert len(refs) == 4
+    decided = a.query("SELECT count(*) FROM transitions WHERE event <> 'claim' AND event <> 'add'")
+    assert decided == [(1,)]
+    assert check_invariants(shared_url, allow_running=False) == []

@@ -45,7 +45,7 @@ class PruneResult:
 
 # Files the tick writes beside the attempt folders (the setup marker and its
 # temporary file); anything else in the slug folder is someone else's.
-KNOWN_FILES = ("setup.json", "setup.tmp")
+KNOWN_FILES = ("setup.json", "setup.tmp", "round.lock")  # round.lock: best of N
 
 
 def prune(

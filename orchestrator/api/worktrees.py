@@ -15,6 +15,7 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.storage import tables
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.tick.round_branches import drop_attempt_refs
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Worktree
 
@@ -71,6 +72,8 @@ def finished_worktrees(
                 if tree.exists():
                     removed.append(Removed(slug, workspace, branch))
             elif tree.remove():
+                # The attempts' kept refs (best of N's candidates) go with it.
+                drop_attempt_refs(repository, slug)
                 removed.append(Removed(slug, workspace, branch))
         except GitError as exc:
             removed.append(Removed(slug, workspace, branch, error=str(exc)))

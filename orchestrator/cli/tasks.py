@@ -226,6 +226,8 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
 @pass_app
 def show(app: App, slug: str, as_json: bool) -> None:
     """Show one task: its state, transitions and attempts, oldest first."""
+    from orchestrator.views.rounds import slot_label
+
     data = app.project().task(slug)
     if as_json:
         emit_json(data)
@@ -282,7 +284,7 @@ def show(app: App, slug: str, as_json: bool) -> None:
                 [
                     [
                         a["stage"],
-                        a["number"],
+                        f"{a['number']} ({slot_label(a)})" if a.get("round") else a["number"],
                         a["outcome"] or "running",
                         a["pass"],
                         a["score"],

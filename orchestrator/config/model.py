@@ -90,6 +90,7 @@ _STAGE_KEYS = (
     "plateau",
     "worker_ok_exit",
     "pool",
+    "candidates",
     *AGENT_KEYS,
     *GUARD_KEYS,
     *SANDBOX_KEYS,
@@ -140,6 +141,9 @@ class StageConfig:
     # Best-attempt restore and verifier noise (`config.selection`).
     on_halt: OnHalt = "last"
     verifier_samples: int = 1
+    # Best of N (`tick.rounds`): a claim opens this many candidates, each
+    # in its own worktree; 1 is one attempt at a time.
+    candidates: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,9 @@ class _PipelineReader(_StageReader):
                 # The index alone makes a reader count tables in the file.
                 stage_key += f" ({named})"
             stage = self.stage(raw, stage_key, defaults)
+            if stage.candidates > 1 and "repository" not in table:
+                # Each candidate works in a worktree of its own.
+                self.fail(_key(stage_key, "candidates"), "needs `repository` in the pipeline")
             if stage.name in seen:
                 self.fail(
                     _key(stage_key, "name"),

@@ -103,7 +103,11 @@ class _StageReader(_ValueReader):
                 _key(key, "stdin"),
                 f'stdin = "prompt"{inherited} needs a prompt template (prompt = "...")',
             )
+        candidates = 1
+        if "candidates" in table:
+            candidates = self.integer(table["candidates"], _key(key, "candidates"), 1)
         return StageConfig(
+            candidates=candidates,
             name=name,
             worker=worker,
             verifier=verifier,

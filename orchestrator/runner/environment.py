@@ -23,6 +23,7 @@ PLACEHOLDERS = (
     "config_dir",
     "context_file",
     "prev_session",
+    "candidate",
 )
 MAX_VALUE_BYTES = 8192
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")

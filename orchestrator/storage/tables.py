@@ -33,6 +33,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -203,16 +204,24 @@ attempts = Table(
     # When this attempt's kept work (its `refs/orchestrator/` snapshot) was
     # put back on the task's branch (0014): `restore`, or `on_halt = "best"`.
     Column("restored_at", UTCDateTime),
+    # Best of N (0013): the stage's round this attempt is a candidate of
+    # (NULL: an attempt on its own), its slot 1..candidates, and the round's
+    # size. One attempt alone is slot 1 of 1.
+    Column("round", Integer),
+    Column("candidate", Integer, nullable=False, server_default=text("1")),
+    Column("candidates", Integer, nullable=False, server_default=text("1")),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_pool_finished_at", "pool", "finished_at"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
     CheckConstraint(one_of("outcome", [o.value for o in Outcome]), name="outcome"),
 )
-# At most one unfinished attempt per task, whatever the interleaving; it also
-# serves the claim's and recovery's look for open attempts.
+# At most one unfinished attempt per task and candidate slot (an attempt on
+# its own is slot 1), whatever the interleaving; it also serves the claim's
+# and recovery's look for open attempts.
 Index(
-    "uq_attempts_open_task_id",
+    "uq_attempts_open_task_id_candidate",
     attempts.c.task_id,
+    attempts.c.candidate,
     unique=True,
     sqlite_where=attempts.c.finished_at.is_(None),
     postgresql_where=attempts.c.finished_at.is_(None),

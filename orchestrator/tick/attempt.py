@@ -22,7 +22,7 @@ from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches, pools, samples, snapshots
+from orchestrator.tick import branches, pools, round_branches, samples, snapshots
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.commands import CommandRunner
@@ -132,6 +132,8 @@ class AttemptRunner:
             keep_result(folder, claim, result, database=database_fault(exc))
             raise
         forget_kept(folder)  # the reserve, no longer needed
+        if claim.candidate:  # the round may be decided: its winner becomes the tip
+            round_branches.settle(self.tx.engine, self.settings, claim.task.slug, self.tick.warn)
         return recorded
 
     def _execute(self, claim: Claim) -> AttemptRun:
@@ -143,7 +145,7 @@ class AttemptRunner:
         with host_folder("state_root", self.settings.state_root):
             state_dir.mkdir(parents=True, exist_ok=True)
         guard = FenceGuard(self.tick, self.tx, claim)
-        workspace = self.settings.workspace_root / slug
+        workspace = round_branches.workspace_of(self.settings, claim)
         context = AttemptContext.of(claim, workspace, self.settings.base_dir)
         tag = runner.process_tag(claim.token)
         # Setup writes its capture files and marker in state_root: an error
@@ -189,8 +191,11 @@ class AttemptRunner:
             )
 
         ran = self._worker_and_verifier(claim, run, guard, state_dir)
-        snapshots.keep(claim, workspace, ran)  # passed or not, before the record
-        branches.commit_passed(claim, workspace, ran)
+        if claim.candidate:  # its commit, passed or not, is its kept work
+            round_branches.commit_candidate(self.settings, claim, ran)
+        else:
+            snapshots.keep(claim, workspace, ran)  # passed or not, before the record
+            branches.commit_passed(claim, workspace, ran)
         return ran
 
     def _worker_and_verifier(
@@ -202,14 +207,19 @@ class AttemptRunner:
     ) -> AttemptRun:
         """Run the stage's worker, then its verifier, and judge the verdict."""
         stage = claim.stage
-        workspace = self.settings.workspace_root / claim.task.slug
+        workspace = round_branches.workspace_of(self.settings, claim)
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
         # Where this stage's diff at its gate begins (the first attempt's).
-        self.tx.retrying(
-            lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
-        )
+        if claim.candidate:  # its worktree's HEAD: the round's base
+            self.tx.retrying(
+                lambda _: round_branches.note_base(self.tx.engine, self.settings, claim)
+            )
+        else:
+            self.tx.retrying(
+                lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
+            )
         # A recheck after a pending verdict asks the verifier again and
         # leaves the worker be: its work is what is being waited on.
         recheck = stage.verifier is not None and self._rechecks(claim)

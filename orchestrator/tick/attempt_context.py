@@ -43,6 +43,7 @@ class AttemptContext:
     reasons: str = ""  # the last verdict's reasons, as a list
     history: str = ""  # a compact table of the run's attempts
     prev_session: str = ""  # the previous attempt's agent session, to resume it
+    candidate: int = 1  # best of N: this candidate's slot, 1..candidates
 
     @classmethod
     def of(cls, claim: Claim, workspace: Path, config_dir: Path | None = None) -> AttemptContext:
@@ -57,6 +58,7 @@ class AttemptContext:
             prev_outcome=claim.prev_outcome,
             prev_score=claim.prev_score,
             config_dir="" if config_dir is None else str(config_dir),
+            candidate=claim.candidate or 1,
         )
 
     def with_prompt(self, prompt_file: Path | None) -> AttemptContext:
@@ -89,6 +91,7 @@ class AttemptContext:
             "config_dir": self.config_dir,
             "context_file": "" if self.context_file is None else str(self.context_file),
             "prev_session": self.prev_session,
+            "candidate": str(self.candidate),
         }
 
     def environment(self) -> dict[str, str]:
@@ -103,6 +106,7 @@ class AttemptContext:
             "ORCHESTRATOR_PREV_OUTCOME": self.prev_outcome,
             "ORCHESTRATOR_PROMPT_FILE": self.placeholders()["prompt_file"],
             "ORCHESTRATOR_CONTEXT_FILE": self.placeholders()["context_file"],
+            "ORCHESTRATOR_CANDIDATE": str(self.candidate),
         }
 
     def setup_environment(self) -> dict[str, str]:

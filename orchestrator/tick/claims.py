@@ -17,9 +17,10 @@ from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.domain.pipeline import Event, State, Status, landing_instead, next_state
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches
+from orchestrator.tick import branches, round_claims
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.host import HostIdentity
@@ -130,6 +131,21 @@ class Claimer:
         if current_revision(conn) != HEAD:
             self.tick.report.stopped_claiming = "the schema revision changed"
             return None
+        if round_claims.configured(self.settings):  # a round's open slot first
+            now = db_now(conn)
+            slot = round_claims.claim_slot(
+                conn,
+                self.settings,
+                self.me,
+                exclude=exclude,
+                only=only,
+                token=token,
+                now=now,
+                tick_id=self.tx.ensure_tick(conn, now),
+                lease=repo.lease_expiry(now, self.settings.lease_seconds),
+            )
+            if slot is not None:
+                return slot
         refused: list[tuple[str, str]] = []  # (pipeline, stage) of pools that said no
         while True:
             task = repo.find_claimable(
@@ -199,6 +215,7 @@ class Claimer:
             hint=attempt.hint,
             prev_outcome=(prev.outcome or "") if prev else "",
             prev_score="" if prev is None or prev.score is None else repr(prev.score),
+            **round_claims.claim_fields(conn, attempt.id),
         )
 
     def _open_attempt(
@@ -212,7 +229,8 @@ class Claimer:
     ) -> Claim:
         prev = repo.last_attempt(conn, task.id, task.stage)
         number = 1 if prev is None else prev.number + 1
-        attempt_id = repo.open_attempt(
+        round_fields = round_claims.first_slot(conn, task, stage)  # {}: one attempt
+        attempt_id = (round_rows.open_candidate if round_fields else repo.open_attempt)(
             conn,
             task_id=task.id,
             stage=task.stage,
@@ -228,6 +246,7 @@ class Claimer:
             tick_start=self.me.start_token,
             started_at=now,
             pool=stage.pool,
+            **round_fields,
         )
         claimed = repo.apply_transition(
             conn,
@@ -250,4 +269,5 @@ class Claimer:
             hint=task.next_hint,
             prev_outcome=(prev.outcome or "") if prev else "",
             prev_score="" if prev is None or prev.score is None else repr(prev.score),
+            **round_fields,
         )

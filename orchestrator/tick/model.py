@@ -85,6 +85,11 @@ class Claim:
     hint: str
     prev_outcome: str
     prev_score: str
+    # Best of N (`tick.rounds`): the candidate's slot, 1..candidates, in
+    # the stage's round `round`; 0 for an attempt on its own.
+    candidate: int = 0
+    round: int | None = None
+    candidates: int = 1
 
 
 @dataclass

@@ -21,6 +21,7 @@ from orchestrator.domain.text import clean_text, one_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import connection_lost, db_now, savepoint
 from orchestrator.testing import fault_point
+from orchestrator.tick import rounds
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claims import Claimer
 from orchestrator.tick.lookups import attempt_folder, stage_policy
@@ -64,28 +65,7 @@ class Recorder:
         With `chain`, the same transaction claims the next task. With
         `again` (a retry), first see whether the first try committed."""
         verdict = run.verdict
-        judged = None if verdict is None or verdict.pending else verdict  # a wait has no score
-        fields: dict[str, Any] = {
-            "outcome": run.outcome.value,
-            "passed": None if judged is None else judged.passed,
-            "score": None if judged is None else judged.score,
-            "reasons": None if verdict is None else json.dumps(list(verdict.reasons)),
-            "next_hint": None if verdict is None else verdict.next_hint,
-            "error": None if run.error is None else clean_text(run.error, 4096),
-            "worker_exit": run.worker_exit,
-            "verifier_exit": run.verifier_exit,
-            "workspace_hash": run.workspace_hash,
-            "commit_sha": run.commit_sha,
-            "workspace_changed": run.workspace_changed,
-        }
-        usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
-        fields.update(usage)
-        ident = self.notes.take_process(
-            attempt_folder(self.settings, claim.task.slug, claim.stage.name, claim.number)
-        )
-        if ident is not None:  # the last process the attempt started, for the record
-            fields.update(pid=ident.pid, pgid=ident.pgid, proc_start=ident.start_time)
-        columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
+        columns, usage = self._columns(claim, run)
         following: Claim | None = None
         with self.tx.write() as conn:
             now = db_now(conn)
@@ -93,7 +73,7 @@ class Recorder:
                 done = self._recorded_before(conn, claim, run, chain)
                 if done is not None:
                     return done
-            task = repo.get_task_by_id(conn, claim.task.id)
+            task = self._task(conn, claim)
             fenced = task is not None and task.version == claim.task.version
             if not fenced or task is None:
                 # Halted or cancelled while it ran: whatever the worker and
@@ -114,6 +94,8 @@ class Recorder:
                 if closed:  # else another tick closed it: its result is only kept
                     self.tick.count(Outcome.INTERRUPTED)
                 return True, None
+            if claim.round is not None:
+                return self._record_candidate(conn, claim, task, columns, chain, now, run)
             decision = decide(
                 task.stage,
                 claim.pipeline.stage_names,
@@ -160,11 +142,81 @@ class Recorder:
             self.tick.error(f"{claim.task.slug}: reporting failed", exc)
         return ready, following
 
+    def _columns(self, claim: Claim, run: AttemptRun) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The attempt's row as `close_attempt` writes it, and the usage part
+        alone (an interrupted attempt is charged it all the same)."""
+        verdict = run.verdict
+        judged = None if verdict is None or verdict.pending else verdict  # a wait has no score
+        fields: dict[str, Any] = {
+            "outcome": run.outcome.value,
+            "passed": None if judged is None else judged.passed,
+            "score": None if judged is None else judged.score,
+            "reasons": None if verdict is None else json.dumps(list(verdict.reasons)),
+            "next_hint": None if verdict is None else verdict.next_hint,
+            "error": None if run.error is None else clean_text(run.error, 4096),
+            "worker_exit": run.worker_exit,
+            "verifier_exit": run.verifier_exit,
+            "workspace_hash": run.workspace_hash,
+            "commit_sha": run.commit_sha,
+            "workspace_changed": run.workspace_changed,
+        }
+        usage = agent_runtime.attempt_usage(self._usage_dir(claim), claim.stage)
+        fields.update(usage)
+        ident = self.notes.take_process(
+            attempt_folder(self.settings, claim.task.slug, claim.stage.name, claim.number)
+        )
+        if ident is not None:  # the last process the attempt started, for the record
+            fields.update(pid=ident.pid, pgid=ident.pgid, proc_start=ident.start_time)
+        columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
+        return columns, usage
+
     def _pool_after(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
         """The usage limit the attempt met pauses its pool (`tick.pools`)."""
         paused = self.claimer.pools.after_attempt(conn, claim, run, now)
         if paused is not None:
             self.tx.say_after_commit(f"{claim.task.slug}: {paused}")
+
+    def _task(self, conn: Connection, claim: Claim) -> repo.TaskSnapshot | None:
+        if claim.round is not None:  # one candidate's close at a time sees the round full
+            rounds.lock(conn, claim.task.id)
+        return repo.get_task_by_id(conn, claim.task.id)
+
+    def _record_candidate(
+        self,
+        conn: Connection,
+        claim: Claim,
+        task: repo.TaskSnapshot,
+        columns: dict[str, Any],
+        chain: Chain | None,
+        now: datetime,
+        run: AttemptRun,
+    ) -> Ended:
+        """A candidate's close, inside `record`'s transaction (the task's
+        row held): the round is decided when this was its last candidate."""
+        assert claim.round is not None
+        closed = repo.close_attempt(conn, claim.attempt_id, claim.token, **columns, finished_at=now)
+        if not closed:  # recovered meanwhile: the result is kept, not counted
+            repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
+            return True, None
+        fault_point("inside_record_tx")
+        self._pool_after(conn, claim, run, now)
+        end = rounds.decide_if_full(conn, self.settings, self.applier, task, claim.round, now)
+        ready = end is not None and end.decision.state.status is Status.READY
+        following: Claim | None = None
+        if chain is not None:
+            following = self._claim_next(conn, chain, claim.task.id if ready else None)
+        self.tx.say_after_commit(
+            f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
+            f"{run.outcome.value}"
+            + ("" if run.verdict is None else f" score {run.verdict.score:.2f}")
+            + f"{_why(run)} "
+            + ("" if end is None else f"-> {end.decision.state} ")
+            + rounds.describe(end, claim.candidate, claim.candidates, claim.round)
+        )
+        self.tick.count(run.outcome)
+        if following is not None:
+            self.tick.report.claimed += 1
+        return ready, following
 
     def _usage_dir(self, claim: Claim) -> Path | None:
         """The folder whose files say what the attempt spent (never one of a bad slug)."""

@@ -17,7 +17,9 @@ from orchestrator.domain.slug import slug_problem
 from orchestrator.events import outbox
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, is_sqlite, read_tx
+from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.testing import fault_point
+from orchestrator.tick import round_branches, round_claims, rounds
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.dead_ticks import close_dead_ticks
 from orchestrator.tick.host import HostIdentity
@@ -113,6 +115,11 @@ class Recovery:
                 self._recover_one(attempt, why, slug)
             except repo.ConflictError:
                 continue
+        if round_claims.configured(self.settings):
+            # Rounds decided by a tick that died before its git steps, or
+            # just now by the closes above: the winner becomes the tip.
+            for slug in round_branches.unsettled(self.settings):
+                round_branches.settle(self.tx.engine, self.settings, slug, self.tick.warn)
 
     def _orphans(self) -> list[tuple[repo.AttemptSnapshot, str, str | None]]:
         with read_tx(self.tx.engine) as conn:
@@ -191,6 +198,7 @@ class Recovery:
             hint=attempt.hint,
             prev_outcome="",
             prev_score="",
+            **self.tx.retrying(lambda _again: self._round_fields(attempt.id)),
         )
         self.tx.retrying(lambda _again: self.tx.open_tick())
         self.tx.retrying(functools.partial(self.recorder.record, claim, kept_run(kept), None))
@@ -199,6 +207,12 @@ class Recovery:
         folder = attempt_folder(self.settings, task.slug, attempt.stage, attempt.number)
         forget_kept(folder)  # recorded: nothing is kept any more
         return True
+
+    def _round_fields(self, attempt_id: int) -> dict[str, Any]:
+        if not round_claims.configured(self.settings):
+            return {}
+        with read_tx(self.tx.engine) as conn:
+            return round_claims.claim_fields(conn, attempt_id)
 
     def _task(self, task_id: int) -> repo.TaskSnapshot | None:
         with read_tx(self.tx.engine) as conn:
@@ -261,6 +275,13 @@ class Recovery:
             why += "; the result its tick could not record is kept in late_result"
         with self.tx.write() as conn:
             now = db_now(conn)
+            in_round = (
+                round_rows.round_of(conn, attempt.id)
+                if round_claims.configured(self.settings)
+                else None
+            )
+            if in_round is not None:
+                rounds.lock(conn, attempt.task_id)  # one close at a time sees the round full
             closed = repo.close_attempt(
                 conn,
                 attempt.id,
@@ -283,6 +304,17 @@ class Recovery:
             outbox.on_crash(conn, task, attempt, now=now, why=why, outcome=outcome.value)
             if task is None or task.status is not Status.RUNNING or task.stage != attempt.stage:
                 return  # halted or cancelled meanwhile: the attempt just ends
+            if in_round is not None:
+                end = rounds.decide_if_full(
+                    conn, self.settings, self.applier, task, in_round[0], now
+                )
+                self.tx.say_after_commit(
+                    f"{task.slug}: attempt {attempt.number} at {attempt.stage} "
+                    f"{outcome.value} ({why}) "
+                    + rounds.describe(end, in_round[1], in_round[2], in_round[0])
+                )
+                fault_point("inside_recover_tx")
+                return
             stage = stage_of(self.settings, task)
             if stage is None:
                 self.applier.halt_unknown(conn, task, now)

@@ -12,7 +12,7 @@ from pathlib import Path
 from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
-from orchestrator.tick import branches
+from orchestrator.tick import branches, round_branches, round_claims
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
@@ -103,22 +103,45 @@ class WorkspacePreparer:
         """A task is a branch: the worktree first (`tick.branches`), then the
         pipeline's `setup`, if any, once, inside it."""
         self.settings.workspace_root.mkdir(parents=True, exist_ok=True)
-        made = branches.prepare(self.tx.engine, self.tx.retrying, claim, context.workspace)
+        # A candidate (`tick.round_branches`) works in a worktree of its
+        # own; the task's is made (and set up) all the same, for the stages
+        # after the round.
+        if not claim.candidate and round_claims.configured(self.settings):
+            round_branches.settle(self.tx.engine, self.settings, claim.task.slug, self.tick_warn)
+        if not claim.candidate:
+            return self._task_worktree(claim, context, state_dir, guard, tag)
+        # The round's candidates start at once: one makes the task's
+        # worktree; once the branch exists a candidate needs only that (its
+        # round may be shared with a host whose worktree holds the branch).
+        with round_branches.task_lock(self.settings, claim.task.slug):
+            if not round_branches.branch_ready(claim):
+                made = self._task_worktree(claim, context, state_dir, guard, tag)
+                if made is not None:
+                    return made
+        return round_branches.prepare_candidate(self.tx.engine, self.settings, claim)
+
+    def _task_worktree(
+        self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
+    ) -> AttemptRun | None:
+        workspace = self.settings.workspace_root / claim.task.slug
+        made = branches.prepare(self.tx.engine, self.tx.retrying, claim, workspace)
         if made is not None:
             return made
         setup = claim.pipeline.setup
         marker = state_dir.parent / "setup.json"
-        if setup is None or setup_state(marker) == "done":
-            return None
-        write_setup_state(marker, "started", claim.number)
-        result = self._run_setup(setup, context, context.workspace, state_dir, guard, tag)
-        stopped = stopped_run(result, guard, "setup")
-        if stopped is not None:
-            return stopped
-        if not result.ok:
-            return AttemptRun(Outcome.WORKER_ERROR, error=failure("setup", result))
-        write_setup_state(marker, "done", claim.number)
+        if setup is not None and setup_state(marker) != "done":
+            write_setup_state(marker, "started", claim.number)
+            result = self._run_setup(setup, context, workspace, state_dir, guard, tag)
+            stopped = stopped_run(result, guard, "setup")
+            if stopped is not None:
+                return stopped
+            if not result.ok:
+                return AttemptRun(Outcome.WORKER_ERROR, error=failure("setup", result))
+            write_setup_state(marker, "done", claim.number)
         return None
+
+    def tick_warn(self, line: str) -> None:
+        self.tx.tick.warn(line)
 
     def _run_setup(
         self,

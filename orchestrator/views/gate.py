@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from orchestrator.storage.db import read_tx
 from orchestrator.views.answer import Answer, agent_answer
 from orchestrator.views.branch import BranchChanges, branch_changes
 from orchestrator.views.reports import attempt_dir
+from orchestrator.views.rounds import CandidateView, round_candidates
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace.changes import collect
 from orchestrator.workspace.listing import LOOK_BYTES, StageStart, WorkspaceChanges
@@ -45,6 +46,8 @@ class GateView:
     answer: Answer | None = None  # what the agent said, out of its envelope
     # A task is a branch: the whole change, then this stage's part.
     branch: BranchChanges | None = None
+    # Best of N: the round's candidates, the winner first (`views.rounds`).
+    candidates: list[CandidateView] = field(default_factory=list)
 
     @property
     def waiting(self) -> bool:
@@ -79,8 +82,9 @@ def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
         changes = WorkspaceChanges(kind="branch", digest_parts=list(branch.digest_parts))
     else:
         changes = collect(settings.workspace_root / slug, StageStart(started, commit), budget)
-    digest = _digest(task, attempt, tails, changes, answer)
-    return GateView(task, attempt, tails, started, changes, digest, answer, branch)
+    candidates = round_candidates(engine, settings, task) if task.branch else []
+    digest = _digest(task, attempt, tails, changes, answer, candidates)
+    return GateView(task, attempt, tails, started, changes, digest, answer, branch, candidates)
 
 
 def _tails(folder: Path, budget: safefs.Budget) -> dict[str, str]:
@@ -102,8 +106,9 @@ def _digest(
     tails: dict[str, str],
     changes: WorkspaceChanges,
     answer: Answer | None,
+    candidates: list[CandidateView] | None = None,
 ) -> str:
-    shown = {
+    shown: dict[str, object] = {
         "task": [task.slug, str(task.state), task.version],
         "attempt": None
         if attempt is None
@@ -112,6 +117,8 @@ def _digest(
         "changes": [changes.kind, *changes.digest_parts],
         "answer": None if answer is None else answer.text,
     }
+    if candidates:  # only then: a stage of one keeps its hash
+        shown["candidates"] = [[c.number, c.score, c.winner, c.diff] for c in candidates]
     blob = json.dumps(shown, sort_keys=True, ensure_ascii=True).encode()
     return hashlib.sha256(blob).hexdigest()[:HASH_LENGTH]
 

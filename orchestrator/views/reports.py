@@ -21,6 +21,7 @@ from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
 from orchestrator.storage.repo import restores
+from orchestrator.views.rounds import round_facts
 from orchestrator.views.suggest import did_you_mean, unknown_task
 
 
@@ -104,6 +105,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
         waits = repo.waits_of(conn, [task.id]).get(task.id, [])
         parent, subtasks = repo.family(conn, task.id)
         marks = restores.task_marks(conn, task.id)
+        in_rounds = round_facts(conn, task.id)
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
@@ -150,6 +152,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
                 "best": a.id in marks.best,
                 "restored": a.id in marks.restored,
                 "restored_at": _jsonable(marks.restored_at.get(a.id)),
+                **in_rounds.get(a.id, {}),
             }
             for a in attempts
         ],

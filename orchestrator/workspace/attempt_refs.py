@@ -41,10 +41,11 @@ from pathlib import Path
 
 from orchestrator.testing import fault_point
 from orchestrator.workspace.gitrun import GitError, GitSteps
-from orchestrator.workspace.worktree import Identity, Worktree
+from orchestrator.workspace.worktree import TRAILER, Identity, Worktree
 
 REF_PREFIX = "refs/orchestrator/"
 SNAPSHOT_TRAILER = "Orchestrator-Snapshot"
+STAGE_TRAILER = TRAILER
 RESTORE_TRAILER = "Orchestrator-Restore"
 FILE_LIMIT = 64 << 20  # bytes: a bigger file is left out of a snapshot
 _MESSAGE_BYTES = 1 << 20  # of a snapshot's message read back
@@ -128,8 +129,10 @@ def read_snapshot(tree: Worktree, ref: str, key: str) -> str | None:
         except GitError:
             return None
         body, _cut = git.head("cat-file", "commit", sha, limit=_MESSAGE_BYTES)
-    trailer = f"{SNAPSHOT_TRAILER}: {key}"
-    return sha if trailer in body.splitlines() else None
+    # A candidate's kept work is its stage commit (`tick.round_branches`),
+    # sealed with the same key under the stage commit's trailer.
+    sealed = {f"{SNAPSHOT_TRAILER}: {key}", f"{STAGE_TRAILER}: {key}"}
+    return sha if sealed & set(body.splitlines()) else None
 
 
 def restore(tree: Worktree, slug: str, sha: str, message: str, identity: Identity) -> str | None:

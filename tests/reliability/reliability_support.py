@@ -278,10 +278,30 @@ def audit_transitions(db_url: str) -> TransitionAudit:
         db_url,
         "SELECT a.id, t.slug, a.stage, a.number, a.outcome, a.finished_at, a.error, "
         "  (SELECT count(*) FROM transitions x WHERE x.attempt_id = a.id AND x.event = 'claim'),"
-        "  (SELECT count(*) FROM transitions x WHERE x.attempt_id = a.id AND x.event <> 'claim')"
+        "  (SELECT count(*) FROM transitions x WHERE x.attempt_id = a.id AND x.event <> 'claim'),"
+        "  a.round, a.task_id, a.candidates"
         " FROM attempts a JOIN tasks t ON t.id = a.task_id ORDER BY a.id",
     )
-    for _id, slug, stage, number, outcome, finished, error, claims, closes in rows:
+    # Best of N: a round is claimed once (its first candidate) and closed
+    # once (the candidate its decision names), however many candidates.
+    rounds: dict[tuple[int, str, int], list[Any]] = {}
+    for row in rows:
+        if row[9] is not None:
+            rounds.setdefault((row[10], row[2], row[9]), []).append(row)
+    for (_task, stage, round_no), members in rounds.items():
+        name = f"{members[0][1]} {stage} round {round_no}"
+        claims, closes = sum(m[7] for m in members), sum(m[8] for m in members)
+        if claims != 1:
+            (duplicated if claims > 1 else lost).append(f"{name}: {claims} claim transitions")
+        if closes > 1:
+            duplicated.append(f"{name}: {closes} closing transitions")
+        fenced_off = any(m[6] is not None and m[6].startswith("the task changed") for m in members)
+        full = len(members) == members[0][11]
+        if full and all(m[5] is not None for m in members) and closes == 0 and not fenced_off:
+            lost.append(f"{name}: all closed without a closing transition")
+    for _id, slug, stage, number, outcome, finished, error, claims, closes, round_no, *_ in rows:
+        if round_no is not None:
+            continue
         name = f"{slug} {stage}#{number}"
         if claims > 1:
             duplicated.append(f"{name}: {claims} claim transitions")

@@ -13,11 +13,15 @@ claim per attempt and at most one closing transition each.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from e2e.e2e_support import wait_for
 from landing.github_api import serve
 from landing.pr_support import crash_and_retry, pushes
 from reliability_report import CRASH, ProjectFactory
@@ -29,6 +33,7 @@ from reliability_support import (
     events,
     fault_points,
     outcomes,
+    query,
     run,
     violations,
 )
@@ -51,6 +56,7 @@ ATTEMPT_LOST = {
     "after_stage_commit",  # committed, not recorded: rerun, no second copy
     "before_snapshot_ref",  # the attempt's work kept as a loose commit, no ref yet
     "after_snapshot_ref",  # its ref made, the attempt not recorded: closed crashed
+    "after_candidate_commit",  # best of N: the candidate crashed, the other slot runs
 }
 # Points where the attempt is open but none of its commands was seen
 # running (the worker not spawned, or spawned but not yet noted): recovery
@@ -74,6 +80,8 @@ ATTEMPT_KEPT = {
     "after_land_record",
     "after_restore_checkout",  # `restore`: files back, no mark yet
     "after_restore_commit",
+    "after_round_branch_moved",  # best of N: decided and the tip moved, not cleaned up
+    "after_candidate_removed",  # best of N: decided, one candidate worktree gone
 }
 # `restore` of the gate's attempt over a reviewer's edit: killed between its
 # steps, run again, it finishes once.
@@ -97,6 +105,8 @@ def scenario(point: str) -> str:
         return "restore"
     if POINTS[point] in ("branches.py", "snapshots.py", "attempt_refs.py"):
         return "branch"
+    if POINTS[point] == "round_branches.py":
+        return "candidates"
     if POINTS[point] == "actions.py":
         return "approve"
     if "unknown" in point:
@@ -126,7 +136,7 @@ def make_repository(project: Project) -> None:
 
 def prepare(project: Project, kind: str) -> None:
     """Bring t1 to where the crash point is on the command's path."""
-    if kind in ("branch", "branch_advance", "land", "restore"):
+    if kind in ("branch", "branch_advance", "land", "restore", "candidates"):
         make_repository(project)
     assert project.cli("add", "t1", "--title", "crash me").exit_code == 0
     if kind == "land":
@@ -189,7 +199,7 @@ def test_crash_point_recovers_without_double_transitions(
             assert pushes(tmp_path) == 1 and len(fake.created()) == 1
         return
     stages = STAGES
-    if kind in ("branch", "branch_advance", "land", "restore"):
+    if kind in ("branch", "branch_advance", "land", "restore", "candidates"):
         lands = 'land = "merge"\n' if kind == "land" else ""
         stages = (
             '[pipelines.default]\nrepository = "repo"\n'
@@ -199,6 +209,8 @@ def test_crash_point_recovers_without_double_transitions(
                 'worker = ["sleep", "0.1"]', 'worker = ["sh", "-c", "sleep 0.1; date > work.txt"]'
             )
         )
+    if kind == "candidates":  # best of N: two candidates at the gated stage
+        stages = stages.replace('name = "research"', 'name = "research"\ncandidates = 2', 1)
     project = new_project(stages)
     prepare(project, kind)
 
@@ -251,6 +263,25 @@ def test_crash_point_recovers_without_double_transitions(
             check=True,
         ).stdout.splitlines()
         assert moves.count("orchestrator: land") == 1, moves
+    if kind == "candidates":  # the round's winner is on the branch, nothing else is left
+        repo = project.dir / "repo"
+        winner = query(
+            project.db_url,
+            "SELECT commit_sha FROM attempts WHERE round = 1 AND commit_sha IS NOT NULL",
+        )
+        assert len(winner) == 1, winner
+        ancestor = subprocess.run(
+            ["git", "-C", str(repo), "merge-base", "--is-ancestor", winner[0][0], "task/t1"],
+            check=False,
+        )
+        assert ancestor.returncode == 0
+        left = subprocess.run(
+            ["git", "-C", str(repo), "for-each-ref", "refs/heads/cand/"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert left == ""
     audit = audit_transitions(project.db_url)
     assert audit.lost == [] and audit.duplicated == []
     crashed = outcomes(project.db_url).count("crashed")
@@ -328,3 +359,92 @@ def test_the_next_tick_closes_a_dead_ticks_row(
     closed = project.query("SELECT exit_code, finished_at FROM ticks WHERE id = :i", i=dead)
     assert closed[0][0] == 137 and closed[0][1] is not None, closed
     assert project.query("SELECT count(*) FROM ticks WHERE exit_code IS NULL") == [(0,)]
+
+
+# Best of N: a tick killed (SIGKILL) with 2 of its 4 candidates recorded.
+# Each candidate waits for its go file; 3 and 4 never get one.
+ROUND_WORKER = (
+    'c="$ORCHESTRATOR_CANDIDATE"; case "$c" in 1) s=0.3;; 2) s=0.9;; *) s=0.8;; esac; '
+    'echo "$s" > answer.txt; : > "{signals}/started-$c"; '
+    'while [ ! -e "{signals}/go-$c" ]; do sleep 0.02; done'
+)
+ROUND_VERIFIER = (
+    "import json, pathlib; s = float(pathlib.Path('answer.txt').read_text()); "
+    "print(json.dumps({'pass': s >= 0.5, 'score': s}))"
+)
+
+
+def test_a_killed_round_is_decided_once_from_what_was_recorded(
+    reliability_backend: str, new_project: ProjectFactory, tmp_path: Path
+) -> None:
+    """`tick --jobs 4` is killed once candidates 1 (0.3, failed) and 2 (0.9,
+    passed) are recorded and 3 and 4 still run: the next tick kills 3 and
+    4, closes them `crashed`, and decides the round once: candidate 2 wins
+    (3 and 4 never got a verdict), its commit is the task branch's tip."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    worker = ROUND_WORKER.replace("{signals}", str(signals))
+    stages = (
+        '[pipelines.default]\nrepository = "repo"\n\n[[pipelines.default.stages]]\n'
+        'name = "research"\ngate = true\ncandidates = 4\n'
+        f"worker = {json.dumps(['sh', '-c', worker])}\n"
+        f"verifier = {json.dumps([sys.executable, '-c', ROUND_VERIFIER])}\n"
+    )
+    project = new_project(stages)
+    make_repository(project)
+    assert project.cli("add", "t1", "--title", "four at once").exit_code == 0
+    tick = project.popen("tick", "--jobs", "4")
+    try:
+        for slot in (1, 2, 3, 4):
+            wait_for(lambda slot=slot: (signals / f"started-{slot}").exists(), timeout=240)
+        for slot in (1, 2):
+            (signals / f"go-{slot}").touch()
+            wait_for(
+                lambda slot=slot: (
+                    query(
+                        project.db_url,
+                        "SELECT count(*) FROM attempts WHERE candidate = :c "
+                        "AND finished_at IS NOT NULL",
+                        c=slot,
+                    )[0][0]
+                    == 1
+                ),
+                timeout=240,
+            )
+        os.kill(tick.pid, signal.SIGKILL)
+        tick.communicate(timeout=30)
+    finally:
+        if tick.poll() is None:
+            tick.kill()
+    assert violations(project.db_url, allow_running=True) == []
+    assert project.state("t1") == "research:running"
+
+    again = run(project, "tick")
+    assert again.returncode == 0, again.stderr
+    assert project.state("t1") == "research:awaiting_approval"
+    rows = query(
+        project.db_url,
+        "SELECT candidate, outcome, score, commit_sha, number FROM attempts ORDER BY candidate",
+    )
+    assert [r[1] for r in rows] == ["failed", "passed", "crashed", "crashed"], rows
+    decided = query(
+        project.db_url,
+        "SELECT a.candidate, t.event FROM transitions t JOIN attempts a ON a.id = t.attempt_id "
+        "WHERE t.event <> 'claim'",
+    )
+    assert decided == [(2, "await_approval")], decided
+    repo = project.dir / "repo"
+    tip = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "task/t1"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert rows[1][3] == tip
+    loser = f"refs/orchestrator/t1/research/{rows[0][4]}"
+    assert subprocess.run(["git", "-C", str(repo), "rev-parse", loser], check=False).returncode == 0
+    assert violations(project.db_url, allow_running=False) == []
+    audit = audit_transitions(project.db_url)
+    assert audit.lost == [] and audit.duplicated == []
+    # Nothing of the killed tick's candidates still runs.
+    left = subprocess.run(
+        ["pgrep", "-f", str(signals)], check=False, capture_output=True, text=True
+    ).stdout
+    assert left.strip() == "", left

@@ -26,6 +26,7 @@ def _context(tmp_path: Path) -> AttemptContext:
         config_dir=str(tmp_path),
         context_file=tmp_path / "context.json",
         prev_session="sess-1",
+        candidate=2,
     ).with_prompt(tmp_path / "prompt.md")
 
 
@@ -53,8 +54,10 @@ def test_a_command_sees_the_same_values_in_argv_and_environment(tmp_path: Path) 
         str(tmp_path),
         str(tmp_path / "context.json"),
         "sess-1",
+        "2",
     ]
     assert seen["ORCHESTRATOR_CONTEXT_FILE"] == args[7]
+    assert seen["ORCHESTRATOR_CANDIDATE"] == args[9]
     assert seen["ORCHESTRATOR_TASK"] == args[0]
     assert seen["ORCHESTRATOR_STAGE"] == args[1]
     assert seen["ORCHESTRATOR_ATTEMPT"] == args[2]

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
+from orchestrator.domain import rounds
 from orchestrator.domain.decide import Outcome, RunHistory
 from orchestrator.storage.prepared import Prepared
 from orchestrator.storage.repo.records import (
@@ -27,6 +28,8 @@ _RUN_HISTORY = Prepared(
         attempts.c.outcome,
         attempts.c.score,
         attempts.c.workspace_changed,
+        attempts.c.round,
+        attempts.c.finished_at,
         attempts.c.started_at,
     )
     .where(
@@ -40,18 +43,28 @@ _RUN_HISTORY = Prepared(
 
 
 def run_history(
-    conn: Connection, task: TaskSnapshot, *, excluding: int | None = None
+    conn: Connection,
+    task: TaskSnapshot,
+    *,
+    excluding: int | None = None,
+    excluding_round: int | None = None,
 ) -> RunHistory:
-    """The facts `decide` needs about the task's current run at its stage."""
+    """The facts `decide` needs about the task's current run at its stage.
+    A round of candidates counts as one attempt, its best (`domain.rounds`);
+    `excluding_round` leaves out the round being decided."""
     rows = _RUN_HISTORY.execute(
         conn, {"task_id": task.id, "stage": task.stage, "run": task.run}
     ).rows
     kept = [row for row in rows if row[0] != excluding]
+    if any(row[4] is not None for row in kept):
+        kept = _rounds_collapsed(
+            [row for row in kept if row[4] != excluding_round or row[4] is None]
+        )
     return RunHistory.of(
         [(Outcome(row[1]), row[2]) for row in kept],
         hint=task.next_hint,
         changes=[row[3] for row in kept],
-        started=[row[4] for row in kept],
+        started=[row[6] for row in kept],
     )
 
 
@@ -59,6 +72,37 @@ def awaits_verdict(conn: Connection, task: TaskSnapshot) -> bool:
     """Whether the task's run at its stage waits on a pending verdict (its
     newest counted attempt was pending): its next attempt is a recheck."""
     return run_history(conn, task).awaiting_verdict
+
+
+def _rounds_collapsed(rows: list[Any]) -> list[Any]:
+    """Each round's rows reduced to its best candidate's (`rounds.best`),
+    a round's candidates taken in the order they finished."""
+    by_id = {row[0]: row for row in rows}
+    places: list[int | None] = []  # None: an attempt on its own, at its place
+    alone: list[Any] = []
+    grouped: dict[int, list[Any]] = {}
+    for row in rows:
+        if row[4] is None:
+            places.append(None)
+            alone.append(row)
+        elif row[4] not in grouped:
+            grouped[row[4]] = [row]
+            places.append(row[4])
+        else:
+            grouped[row[4]].append(row)
+    pairs: list[tuple[int | None, rounds.Candidate]] = []
+    singles = iter(alone)
+    for place in places:
+        if place is None:
+            pairs.append((None, _candidate(next(singles))))
+            continue
+        members = sorted(grouped[place], key=lambda row: (str(row[5]), row[0]))
+        pairs.extend((place, _candidate(row)) for row in members)
+    return [by_id[candidate.attempt_id] for candidate in rounds.collapse(pairs)]
+
+
+def _candidate(row: Any) -> rounds.Candidate:
+    return rounds.Candidate(row[0], 0, 0, Outcome(row[1]), row[2])
 
 
 def context_rows(conn: Connection, task_id: int) -> list[dict[str, Any]]:
