@@ -91,6 +91,9 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "commit_sha",
             "pool",
             "restored_at",
+            "round",
+            "candidate",
+            "candidates",
         ]
     ),
     "deliveries": frozenset(
