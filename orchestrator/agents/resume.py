@@ -11,6 +11,7 @@ prompt argument (`-`)."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,10 @@ from orchestrator.config import StageConfig
 from orchestrator.runner import ProcessResult
 
 SESSION = "{prev_session}"  # rendered by the runner like every placeholder
+# A session id as the agents make them (a UUID, a thread id). The id is what
+# the previous attempt's output said (or the usage file its commands can
+# write); placed after `--resume`, a leading dash would be read as an option.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 # What each agent prints when the session it is asked to resume does not exist.
 _GONE = {
     "claude-json": ("No conversation found with session ID",),
@@ -56,6 +61,9 @@ def run_worker(
     a session that is gone is noted and the worker runs again, fresh, in the
     same attempt (so the attempt is counted once)."""
     again = resumed(stage, argv) if stage.resume and session else None
+    if again is not None and _PLAIN_ID.fullmatch(session) is None:
+        note(f"session id {session[:80]!a} is not a plain id; the worker started a fresh one")
+        again = None
     if again is None:
         return run(argv)
     result = run(again)

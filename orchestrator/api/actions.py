@@ -11,7 +11,7 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine
@@ -69,7 +69,8 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
     """Create tasks in one transaction: all of them, or none (exit 1 says why)."""
     new: list[repo.NewTask] = []
     seen: set[str] = set()
-    for spec in specs:
+    given, specs = specs, []
+    for spec in given:
         validate_slug(spec.slug)
         if spec.slug in seen:
             raise RefusedError(f"slug {spec.slug!r} appears twice in the input")
@@ -81,6 +82,9 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
             raise RefusedError(f"task {spec.slug!r} needs a non-empty title")
         if not isinstance(spec.after, tuple) or not all(isinstance(o, str) for o in spec.after):
             raise RefusedError(f"task {spec.slug!r}: after must be a list of task slugs")
+        # A repeat is the same wait (the library and MCP pass `after` as
+        # given): one row, not a primary-key clash read as a lost race.
+        specs.append(replace(spec, after=tuple(dict.fromkeys(spec.after))))
         if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
             raise RefusedError(f"task {spec.slug!r}: priority must be an integer")
         if abs(spec.priority) > 2**31 - 1:

@@ -4,7 +4,9 @@ once the command ended).
 
 Bounded (`LIVE_CAP` bytes, then a last line saying so) and best effort: a
 disk that refuses the file loses the tail, never the attempt. Opened with
-O_NOFOLLOW each time, so a link planted in its place is not written through.
+O_NOFOLLOW each time, so a link planted in its place is not written through,
+and O_NONBLOCK, so a FIFO planted there (the worker shares the folder) fails
+the open at once instead of blocking the tick until someone reads it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from pathlib import Path
 
 LIVE_CAP = 1024 * 1024
 _CUT = b"\n[live output cut at 1 MiB; the whole capture is in the .out file once it ends]\n"
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = (
+    os.O_WRONLY
+    | os.O_APPEND
+    | os.O_CREAT
+    | os.O_NOFOLLOW
+    | os.O_NONBLOCK
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def live_spool(path: Path, cap: int = LIVE_CAP) -> Callable[[bytes], None]:

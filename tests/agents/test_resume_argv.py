@@ -62,3 +62,27 @@ def test_the_real_codex_saying_no_such_session_is_gone(codex_bin: Path) -> None:
         assert not session_gone(stage("codex-jsonl"), dataclasses.replace(result, stderr="x"))
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_session_id_that_reads_as_an_option_is_not_passed_to_the_agent() -> None:
+    # The id is whatever the previous attempt's output (or the usage file
+    # its commands can write) said: placed after `--resume` or `resume`, a
+    # leading dash makes the agent's option parser read it as an option.
+    from orchestrator.agents.resume import run_worker
+
+    argv = ("claude", "-p", "--output-format", "json")
+    ran: list[tuple[str, ...]] = []
+    notes: list[str] = []
+
+    def run(command: tuple[str, ...]) -> runner.ProcessResult:
+        ran.append(command)
+        return runner.run_command(["true"], cwd=Path("/"), env={}, timeout=10)
+
+    for session in ("--dangerously-skip-permissions", "-p", "a b", "x\ny"):
+        ran.clear()
+        run_worker(stage("claude-json"), session, argv, run, notes.append)
+        assert ran == [argv], session
+    assert len(notes) == 4
+    ran.clear()
+    run_worker(stage("claude-json"), GONE_ID, argv, run, notes.append)
+    assert ran == [("claude", "--resume", "{prev_session}", "-p", "--output-format", "json")]

@@ -433,3 +433,19 @@ def test_concurrent_human_commands(project: Project, backend: str) -> None:
         ok(project, "tick")  # ready tasks come back to a gate for the next round
     assert total_changes > 0
     assert len(cli_json(project.cli("list", "--json"))) == 3
+
+
+def test_a_wait_named_twice_is_one_wait_not_a_lost_race(project: Project) -> None:
+    # The library and the MCP server's add_subtask pass `after` as given
+    # (only the CLI drops repeats): a repeat is the same wait, not an
+    # "already exists (added meanwhile)" refusal of a task nobody added.
+    from orchestrator import Project as Face
+
+    ok(project, "add", "a", "--title", "A")
+    with Face.open(project.config, db=project.db_url) as face:
+        face.add("b", "B", after=["a", "a"])
+    assert project.query(
+        "SELECT t.slug, o.slug FROM task_dependencies d JOIN tasks t ON t.id = d.task_id "
+        "JOIN tasks o ON o.id = d.after_id"
+    ) == [("b", "a")]
+    assert check_invariants(project.db_url) == []

@@ -208,3 +208,19 @@ def test_a_killed_tick_leaves_no_sandboxed_process(project: Project, home: Path)
     first = attempts(project, "t1")[0]
     assert first["outcome"] is not None and first["outcome"] != "passed"
     assert not marked(f"sleep {marker}")
+
+
+def test_a_fifo_planted_as_its_live_file_does_not_hang_the_tick(
+    project: Project, home: Path
+) -> None:
+    # The state folder is writable inside the sandbox: the worker swaps its
+    # own web-tail spool for a FIFO nobody reads, then prints.
+    live = project.dir / "state" / "t1" / "fifo-001" / "worker.live"
+    script = f"rm -f {live}; mkfifo {live}; echo printed; {VERDICT}"
+    sandboxed(project, home, "fifo", script)
+    project.run("add", "t1", "--title", "hostile")
+    done = project.run("tick", "--max-tasks", "1", timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fifo attempt 1 passed" in done.stdout
+    out = (project.dir / "state" / "t1" / "fifo-001" / "worker.out").read_text()
+    assert "printed" in out
