@@ -392,3 +392,40 @@ def test_the_module_imports_the_standard_library_only() -> None:
         "_sha2",
         "_sha256",
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "statements"),
+    [
+        (
+            "a pool pause that ended with nothing of the pool to claim",
+            [
+                "INSERT INTO pools (name, paused_until, paused_at, pause_streak) VALUES "
+                "('claude', '2026-01-01 00:00:00.000000', '2025-12-31 00:00:00.000000', 1)"
+            ],
+        ),
+        (
+            "a plateau halt on a branch, and no stage has on_halt = best",
+            [
+                "UPDATE tasks SET halt_reason = 'score_plateau', branch = 'task/t0' "
+                "WHERE slug = 't0'"
+            ],
+        ),
+    ],
+)
+def test_what_a_full_tick_leaves_as_it_found_it_is_not_due_for_ever(
+    template: Path, tmp_path: Path, name: str, statements: list[str]
+) -> None:
+    """A state the full tick does nothing about stays as it is: were it
+    "due", every cron tick from then on would be a full one (a halt waits
+    for a human for days; a pool may be renamed while paused)."""
+    park = [sql for slug in SLUGS for sql in task_sql(slug, "halted", None)]
+    _, before, _, after_full = both(template, tmp_path, *park, *statements)
+    assert after_full["tasks"] == before["tasks"] and after_full["pools"] == before["pools"]
+    full = Project(
+        dir=tmp_path / "full",
+        db_url=f"sqlite:///{tmp_path / 'full' / 'orchestrator.db'}",
+        config=tmp_path / "full" / "orchestrator.toml",
+    )
+    remember(full)
+    assert try_idle_tick(["tick", "-q"], env_of(full), full.dir) == 0, name
