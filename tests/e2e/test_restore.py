@@ -173,7 +173,7 @@ def test_restore_refuses_a_task_being_landed(project: Project) -> None:
         "sh",
         "-c",
         'if grep -q "attempt 2" work.txt; then echo \'{"pass": true, "score": 1}\'; '
-        "else echo '{\"pass\": false, \"score\": 0.1}'; fi",
+        'else echo \'{"pass": false, "score": 0.1}\'; fi',
     ]
     stages = stage("implement", worker=worker, verifier=verifier, max_attempts=3)
     write_config(

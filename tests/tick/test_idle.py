@@ -74,6 +74,7 @@ def remember(project: Project) -> None:
         hooks=bool(loaded.hooks),
         sweep=any(p.keep_worktree_days is not None for p in loaded.pipelines.values()),
         env_file=loaded.env_file,
+        best=any(s.on_halt == "best" for p in loaded.pipelines.values() for s in p.stages),
         db_given=project.db_url,
         environ=env_of(project),
         cwd=project.dir,
@@ -252,7 +253,13 @@ def test_later_kinds_of_work_are_due(
     """Landing, pools and best-attempt restore are work a full tick does:
     each one alone keeps the fast path from answering."""
     park = [sql for slug in SLUGS for sql in task_sql(slug, "halted", None)]
-    answer, before, after_fast, _ = both(template, tmp_path, *park, *statements)
+    config = (template / "orchestrator.toml").read_text()
+    if "on_halt" in name:  # a stage that restores its best attempt at a halt
+        config = config.replace('name = "implement"\n', 'name = "implement"\non_halt = "best"\n')
+        assert 'on_halt = "best"' in config
+    if "pool" in name:  # a task to claim once the pause is over
+        park = park[1:]
+    answer, before, after_fast, _ = both(template, tmp_path, *park, *statements, config=config)
     assert answer is None, name
     assert after_fast == before
 
