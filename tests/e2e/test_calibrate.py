@@ -151,9 +151,12 @@ def test_calibrate_runs_a_sandboxed_stages_verifier_in_its_sandbox(
     import shutil
     import subprocess
 
-    if shutil.which("bwrap") is None or subprocess.run(
-        ["bwrap", "--ro-bind", "/", "/", "true"], capture_output=True, check=False
-    ).returncode:
+    if (
+        shutil.which("bwrap") is None
+        or subprocess.run(
+            ["bwrap", "--ro-bind", "/", "/", "true"], capture_output=True, check=False
+        ).returncode
+    ):
         import os
 
         assert not os.environ.get("CI"), "bwrap is missing or cannot run"
@@ -162,7 +165,7 @@ def test_calibrate_runs_a_sandboxed_stages_verifier_in_its_sandbox(
     verifier = [
         "sh",
         "-c",
-        f"echo out > {escaped} 2>/dev/null; echo '{{\"pass\": false, \"score\": 0.5}}'",
+        f'echo out > {escaped} 2>/dev/null; echo \'{{"pass": false, "score": 0.5}}\'',
     ]
     project.write_config(stage("review", verifier=verifier, sandbox="bwrap"))
     assert project.run("add", "essay", "--title", "An essay").returncode == 0
