@@ -72,7 +72,10 @@ def limit_in_report(data: object, now: datetime) -> UsageLimit | None:
     if isinstance(value, bool):
         reset = None
     elif isinstance(value, int | float) and math.isfinite(value):
-        reset = now + timedelta(seconds=max(0.0, float(value)))
+        try:  # past year 9999 or a timedelta: no time a clock can hold
+            reset = now + timedelta(seconds=max(0.0, float(value)))
+        except (OverflowError, ValueError):
+            reset = None
     elif isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.strip())
@@ -88,7 +91,7 @@ def limit_in_report(data: object, now: datetime) -> UsageLimit | None:
 def read_report_limit(raw: bytes, now: datetime) -> UsageLimit | None:
     try:
         return limit_in_report(json.loads(raw), now)
-    except ValueError:
+    except (ValueError, RecursionError):  # the worker's file: nested past reading is no report
         return None
 
 
@@ -151,7 +154,10 @@ def _relative(text: str, now: datetime) -> datetime | None:
         return None
     amount, unit = float(found.group(1)), found.group(2).lower()
     scale = 3600.0 if unit.startswith("h") else 60.0 if unit.startswith("m") else 1.0
-    return now + timedelta(seconds=amount * scale)
+    try:
+        return now + timedelta(seconds=amount * scale)
+    except (OverflowError, ValueError):  # ages ahead: no time a clock can hold
+        return None
 
 
 def _absolute(text: str, now: datetime, local: tzinfo) -> datetime | None:
@@ -171,10 +177,10 @@ def _absolute(text: str, now: datetime, local: tzinfo) -> datetime | None:
             day = here.replace(hour=hour, minute=minute, second=0, microsecond=0)
             if day < here - timedelta(minutes=1):
                 day += timedelta(days=1)  # printed as a time of day: the next one
-    except ValueError:
+        # Printed to the minute: the limit is over by the end of that minute.
+        return (day + timedelta(minutes=1)).astimezone(UTC)
+    except (ValueError, OverflowError):  # no such day, or past year 9999
         return None
-    # Printed to the minute: the limit is over by the end of that minute.
-    return (day + timedelta(minutes=1)).astimezone(UTC)
 
 
 def _sane(reset: datetime | None, now: datetime) -> datetime | None:

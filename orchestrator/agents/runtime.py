@@ -70,7 +70,7 @@ def read_usage_file(path: Path) -> Usage:
         return Usage()
     try:
         return usage_from_report(json.loads(raw))
-    except ValueError:
+    except (ValueError, RecursionError):
         return Usage()
 
 

@@ -20,6 +20,7 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.verdict import parse_verdict
 from orchestrator.errors import InvalidChoiceError, InvalidSlugError, NoVerdictError, RefusedError
+from orchestrator.runner import sandbox
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.tick.attempt_context import AttemptContext
@@ -109,9 +110,18 @@ def calibrate(
     scores: list[float] = []
     invalid = 0
     with tempfile.TemporaryDirectory(prefix="orchestrator-calibrate-") as scratch:
+        command: tuple[str, ...] | list[str] = argv
+        if found.sandbox.enabled:  # where the tick runs it (tick.commands): the same walls
+            command = sandbox.wrap(
+                argv,
+                _walls(settings, task, found, workspace, Path(scratch)),
+                cwd=workspace,
+                env=env,
+                base_dir=settings.base_dir,
+            )
         for index in range(samples):
             done = runner.run_command(
-                argv,
+                command,
                 cwd=workspace,
                 env=env,
                 timeout=found.timeout_seconds,
@@ -129,3 +139,23 @@ def calibrate(
     if not scores:
         raise NoVerdictError(f"the verifier printed no verdict in {samples} runs")
     return Calibration(slug, found.name, tuple(scores), invalid, spread(scores))
+
+
+def _walls(
+    settings: Settings, task: repo.TaskSnapshot, stage: StageConfig, workspace: Path, scratch: Path
+) -> sandbox.Walls:
+    """tick.commands.CommandRunner._walls, with the scratch folder for the
+    attempt's state folder."""
+    readable = [settings.base_dir]
+    pipeline = settings.pipeline(task.pipeline)
+    if pipeline is not None and pipeline.repository is not None:
+        readable.append(pipeline.repository)
+    config = stage.sandbox
+    return sandbox.Walls(
+        writable=(workspace, scratch),
+        readable=tuple(readable),
+        ro=config.ro,
+        rw=config.rw,
+        network=config.network,
+        tmp_mb=config.tmp_mb,
+    )

@@ -25,7 +25,7 @@ def restore(app: App, slug: str, number: int, stage: str | None, as_json: bool) 
     A new commit on the task's branch holds exactly that attempt's files
     (its `refs/orchestrator/` snapshot), checked out in the worktree; what
     the worktree held before is kept as `refs/orchestrator/SLUG/_before-restore`.
-    Refused (1) while the task is running or ready, or when the attempt or
+    Refused (1) while the task is running, ready or landing, or when the attempt or
     its ref is not there."""
     human_only()
     done = app.project().restore(slug, number, stage=stage)

@@ -208,6 +208,7 @@ def _remember_for_idle_ticks(app: App, settings: Settings) -> None:
         hooks=bool(settings.hooks),
         sweep=any(p.keep_worktree_days is not None for p in settings.pipelines.values()),
         env_file=settings.env_file,
+        best=any(s.on_halt == "best" for p in settings.pipelines.values() for s in p.stages),
         db_given=app.db,
     )
 

@@ -219,20 +219,14 @@ DUE: tuple[tuple[str, str], ...] = (
     ),
     # tick.landing.Lander.land_all
     ("a task landing", "SELECT 1 FROM tasks WHERE status = 'landing' LIMIT 1"),
-    # tick.pools: the claim that finds a pause over clears it (`pool_resumed`)
+    # tick.pools: the claim that finds a pause over clears it (`pool_resumed`);
+    # only a claim does, so an ended pause with no task to claim (its pool
+    # renamed, its tasks halted) is no work: the full tick leaves it as is.
     (
         "a pool pause that has ended",
-        "SELECT 1 FROM pools WHERE paused_until IS NOT NULL AND paused_until <= :now LIMIT 1",
-    ),
-    # tick.best_restore.BestRestorer (storage.repo.restores.halted_for_best):
-    # a halt whose best attempt may not be back yet (`on_halt = "best"`; the
-    # config is not read here, so any such halt counts).
-    (
-        "a halted branch task that on_halt may restore",
-        "SELECT 1 FROM tasks WHERE status = 'halted' "
-        "AND halt_reason IN ('score_plateau', 'max_attempts') AND branch IS NOT NULL "
-        "AND NOT EXISTS (SELECT 1 FROM attempts AS a WHERE a.task_id = tasks.id "
-        "AND a.stage = tasks.stage AND a.restored_at >= tasks.updated_at) LIMIT 1",
+        "SELECT 1 FROM pools WHERE paused_until IS NOT NULL AND paused_until <= :now "
+        "AND EXISTS (SELECT 1 FROM tasks WHERE status = 'ready' AND "
+        "(backoff_until IS NULL OR backoff_until <= CURRENT_TIMESTAMP)) LIMIT 1",
     ),
     # tick.claims.Claimer.advance_approved
     ("an approved gate", "SELECT 1 FROM tasks WHERE status = 'approved' LIMIT 1"),
@@ -243,6 +237,19 @@ DUE: tuple[tuple[str, str], ...] = (
         "a tick row left open",
         "SELECT 1 FROM ticks WHERE finished_at IS NULL "
         "AND id > (SELECT coalesce(max(id), 0) FROM ticks) - 100 LIMIT 1",
+    ),
+)
+# Only with a stage of `on_halt = "best"` (the marker's `best`): elsewhere
+# the full tick leaves a halt as it is, and it may wait days for a human.
+BEST_DUE: tuple[tuple[str, str], ...] = (
+    # tick.best_restore.BestRestorer (storage.repo.restores.halted_for_best):
+    # a halt whose best attempt may not be back yet.
+    (
+        "a halted branch task that on_halt may restore",
+        "SELECT 1 FROM tasks WHERE status = 'halted' "
+        "AND halt_reason IN ('score_plateau', 'max_attempts') AND branch IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM attempts AS a WHERE a.task_id = tasks.id "
+        "AND a.stage = tasks.stage AND a.restored_at >= tasks.updated_at) LIMIT 1",
     ),
 )
 # Only with hooks configured (events.courier.Courier.start); without them
@@ -351,7 +358,8 @@ def _idle(facts: Mapping[str, str], host: str) -> bool:
         conn.execute("BEGIN IMMEDIATE")
         try:
             now = _now()
-            if not _known(conn) or _due(conn, now, hooks=facts["hooks"] != "0"):
+            hooks, best = facts["hooks"] != "0", facts.get("best") != "0"
+            if not _known(conn) or _due(conn, now, hooks=hooks, best=best):
                 conn.execute("ROLLBACK")
                 return False
             params = {"pid": os.getpid(), "now": now, "host": host}
@@ -379,14 +387,14 @@ def _known(conn: sqlite3.Connection) -> bool:
     return found == KNOWN_SCHEMA
 
 
-def due(conn: sqlite3.Connection, now: str, *, hooks: bool) -> list[str]:
+def due(conn: sqlite3.Connection, now: str, *, hooks: bool, best: bool = True) -> list[str]:
     """What a real tick would act on, by the name of each `DUE` line."""
-    checks = DUE + (HOOKS_DUE if hooks else ())
+    checks = DUE + (BEST_DUE if best else ()) + (HOOKS_DUE if hooks else ())
     return [what for what, sql in checks if conn.execute(sql, {"now": now}).fetchone()]
 
 
-def _due(conn: sqlite3.Connection, now: str, *, hooks: bool) -> bool:
-    return bool(due(conn, now, hooks=hooks))
+def _due(conn: sqlite3.Connection, now: str, *, hooks: bool, best: bool) -> bool:
+    return bool(due(conn, now, hooks=hooks, best=best))
 
 
 def _now() -> str:
@@ -485,7 +493,7 @@ def _sha256(raw: bytes) -> str:
 
 # The marker is lines of `key<TAB>value`: json would import `re`, a tenth
 # of this path. Bump the version when a key changes meaning.
-MARKER_VERSION = "1"
+MARKER_VERSION = "2"
 
 
 def _read_marker(state_root: str) -> dict[str, str] | None:
@@ -523,6 +531,7 @@ def remember(
     hooks: bool,
     sweep: bool,
     env_file: Path | None,
+    best: bool = True,
     db_given: str | None,
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
@@ -550,6 +559,7 @@ def remember(
         "busy_timeout": repr(float(busy_timeout)),
         "hooks": "1" if hooks else "0",
         "sweep": "1" if sweep else "0",
+        "best": "1" if best else "0",
         # the path, then its stamp (tab-separated, as the file's lines are not)
         "env_file": "" if env_file is None else _file_stamp(str(env_file)),
     }

@@ -67,6 +67,8 @@ def restore_attempt(
     if task.status in (Status.RUNNING, Status.READY):
         why = "is running" if task.status is Status.RUNNING else "is ready (a tick may claim it)"
         raise RefusedError(f"task {task.slug!r} {why}; halt it first")
+    if task.status is Status.LANDING:  # the next tick lands the branch as it is then
+        raise RefusedError(f"task {task.slug!r} is landing; wait for its tick")
     with read_tx(engine) as conn:
         kept = restores.stage_attempts(conn, task.id, stage)
         still_open = restores.open_attempts(conn, task.id)

@@ -85,3 +85,16 @@ def test_limit_reset_in_a_usage_report() -> None:
     assert wild is not None and wild.reset is None
     junk = limit_in_report({"limit_reset": "soon"}, NOW)
     assert junk is not None and junk.reset is None
+
+
+def test_a_reset_no_clock_can_hold_is_a_limit_without_a_reset() -> None:
+    for value in (1e12, 10**23):  # past year 9999; past what a timedelta holds
+        limit = limit_in_report({"limit_reset": value}, NOW)
+        assert limit is not None and limit.reset is None
+    late = CODEX_USAGE.replace("4:52 PM", "Dec 31st, 9999 11:59 PM")
+    found = limit_in_output("codex-jsonl", late, NOW, UTC)
+    assert found is not None and found.reset is None
+    ages = CODEX_429.replace("429 Too Many Requests", "429, try again in 1e300 hours")
+    ages = ages.replace("1e300", "9" * 300)
+    found = limit_in_output("codex-jsonl", ages, NOW, UTC)
+    assert found is not None and found.reset is None

@@ -10,6 +10,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import pytest
 from e2e.e2e_support import stage
 from support import Project, check_invariants
 
@@ -139,3 +140,36 @@ def test_every_samples_reported_cost_is_recorded(project: Project, tmp_path: Pat
     assert project.run("tick").returncode == 0
     [(cost,)] = project.query("SELECT cost_usd FROM attempts")
     assert cost == 0.03
+
+
+def test_calibrate_runs_a_sandboxed_stages_verifier_in_its_sandbox(
+    project: Project, tmp_path: Path
+) -> None:
+    """The verifier reads what the worker wrote: a stage that runs it under
+    `sandbox = "bwrap"` must not have calibrate run it on the host. Here it
+    tries to write beside the project (read-only in the sandbox)."""
+    import shutil
+    import subprocess
+
+    if (
+        shutil.which("bwrap") is None
+        or subprocess.run(
+            ["bwrap", "--ro-bind", "/", "/", "true"], capture_output=True, check=False
+        ).returncode
+    ):
+        import os
+
+        assert not os.environ.get("CI"), "bwrap is missing or cannot run"
+        pytest.skip("bwrap cannot run here")
+    escaped = project.dir / "escaped.txt"
+    verifier = [
+        "sh",
+        "-c",
+        f'echo out > {escaped} 2>/dev/null; echo \'{{"pass": false, "score": 0.5}}\'',
+    ]
+    project.write_config(stage("review", verifier=verifier, sandbox="bwrap"))
+    assert project.run("add", "essay", "--title", "An essay").returncode == 0
+    (project.dir / "tasks" / "essay").mkdir(parents=True)
+    done = project.run("calibrate", "essay", "--stage", "review", "--samples", "2")
+    assert done.returncode == 0, done.stderr
+    assert not escaped.exists(), "calibrate ran the verifier outside its sandbox"

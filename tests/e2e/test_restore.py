@@ -160,3 +160,37 @@ def test_a_snapshot_whose_attempt_was_never_recorded_is_still_its_own(project: P
     done = project.run("restore", "fix", "--attempt", "1")
     assert done.returncode == 0, done.stderr
     assert (project.dir / "tasks" / "fix" / "work.txt").read_text() == "attempt 1\n"
+
+
+def test_restore_refuses_a_task_being_landed(project: Project) -> None:
+    """A kill mid-landing leaves the task `landing`: the next tick finishes
+    the landing of what the last stage passed. A restore in between would
+    put another attempt's work (here a failed one's) on the branch the
+    landing then moves to main, unverified."""
+    repo = make_repo(project.dir)
+    worker = ["sh", "-c", 'echo "attempt $ORCHESTRATOR_ATTEMPT" > work.txt']
+    verifier = [
+        "sh",
+        "-c",
+        'if grep -q "attempt 2" work.txt; then echo \'{"pass": true, "score": 1}\'; '
+        'else echo \'{"pass": false, "score": 0.1}\'; fi',
+    ]
+    stages = stage("implement", worker=worker, verifier=verifier, max_attempts=3)
+    write_config(
+        project.config,
+        '[pipelines.default]\nrepository = "repo"\nland = "merge"\n\n' + stages,
+    )
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    (repo / "other.txt").write_text("other\n")
+    git(repo, "add", "other.txt")
+    git(repo, "commit", "-qm", "meanwhile")
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "land_after_rebase"})
+    assert killed.returncode == 137, killed.stderr
+    assert project.query("SELECT status FROM tasks") == [("landing",)]
+    done = project.run("restore", "a", "--attempt", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "landing" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert project.run("tick").returncode == 0
+    assert project.state("a") == "complete"
+    assert git(repo, "show", "main:work.txt") == "attempt 2\n"
+    assert check_invariants(project.db_url, allow_running=False) == []

@@ -74,6 +74,7 @@ def remember(project: Project) -> None:
         hooks=bool(loaded.hooks),
         sweep=any(p.keep_worktree_days is not None for p in loaded.pipelines.values()),
         env_file=loaded.env_file,
+        best=any(s.on_halt == "best" for p in loaded.pipelines.values() for s in p.stages),
         db_given=project.db_url,
         environ=env_of(project),
         cwd=project.dir,
@@ -252,7 +253,13 @@ def test_later_kinds_of_work_are_due(
     """Landing, pools and best-attempt restore are work a full tick does:
     each one alone keeps the fast path from answering."""
     park = [sql for slug in SLUGS for sql in task_sql(slug, "halted", None)]
-    answer, before, after_fast, _ = both(template, tmp_path, *park, *statements)
+    config = (template / "orchestrator.toml").read_text()
+    if "on_halt" in name:  # a stage that restores its best attempt at a halt
+        config = config.replace('name = "implement"\n', 'name = "implement"\non_halt = "best"\n')
+        assert 'on_halt = "best"' in config
+    if "pool" in name:  # a task to claim once the pause is over
+        park = park[1:]
+    answer, before, after_fast, _ = both(template, tmp_path, *park, *statements, config=config)
     assert answer is None, name
     assert after_fast == before
 
@@ -392,3 +399,40 @@ def test_the_module_imports_the_standard_library_only() -> None:
         "_sha2",
         "_sha256",
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "statements"),
+    [
+        (
+            "a pool pause that ended with nothing of the pool to claim",
+            [
+                "INSERT INTO pools (name, paused_until, paused_at, pause_streak) VALUES "
+                "('claude', '2026-01-01 00:00:00.000000', '2025-12-31 00:00:00.000000', 1)"
+            ],
+        ),
+        (
+            "a plateau halt on a branch, and no stage has on_halt = best",
+            [
+                "UPDATE tasks SET halt_reason = 'score_plateau', branch = 'task/t0' "
+                "WHERE slug = 't0'"
+            ],
+        ),
+    ],
+)
+def test_what_a_full_tick_leaves_as_it_found_it_is_not_due_for_ever(
+    template: Path, tmp_path: Path, name: str, statements: list[str]
+) -> None:
+    """A state the full tick does nothing about stays as it is: were it
+    "due", every cron tick from then on would be a full one (a halt waits
+    for a human for days; a pool may be renamed while paused)."""
+    park = [sql for slug in SLUGS for sql in task_sql(slug, "halted", None)]
+    _, before, _, after_full = both(template, tmp_path, *park, *statements)
+    assert after_full["tasks"] == before["tasks"] and after_full["pools"] == before["pools"]
+    full = Project(
+        dir=tmp_path / "full",
+        db_url=f"sqlite:///{tmp_path / 'full' / 'orchestrator.db'}",
+        config=tmp_path / "full" / "orchestrator.toml",
+    )
+    remember(full)
+    assert try_idle_tick(["tick", "-q"], env_of(full), full.dir) == 0, name

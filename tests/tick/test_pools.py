@@ -234,3 +234,39 @@ def test_max_usd_per_day_stops_the_pool_for_the_day_while_other_pools_run(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert {s for slug, s in states(project).items() if slug.startswith("paid")} == {"complete"}
+
+
+HOSTILE_LIMIT_WORKER = """\
+import os, sys
+with open(os.environ["ORCHESTRATOR_USAGE_FILE"], "w") as f:
+    f.write(sys.argv[1])
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        '{"limit_reset": 1e12}',  # seconds: past year 9999
+        '{"limit_reset": 100000000000000000000000}',  # too large for a timedelta
+        "[" * 60000,  # nested beyond the JSON reader's recursion
+    ],
+)
+def test_a_hostile_limit_reset_is_recorded_not_a_crash_of_the_tick(
+    tmp_path: Path, migrated_url: str, report: str
+) -> None:
+    """A usage file a worker wrote is its to write: a reset no clock can
+    hold (or JSON nested too deep to read) is no reset time, and the
+    attempt is recorded like any other that met a limit or failed."""
+    script = tmp_path / "hostile_worker.py"
+    script.write_text(HOSTILE_LIMIT_WORKER)
+    worker = [sys.executable, str(script), report]
+    config = "[pools.agent]\nmax_running = 1\n\n" + stages("agent", worker)
+    project = make_project(tmp_path / "proj", migrated_url, config)
+    add(project, "t", 1)
+    done = project.run("tick", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = project.query("SELECT finished_at, outcome FROM attempts")
+    assert rows and all(finished is not None for finished, _ in rows)
+    assert {outcome for _, outcome in rows} <= {"backoff", "worker_error"}
+    assert check_invariants(migrated_url, allow_running=False) == []
