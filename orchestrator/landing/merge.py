@@ -103,6 +103,18 @@ class _Merge:
                 f"{self.request.base_branch} is checked out in {checkout} with local changes; "
                 "commit or stash them there (or check out another branch), then resume"
             )
+        if checkout is not None:
+            # As `updateInstead`, the checkout is tried before the ref moves:
+            # an untracked file in the way must refuse here, not leave the
+            # index at the old tip under a moved branch.
+            tried = self.repo.git.run("read-tree", "-n", "-m", "-u", base, new)
+            if not tried.ok:
+                self._reset(old)
+                return Refused(
+                    f"{self.request.base_branch} is checked out in {checkout} and cannot "
+                    f"follow the landing ({tried.error}); move that file away (or check "
+                    "out another branch there), then resume"
+                )
         moved = self.repo.git.run(
             "update-ref", "-m", "orchestrator: land", self.base_ref, new, base
         )
