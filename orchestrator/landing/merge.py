@@ -84,6 +84,7 @@ class _Merge:
         base, old = self.work("rev-parse", self.base_ref, self.branch_ref).split()
         merge_base = self.work("merge-base", base, old).strip()
         if merge_base == old:
+            self._follow_killed_move(base)
             return Landed(commit=old)  # in the base already: a landing that was not recorded
         if merge_base == base:
             new = old  # on the base's tip already (rebased before a kill, or never behind)
@@ -103,6 +104,18 @@ class _Merge:
                 f"{self.request.base_branch} is checked out in {checkout} with local changes; "
                 "commit or stash them there (or check out another branch), then resume"
             )
+        if checkout is not None:
+            # As `updateInstead`, the checkout is tried before the ref moves:
+            # an untracked file in the way must refuse here, not leave the
+            # index at the old tip under a moved branch.
+            tried = self.repo.git.run("read-tree", "-n", "-m", "-u", base, new)
+            if not tried.ok:
+                self._reset(old)
+                return Refused(
+                    f"{self.request.base_branch} is checked out in {checkout} and cannot "
+                    f"follow the landing ({tried.error}); move that file away (or check "
+                    "out another branch there), then resume"
+                )
         moved = self.repo.git.run(
             "update-ref", "-m", "orchestrator: land", self.base_ref, new, base
         )
@@ -114,6 +127,28 @@ class _Merge:
             # change made there meanwhile is kept (read-tree refuses).
             self.repo.git.run("read-tree", "-m", "-u", base, new)
         return Landed(commit=new)
+
+    def _follow_killed_move(self, tip: str) -> None:
+        """A kill between the ref move and the checkout's update left the
+        base's checkout (HEAD at `tip`) with the index and files of the tip
+        before: bring them along, as the dead landing would have. Known by
+        the base's reflog (our move its last entry) and an index that is
+        still exactly the tip before; anything else is left alone."""
+        if self._main_checkout() is None:
+            return
+        said = self.repo.git.out("log", "-g", "-1", "--format=%gs", self.base_ref)
+        if said is None or said.decode("utf-8", "replace").strip() != "orchestrator: land":
+            return
+        before = self.repo.git.out("rev-parse", "--verify", "--quiet", f"{self.base_ref}@{{1}}")
+        if before is None:
+            return
+        previous = before.decode().strip()
+        if (
+            previous == tip
+            or not self.repo.git.run("diff-index", "--cached", "--quiet", previous, "--").ok
+        ):
+            return
+        self.repo.git.run("read-tree", "-m", "-u", previous, tip)
 
     def _finish_killed_rebase(self) -> None:
         if (self.admin / "rebase-merge").exists() or (self.admin / "rebase-apply").exists():

@@ -76,12 +76,15 @@ def open_pull_request(request: LandRequest) -> LandOutcome:
     if isinstance(remote_tip, Refused):
         return remote_tip
     if remote_tip != tip:  # a retry finds it pushed already and pushes nothing
+        receive_pack = _receive_pack(git, request.remote)
+        if isinstance(receive_pack, Refused):
+            return receive_pack
         pushed = git.run(
             "push",
             "--porcelain",
             "--no-verify",
             # A flag, not config: git takes a remote's first receivepack value.
-            "--receive-pack=git-receive-pack",
+            f"--receive-pack={receive_pack}",
             request.remote,
             f"{tip}:refs/heads/{request.branch}",
         )
@@ -141,6 +144,34 @@ def _push_git(request: LandRequest) -> SafeGit:
     return SafeGit(
         request.repository, timeout=request.timeout, env=dict(request.env), config=config
     )
+
+
+def _receive_pack(git: SafeGit, remote: str) -> str | Refused:
+    """The receive-pack a push runs. A push to a path on this machine runs
+    the receiving repository's hooks in our process's place, and which
+    repository that is the shared config says (a `pushurl`, an
+    `insteadOf` a worker wrote): so such a push runs receive-pack with
+    hooks off. Over a network the server's hooks are the server's."""
+    listed = git.run("remote", "get-url", "--push", "--all", remote)
+    if not listed.ok:
+        return Refused(f"cannot read remote {remote}: {listed.error or 'git remote failed'}")
+    urls = listed.stdout.decode("utf-8", "replace").split()
+    local = [_is_local(url) for url in urls]
+    if all(local):
+        return f"git -c core.hooksPath={os.devnull} receive-pack"
+    if any(local):
+        return Refused(f"remote {remote} pushes both to this machine and over a network")
+    return "git-receive-pack"
+
+
+def _is_local(url: str) -> bool:
+    """As git tells a path from a network URL (`url.c`, `connect.c`)."""
+    if url.startswith("file://"):
+        return True
+    if "://" in url:
+        return False
+    colon, slash = url.find(":"), url.find("/")
+    return colon < 0 or (0 <= slash < colon)
 
 
 def _local_tip(git: SafeGit, branch: str) -> str | None:

@@ -2,7 +2,7 @@
 each sample judged alone, the attempt judged on their median verdict
 (`domain.noise`). A sample without a valid verdict makes the attempt's
 outcome that sample's (an `invalid_verdict` is the verifier's fault, not
-noise to average away)."""
+noise to average away); a pending sample makes it pending."""
 
 from __future__ import annotations
 
@@ -23,6 +23,11 @@ def capture_name(sample: int) -> str:
 def combine(runs: Sequence[AttemptRun], pass_score: float) -> AttemptRun:
     for run in runs:
         if run.verdict is None:
+            return run
+    for run in runs:
+        # A sample that waits (CI running) makes the attempt wait: its
+        # zero score is no judgement to take a median of.
+        if run.verdict is not None and run.verdict.pending:
             return run
     verdict = median_verdict([run.verdict for run in runs if run.verdict is not None])
     last = runs[-1]

@@ -98,6 +98,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     ),
     "status": ("--ignore-submodules=dirty",),
 }
+_MERGE_DRIVER = "git merge-file --marker-size=%L %A %O %B"
 _FILTER_SETTINGS = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
 
 
@@ -160,8 +161,12 @@ class SafeGit:
         self._config: list[tuple[str, str]] = [*SAFE_CONFIG, *config]
         drivers = self._filter_drivers()
         self.usable = drivers is not None
-        for driver in drivers or ():
+        filters, merges = drivers or ([], [])
+        for driver in filters:
             self._config += [(f"filter.{driver}.{k}", v) for k, v in _FILTER_SETTINGS]
+        # A merge driver (a rebase's, a cherry-pick's) is a command too: ours,
+        # git's own three-way merge, stands in for each one named.
+        self._config += [(f"merge.{driver}.driver", _MERGE_DRIVER) for driver in merges]
 
     def argv(self, *args: str) -> list[str]:
         where = [
@@ -224,16 +229,17 @@ class SafeGit:
         first = stderr.decode("utf-8", "replace").strip().splitlines()[:1]
         return GitResult(status, stdout, error="" if status == 0 else (first or [""])[0])
 
-    def _filter_drivers(self) -> list[str] | None:
-        """Every filter driver the repository's config (includes too) names;
+    def _filter_drivers(self) -> tuple[list[str], list[str]] | None:
+        """Every filter and merge driver the repository's config (includes too) names;
         None when the config cannot be read, or our overrides did not come
         last (a git before 2.31 ignores `GIT_CONFIG_COUNT`): then no git
         command is safe to run."""
-        pattern = r"^(filter\..*|core\.hookspath)$"
+        pattern = r"^(filter\..*|merge\..*\.driver|core\.hookspath)$"
         done = self._run(["config", "--null", "--get-regexp", pattern], 1 << 20)
         if done.status != 0:
             return None
         drivers: set[str] = set()
+        merges: set[str] = set()
         hooks_path = None
         for record in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
             key, _, value = record.partition("\n")
@@ -241,7 +247,9 @@ class SafeGit:
                 hooks_path = value
             elif key.startswith("filter."):
                 drivers.add(key.removeprefix("filter.").rpartition(".")[0])
-        return sorted(drivers) if hooks_path == os.devnull else None
+            elif key.startswith("merge.") and key.endswith(".driver"):
+                merges.add(key.removeprefix("merge.").removesuffix(".driver"))
+        return (sorted(drivers), sorted(merges)) if hooks_path == os.devnull else None
 
 
 def _read(proc: subprocess.Popen[bytes], limit: int, deadline: float) -> tuple[bytes, bytes, str]:

@@ -284,3 +284,24 @@ def test_a_refused_landing_halts_and_explain_names_why(project: Project) -> None
     assert project.state("a") == "complete"
     shown = project.run("show", "a")
     assert landed(project, "a")[:12] in shown.stdout
+
+
+def test_a_kill_after_the_ref_move_leaves_the_base_checkout_following_it(
+    project: Project,
+) -> None:
+    """main is checked out (clean) in the repository. A tick killed after
+    main moved but before that checkout followed: the next tick records
+    the landing, and the checkout must follow too, or its index stays at
+    the old tip and a commit there undoes the landing."""
+    repo = make_repo(project.dir)
+    land_config(project, OWN_FILE)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "land_after_ref_move"})
+    assert killed.returncode == 137, killed.stderr
+    again = project.run("tick")
+    assert again.returncode == 0, again.stderr
+    assert project.state("a") == "complete"
+    assert tip(repo) == landed(project, "a")
+    assert git(repo, "status", "--porcelain").strip() == ""
+    assert (repo / "a.txt").read_text() == "a\n"
+    assert check_invariants(project.db_url, allow_running=False) == []

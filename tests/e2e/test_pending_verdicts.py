@@ -110,3 +110,17 @@ def test_past_pending_timeout_the_wait_counts_as_a_failure(project: Project) -> 
     data = cli_json(project.cli("explain", "t1", "--json"))
     assert data["attempts"]["used"] == 1 and data["pending"] is None
     assert check_invariants(project.db_url) == []
+
+
+def test_a_pending_verdict_with_several_verifier_samples_still_waits(project: Project) -> None:
+    """`verifier_samples` asks the verifier three times; three pending
+    answers are a wait, not the median of three zero scores (a failure
+    that spends an attempt and, at `max_attempts`, halts the task)."""
+    verdict = _project(project, verifier_samples=3)
+    verdict.write_text(json.dumps({"pending": True, "reasons": ["ci running"]}))
+    for _ in range(3):  # more than max_attempts
+        _tick(project)
+        _due(project)
+    assert outcomes(project, "t1") == ["pending"] * 3
+    assert project.state("t1") == "ci"
+    assert check_invariants(project.db_url) == []

@@ -157,3 +157,44 @@ def test_a_base_nobody_has_checked_out_moves_alone(tmp_path: Path) -> None:
     outcome = land_merge(request(repo, "a"))
     assert isinstance(outcome, Landed) and tip(repo, "main") == outcome.commit
     assert (repo / "keep.txt").read_text() == "untouched\n"
+
+
+def test_an_untracked_file_in_the_way_in_the_base_checkout_refuses_before_the_ref_moves(
+    tmp_path: Path,
+) -> None:
+    """The checkout is clean for `status --untracked-files=no`, but the
+    landing adds a file an untracked one stands in the way of: moving the
+    ref and then failing to update the checkout would leave its index at
+    the old tip, a commit there undoing the landing."""
+    repo = make_repo(tmp_path)
+    task_branch(repo, "a", {"a.txt": "a\n"})
+    (repo / "a.txt").write_text("a person's own file\n")
+    main = tip(repo, "main")
+    outcome = land_merge(request(repo, "a"))
+    assert isinstance(outcome, Refused), outcome
+    assert "a.txt" in outcome.reason
+    assert tip(repo, "main") == main
+    assert (repo / "a.txt").read_text() == "a person's own file\n"
+    assert git(repo, "status", "--porcelain", "--untracked-files=no").strip() == ""
+
+
+def test_a_merge_driver_the_worker_wrote_runs_nothing_in_the_rebase(tmp_path: Path) -> None:
+    """A worker that can write the shared config and `info/attributes`
+    names a merge driver (a command) for every file; the landing's rebase
+    merges a file both sides changed, and must not run it."""
+    repo = make_repo(tmp_path)
+    (repo / "keep.txt").write_text("one\ntwo\nthree\nfour\nfive\n")
+    git(repo, "commit", "-qam", "five lines")
+    worktree = task_branch(repo, "a", {"a.txt": "a\n"})
+    (worktree / "keep.txt").write_text("ONE\ntwo\nthree\nfour\nfive\n")
+    git(worktree, "commit", "-qam", "a: the first line")
+    (repo / "keep.txt").write_text("one\ntwo\nthree\nfour\nFIVE\n")
+    git(repo, "commit", "-qam", "meanwhile: the last line")
+    marker = tmp_path / "ran"
+    git(repo, "config", "merge.evil.driver", f"touch {marker}; git merge-file %A %O %B")
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* merge=evil\n")
+    outcome = land_merge(request(repo, "a"))
+    assert not marker.exists()
+    assert isinstance(outcome, Landed), outcome
+    assert (worktree / "keep.txt").read_text() == "ONE\ntwo\nthree\nfour\nFIVE\n"

@@ -169,3 +169,23 @@ def test_the_repository_comes_from_the_remote_url() -> None:
 def test_the_body_without_text_or_stages_still_names_the_task(tmp_path: Path) -> None:
     req = request(tmp_path, {}, body="  ", stages=())
     assert pull_request_body(req) == "Opened by orchestrator for task `t1`."
+
+
+def test_a_push_url_the_worker_wrote_runs_no_hook_of_its_repository(
+    tmp_path: Path,
+    github: FakeGitHub,  # noqa: F811
+) -> None:
+    """A local push runs the receiving repository's hooks; a worker that can
+    write the shared config points the push at a repository of its own
+    with a `pre-receive` hook. That hook must not run (with the landing's
+    environment: GH_TOKEN)."""
+    repo, _origin = landing_repo(tmp_path)
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.git"
+    git(tmp_path, "init", "-q", "--bare", str(evil))
+    hook = evil / "hooks" / "pre-receive"
+    hook.write_text(f'#!/bin/sh\nenv > "{marker}"\n')
+    hook.chmod(0o755)
+    git(repo, "config", "remote.origin.pushurl", str(evil))
+    open_pull_request(request(repo, land_env(github, tmp_path)))
+    assert not marker.exists(), marker.read_text()
