@@ -6,7 +6,10 @@ Bounded (`LIVE_CAP` bytes, then a last line saying so) and best effort: a
 disk that refuses the file loses the tail, never the attempt. Opened with
 O_NOFOLLOW each time, so a link planted in its place is not written through,
 and O_NONBLOCK, so a FIFO planted there (the worker shares the folder) fails
-the open at once instead of blocking the tick until someone reads it.
+the open at once instead of blocking the tick until someone reads it. The
+folder is opened the same way and the file through it, because O_NOFOLLOW
+covers the last name only: a worker that swaps its folder for a link to one
+outside must not lead the tail there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ _FLAGS = (
     | os.O_NONBLOCK
     | getattr(os, "O_CLOEXEC", 0)
 )
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def live_spool(path: Path, cap: int = LIVE_CAP) -> Callable[[bytes], None]:
@@ -40,11 +44,15 @@ def live_spool(path: Path, cap: int = LIVE_CAP) -> Callable[[bytes], None]:
             chunk += _CUT
         written += len(data)
         with contextlib.suppress(OSError):
-            fd = os.open(path, _FLAGS, 0o600)
+            folder = os.open(path.parent, _FOLDER_FLAGS)
             try:
-                os.write(fd, chunk)
+                fd = os.open(path.name, _FLAGS, 0o600, dir_fd=folder)
+                try:
+                    os.write(fd, chunk)
+                finally:
+                    os.close(fd)
             finally:
-                os.close(fd)
+                os.close(folder)
 
     return spool
 

@@ -212,6 +212,8 @@ def test_explain_says_where_a_finished_change_is(project: Project) -> None:
         "last_commit": tip,
         "workspace": str(workspace),
         "worktree": True,
+        "landed_commit": None,  # `land = "none"`: the change stays on its branch
+        "pr_url": None,
     }
     assert json.loads(project.run("show", "fix", "--json").stdout)["change"] == data
 

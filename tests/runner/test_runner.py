@@ -91,12 +91,13 @@ VALUES = {
     "config_dir": "/project",
     "context_file": "/state/fix-login/context.json",
     "prev_session": "sess-1",
+    "candidate": "2",
 }
 
 
 def test_render_substitutes_every_placeholder() -> None:
     template = ["agent", "--task={task}", "{stage}/{attempt}", "{workspace}", "{prompt_file}"]
-    template += ["hint: {hint}!", "{context_file}", "--resume={prev_session}"]
+    template += ["hint: {hint}!", "{context_file}", "--resume={prev_session}", "c{candidate}"]
     assert render_argv(template, VALUES) == [
         "agent",
         "--task=fix-login",
@@ -106,6 +107,7 @@ def test_render_substitutes_every_placeholder() -> None:
         "hint: add a test!",
         "/state/fix-login/context.json",
         "--resume=sess-1",
+        "c2",
     ]
     assert set(PLACEHOLDERS) == set(VALUES)
 

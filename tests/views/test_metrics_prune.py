@@ -62,7 +62,7 @@ def test_prune_removes_only_old_finished_folders_and_no_row(project: Project) ->
     assert project.cli("halt", "stuck", "--note", "n").exit_code == 0
     state = project.dir / "state"
     (state / "stuck" / "research-001").mkdir(parents=True)
-    assert {p.name for p in state.iterdir()} == {"old", "recent", "stuck"}
+    assert _folders(state) == {"old", "recent", "stuck"}
     _age(project, "old", days=40)
     _age(project, "stuck", days=40)
     rows_before = _rows(project)
@@ -77,12 +77,17 @@ def test_prune_removes_only_old_finished_folders_and_no_row(project: Project) ->
     lines = done.output.splitlines()
     assert lines[0].startswith("removed ") and lines[0].split()[1].endswith("old")
     assert lines[-1].startswith("freed ") and "in 1 folder" in lines[-1]
-    assert {p.name for p in state.iterdir()} == {"recent", "stuck"}
+    assert _folders(state) == {"recent", "stuck"}
+    assert (state / ".idle-tick").is_file()  # the idle tick's marker is no task's folder
     assert _rows(project) == rows_before
     again = project.cli("prune", "--older-than", "30")
     assert again.output.strip() == "freed 0 B in 0 folders"
     shown = json.loads(project.cli("show", "old", "--json").output)
     assert shown["state"] == "complete"
+
+
+def _folders(state: Path) -> set[str]:
+    return {p.name for p in state.iterdir() if p.is_dir()}
 
 
 def _age(project: Project, slug: str, *, days: int) -> None:
