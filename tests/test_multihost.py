@@ -56,7 +56,7 @@ def add_tasks(project: Project, prefix: str, count: int) -> None:
 GATED_STAGE = """
 [[pipelines.default.stages]]
 name = "work"
-worker = ["sh", "-c", "while [ ! -e GO ]; do sleep 0.05; done"]
+worker = ["sh", "-c", "n=0; while [ ! -e GO ] && [ $n -lt 6000 ]; do sleep 0.05; n=$((n+1)); done"]
 verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
 """
 
@@ -195,7 +195,8 @@ def test_two_hosts_take_the_candidates_of_one_round(tmp_path: Path, shared_url: 
     go = tmp_path / "GO"
     repo = make_repo(tmp_path)
     worker = (
-        f'echo "$ORCHESTRATOR_CANDIDATE" > answer.txt; while [ ! -e {go} ]; do sleep 0.05; done'
+        f'echo "$ORCHESTRATOR_CANDIDATE" > answer.txt; n=0; '
+        f"while [ ! -e {go} ] && [ $n -lt 6000 ]; do sleep 0.05; n=$((n+1)); done"
     )
     verifier = (
         "c=$(cat answer.txt); "

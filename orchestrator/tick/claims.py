@@ -143,6 +143,7 @@ class Claimer:
                 now=now,
                 tick_id=self.tx.ensure_tick(conn, now),
                 lease=repo.lease_expiry(now, self.settings.lease_seconds),
+                refused=lambda stage: self.pools.refusal(conn, stage, now) is not None,
             )
             if slot is not None:
                 return slot

@@ -6,7 +6,7 @@ first claim gave it, so every candidate's record is fenced alike."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -56,10 +56,12 @@ def claim_slot(
     now: datetime,
     tick_id: int,
     lease: Any,
+    refused: Callable[[StageConfig], bool] = lambda stage: False,
 ) -> Claim | None:
     """Open the next unclaimed slot of a running round, if any task has
     one; a round whose stage the config lost is passed over (its open
-    candidates end as usual; recovery or the record decides it)."""
+    candidates end as usual; recovery or the record decides it), and so is
+    one whose pool says no: each candidate is an attempt of the pool."""
     skipped = set(exclude)
     while True:
         found = round_rows.find_open_slot(
@@ -70,7 +72,7 @@ def claim_slot(
         task, slot = found
         pipeline = settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(task.stage)
-        if pipeline is None or stage is None:
+        if pipeline is None or stage is None or refused(stage):
             skipped.add(task.id)
             continue
         return _open(conn, me, task, pipeline, stage, slot, token, now, tick_id, lease)
@@ -111,6 +113,7 @@ def _open(
         tick_pid=me.pid,
         tick_start=me.start_token,
         started_at=now,
+        pool=stage.pool,
         round=slot.round,
         candidate=slot.candidate,
         candidates=slot.candidates,

@@ -22,7 +22,7 @@ WORKER = (
     'case "$c" in 1) s=0.3;; 2) s=0.9;; 3) s=0.6;; 4) s=0.9;; *) s=0;; esac; '
     'echo "$s" > answer.txt; echo "candidate $c" > "who-$c.txt"; '
     ': > "{signals}/started-$c"; '
-    'while [ ! -e "{signals}/go-$c" ]; do sleep 0.02; done'
+    'n=0; while [ ! -e "{signals}/go-$c" ] && [ $n -lt 15000 ]; do sleep 0.02; n=$((n+1)); done'
 )
 # Reads the worktree it runs in: the score is what the worker left there.
 VERIFIER = (

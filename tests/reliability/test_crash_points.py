@@ -366,7 +366,7 @@ def test_the_next_tick_closes_a_dead_ticks_row(
 ROUND_WORKER = (
     'c="$ORCHESTRATOR_CANDIDATE"; case "$c" in 1) s=0.3;; 2) s=0.9;; *) s=0.8;; esac; '
     'echo "$s" > answer.txt; : > "{signals}/started-$c"; '
-    'while [ ! -e "{signals}/go-$c" ]; do sleep 0.02; done'
+    'n=0; while [ ! -e "{signals}/go-$c" ] && [ $n -lt 15000 ]; do sleep 0.02; n=$((n+1)); done'
 )
 ROUND_VERIFIER = (
     "import json, pathlib; s = float(pathlib.Path('answer.txt').read_text()); "

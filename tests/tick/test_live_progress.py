@@ -17,7 +17,8 @@ GATED_WAITING = """
 [[pipelines.default.stages]]
 name = "research"
 gate = true
-worker = ["sh", "-c", "echo 'reading the sources'; while [ ! -e {go} ]; do sleep 0.05; done"]
+worker = ["sh", "-c", "echo 'reading the sources'; n=0; \
+while [ ! -e {go} ] && [ $n -lt 6000 ]; do sleep 0.05; n=$((n+1)); done"]
 verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 0.9}}'"]
 """
 

@@ -270,3 +270,32 @@ def test_a_hostile_limit_reset_is_recorded_not_a_crash_of_the_tick(
     assert rows and all(finished is not None for finished, _ in rows)
     assert {outcome for _, outcome in rows} <= {"backoff", "worker_error"}
     assert check_invariants(migrated_url, allow_running=False) == []
+
+
+def test_a_round_of_candidates_counts_each_candidate_against_the_pool(
+    project: Project,
+) -> None:
+    """Four candidates of one round in a pool of two, under `--jobs 4`:
+    each candidate is an attempt of the pool, so at most two run at once,
+    and the round still ends decided, every candidate recorded."""
+    from support import make_repo
+
+    make_repo(project.dir)
+    config = (
+        "[pools.agent]\nmax_running = 2\n\n"
+        '[pipelines.default]\nrepository = "repo"\n\n'
+        + stages("agent", ["sh", "-c", 'echo "$ORCHESTRATOR_CANDIDATE" > c.txt; sleep 0.3'])
+        + "candidates = 4\n"
+    )
+    project.write_config(config)
+    assert project.cli("add", "fix", "--title", "fix").exit_code == 0
+    tick(project, "--jobs", "4")
+    rows = project.query(
+        "SELECT candidate, pool, started_at, finished_at FROM attempts ORDER BY candidate"
+    )
+    assert [(r[0], r[1]) for r in rows] == [(c, "agent") for c in (1, 2, 3, 4)]
+    spans = [(str(r[2]), str(r[3])) for r in rows]
+    most = max(sum(s <= at < f for s, f in spans) for at, _ in spans)
+    assert most == 2  # the cap was reached by the round, never passed
+    assert states(project) == {"fix": "complete"}
+    assert check_invariants(project.db_url, allow_running=False) == []

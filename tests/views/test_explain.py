@@ -116,7 +116,12 @@ def test_explain_a_task_backing_off(project: Project) -> None:
 
 
 def test_explain_a_running_task(project: Project) -> None:
-    worker = ["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done"]
+    worker = [
+        "sh",
+        "-c",
+        "touch started; n=0; "
+        "while [ ! -e release ] && [ $n -lt 6000 ]; do sleep 0.05; n=$((n+1)); done",
+    ]
     project.write_config(stage("work", worker=worker, verifier=PASS))
     project.env["ORCHESTRATOR_HOST"] = "runner-1"
     assert project.cli("add", "t1", "--title", "t").exit_code == 0
@@ -157,7 +162,12 @@ def test_explain_an_unknown_task(project: Project) -> None:
 # so `explain` of a running attempt always says "(pid None)" (JSON: null),
 # though the process note in its state folder has the pid from the start.
 def test_explain_a_running_task_names_its_pid(project: Project) -> None:
-    worker = ["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done"]
+    worker = [
+        "sh",
+        "-c",
+        "touch started; n=0; "
+        "while [ ! -e release ] && [ $n -lt 6000 ]; do sleep 0.05; n=$((n+1)); done",
+    ]
     project.write_config(stage("work", worker=worker, verifier=PASS))
     assert project.cli("add", "t1", "--title", "t").exit_code == 0
     tick = project.popen("tick")

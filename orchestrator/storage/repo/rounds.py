@@ -93,7 +93,7 @@ def find_open_slot(
     slug: str | None = None,
 ) -> tuple[TaskSnapshot, Slot] | None:
     """The next running task (priority, then age) whose round has a slot
-    no tick has claimed yet; locked like `find_claimable`'s rows."""
+    no tick has claimed yet, its row locked (waited for, not skipped)."""
     query = _slot_query(any_host=any_host, slug=slug is not None)
     params: dict[str, Any] = {"limit": len(exclude) + 1}
     if not any_host:
@@ -111,6 +111,8 @@ def find_open_slot(
             .limit(1)
         ).one()
         round_no, candidate, candidates, number = newest
+        if round_no is None or candidate >= candidates:
+            continue  # its round filled (or ended) while this claim waited for the row
         return task, Slot(
             round=int(round_no),
             candidate=int(candidate) + 1,
@@ -144,7 +146,12 @@ def _slot_query(*, any_host: bool, slug: bool) -> Prepared:
     if slug:
         query = query.where(tasks.c.slug == bindparam("slug"))
     query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(bindparam("limit"))
-    return Prepared(query.with_for_update(skip_locked=True, of=tasks))
+    # Not SKIP LOCKED, unlike `find_claimable`: the task's row is locked a
+    # moment by its own running candidates (their workspace, their record),
+    # and skipping it would leave the round's other slots unclaimed until an
+    # attempt ends. A claim waits that moment instead; the slot it then
+    # takes is read afresh, and the open-slot index refuses a double.
+    return Prepared(query.with_for_update(of=tasks))
 
 
 def lock_task(conn: Connection, task_id: int) -> None:
