@@ -37,12 +37,22 @@ class BestRestorer:
         self.me = me  # with `affinity = "host"`, only this host's tasks have their worktree here
 
     def restore_halted(self) -> None:
-        with read_tx(self.tx.engine) as conn:
-            halted = restores.halted_for_best(conn)
-        for task in halted:
+        if self.tick.stop.is_set() or self.tick.db_down.is_set():
+            return
+        # Retried like every read of the tick: a session the server ended
+        # between the claims and this look is reconnected, not the tick's end.
+        for task in self.tx.retrying(lambda _again: self._halted()):
             if self.tick.stop.is_set():
                 return
             self._one(task)
+
+    def _halted(self) -> list[repo.TaskSnapshot]:
+        with read_tx(self.tx.engine) as conn:
+            return restores.halted_for_best(conn)
+
+    def _kept(self, task: repo.TaskSnapshot) -> list[restores.KeptAttempt]:
+        with read_tx(self.tx.engine) as conn:
+            return restores.stage_attempts(conn, task.id, task.stage)
 
     def _one(self, task: repo.TaskSnapshot) -> None:
         pipeline = self.settings.pipeline(task.pipeline)
@@ -51,8 +61,7 @@ class BestRestorer:
             return
         if self.settings.affinity == "host" and task.host not in (None, self.me.host):
             return
-        with read_tx(self.tx.engine) as conn:
-            kept = restores.stage_attempts(conn, task.id, task.stage)
+        kept = self.tx.retrying(lambda _again: self._kept(task))
         if any(a.restored_at is not None and a.restored_at >= task.updated_at for a in kept):
             return
         best = restores.best_of(kept, task.run)

@@ -75,6 +75,7 @@ def test_four_candidates_run_at_once_and_the_first_best_passing_wins(
     finally:
         if tick.poll() is None:
             tick.kill()
+            tick.communicate()  # reaped: no process outlives its test
     assert tick.returncode == 0, err
     assert project.state("fix") == "implement:awaiting_approval"
 

@@ -25,9 +25,11 @@ from orchestrator.runner.sandbox import bwrap_program
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 
-# The tests' Python may live in the account's home (pyenv), which the
-# sandbox hides: the verifier (the fake agent) needs it mapped.
+# The tests' Python may live in the account's home (pyenv), and their
+# virtual environment under /tmp (a clone there), both of which the sandbox
+# hides: the verifier (the fake agent) needs them mapped.
 PYTHON = os.path.realpath(sys.base_prefix)
+VENV = os.path.realpath(sys.prefix)
 VERDICT = 'echo \'{"pass": true, "score": 1.0}\''
 
 
@@ -62,7 +64,7 @@ def sh(script: str) -> list[str]:
 
 def sandboxed(project: Project, home: Path, name: str, script: str, **keys: object) -> None:
     project.env["HOME"] = str(home)
-    ro = [PYTHON, *keys.pop("sandbox_ro", [])]  # type: ignore[misc]
+    ro = [PYTHON, VENV, *keys.pop("sandbox_ro", [])]  # type: ignore[misc]
     project.write_config(
         stage(name, worker=sh(script), verifier=PASS, sandbox="bwrap", sandbox_ro=ro, **keys),
         env_deny=[],

@@ -294,6 +294,7 @@ def test_server_down_past_the_bound_while_the_worker_runs(server: Server, tmp_pa
     finally:
         if tick.poll() is None:
             tick.kill()
+            tick.communicate()  # reaped: no process outlives its test
     assert tick.returncode == 69, out + err
     assert "Traceback" not in err, err
     kept = json.loads((project.dir / "state/t1/research-001/result.json").read_text())

@@ -94,6 +94,7 @@ def test_tick_on_a_terminal_shows_a_live_line_per_running_attempt(
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.communicate()  # reaped: no process outlives its test
     # 75: the `down` hook's delivery failed (try again later)
     assert proc.returncode == 75, seen.decode(errors="replace")
     text = seen.decode(errors="replace")
