@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from orchestrator.config import Settings
+from orchestrator.tick import round_claims
 from orchestrator.tick.attempt import AttemptRunner
 from orchestrator.tick.claim_limits import Cooldown
 from orchestrator.tick.claims import Claimer
@@ -18,6 +19,12 @@ from orchestrator.tick.model import ADVANCE_CHECK_SECONDS, Chain, Claim, Ended, 
 from orchestrator.tick.recording import Recorder
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
+
+# A round's open slot is passed over while another transaction holds its
+# task's row (SKIP LOCKED); a tick with free slots and running attempts
+# looks again this often rather than only when an attempt ends, so the
+# candidates of a round start together.
+SLOT_RECHECK_SECONDS = 1.0
 
 
 class Scheduler:
@@ -55,8 +62,10 @@ class Scheduler:
         pool: ThreadPoolExecutor | Inline = (
             Inline() if jobs == 1 else ThreadPoolExecutor(jobs, thread_name_prefix="attempt")
         )
+        rounds = jobs > 1 and round_claims.configured(self.settings)
         with pool:
             exhausted = unchecked = False
+            exhausted_at = 0.0
             while True:
                 while chained is not None or (
                     not exhausted
@@ -86,7 +95,7 @@ class Scheduler:
                             )
                         )
                         if found is None:
-                            exhausted = True
+                            exhausted, exhausted_at = True, time.monotonic()
                             break
                         claim = found
                     claims += 1
@@ -115,6 +124,8 @@ class Scheduler:
                         last_advance = time.monotonic()
                         unchecked = False
                     exhausted = False
+                elif exhausted and rounds and not self.tick.stop.is_set():
+                    exhausted = time.monotonic() - exhausted_at < SLOT_RECHECK_SECONDS
 
     def _ended(self, claim: Claim, future: Future[Ended], cooldown: Cooldown) -> Claim | None:
         """Note an attempt that ended; the claim its record made, if any."""

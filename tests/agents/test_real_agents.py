@@ -273,7 +273,10 @@ def test_claude_code_adds_a_subtask_through_orchestrator_mcp(
     }
     results = [r for r in stub.tool_results() if "ready: false" not in json.dumps(r)]
     waited, added, approve = results[0], results[1], results[2]
-    assert "Connected" in json.dumps(waited["content"])
+    # Connected while the model waited, or before it asked: Claude Code then
+    # withholds the wait tool ("not enabled in this context"), its servers up.
+    said = json.dumps(waited["content"])
+    assert "Connected" in said or "WaitForMcpServers exists but is not enabled" in said, said
     assert not added.get("is_error"), added
     assert "t1-docs" in json.dumps(added["content"])
     assert approve.get("is_error") is True  # no such tool: approving stays human

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from e2e.e2e_support import stage, wait_for
-from support import Project, check_invariants, git, make_repo, write_config
+from support import Project, check_invariants, git, make_project, make_repo, write_config
 
 SCORES = {1: 0.3, 2: 0.9, 3: 0.6, 4: 0.9}
 # Each candidate writes its score into its own worktree, says it started,
@@ -161,3 +161,81 @@ def test_four_candidates_run_at_once_and_the_first_best_passing_wins(
     assert pruned.returncode == 0, pruned.stderr
     assert git(repo, "for-each-ref", "refs/orchestrator/").strip() == ""
     assert git(repo, "rev-parse", "task/fix").strip() == tip  # the branch stays
+
+
+BEHIND = """
+[pipelines.plain]
+[[pipelines.plain.stages]]
+name = "work"
+max_attempts = 3
+worker = ["true"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": false, \\"score\\": 0.1}'"]
+
+[pipelines.default]
+repository = "repo"
+
+[[pipelines.default.stages]]
+name = "work"
+candidates = 2
+worker = ["sh", "-c", "echo $ORCHESTRATOR_CANDIDATE > c.txt; sleep 0.3"]
+verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.5}'"]
+"""
+
+
+def test_a_round_is_not_starved_by_another_tasks_higher_attempt_number(project: Project) -> None:
+    """The open-slot query compares a round's attempt with its own task's
+    newest, not any task's: a task halted after three attempts at a stage
+    of the same name once hid every later round's second slot for good."""
+    make_repo(project.dir)
+    write_config(project.config, BEHIND)
+    assert project.run("add", "p", "--title", "p", "--pipeline", "plain").returncode == 0
+    assert project.run("tick", "--jobs", "1").returncode == 0
+    assert project.state("p") == "work:halted"
+    assert project.run("add", "r", "--title", "r").returncode == 0
+    for _ in range(2):
+        done = project.run("tick", "--jobs", "2")
+        assert done.returncode == 0, done.stdout + done.stderr
+    rows = project.query(
+        "SELECT a.candidate FROM attempts a JOIN tasks t ON t.id = a.task_id WHERE t.slug = 'r'"
+    )
+    assert sorted(c for (c,) in rows) == [1, 2]
+    assert project.state("r") == "complete"
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_slot_whose_row_another_transaction_holds_is_passed_over(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """PostgreSQL: a round's task row held by another session (a long
+    transaction, another host's record) does not stall a tick's claims:
+    the tick runs the ready task it can take and ends; the slot is taken
+    once the row is free."""
+    from sqlalchemy import create_engine, text
+
+    from orchestrator.storage import migrate
+    from orchestrator.storage.db import make_engine
+
+    engine = make_engine(pg_url, create=True)
+    migrate.upgrade(engine)
+    engine.dispose()
+    make_repo(tmp_path)
+    project = make_project(tmp_path, pg_url, BEHIND.replace("max_attempts = 3", "max_attempts = 1"))
+    assert project.run("add", "r", "--title", "r").returncode == 0
+    # One candidate of two, then the bound: the round's second slot is open.
+    assert project.run("tick", "--jobs", "1", "--max-tasks", "1").returncode == 0
+    assert project.state("r") == "work:running"
+    assert project.run("add", "p", "--title", "p", "--pipeline", "plain").returncode == 0
+    holder = create_engine(pg_url)
+    try:
+        with holder.connect() as conn:
+            conn.execute(text("SELECT id FROM tasks WHERE slug = 'r' FOR UPDATE"))
+            done = project.run("tick", "--jobs", "2", timeout=60)  # a wait would outlast this
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert project.state("p") == "work:halted"  # ran (and failed) meanwhile
+            assert project.state("r") == "work:running"
+            conn.rollback()
+    finally:
+        holder.dispose()
+    assert project.run("tick", "--jobs", "2").returncode == 0
+    assert project.state("r") == "complete"
+    assert check_invariants(pg_url, allow_running=False) == []

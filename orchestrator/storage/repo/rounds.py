@@ -93,7 +93,8 @@ def find_open_slot(
     slug: str | None = None,
 ) -> tuple[TaskSnapshot, Slot] | None:
     """The next running task (priority, then age) whose round has a slot
-    no tick has claimed yet, its row locked (waited for, not skipped)."""
+    no tick has claimed yet, its row locked (a row locked elsewhere is
+    passed over, as `find_claimable` does)."""
     query = _slot_query(any_host=any_host, slug=slug is not None)
     params: dict[str, Any] = {"limit": len(exclude) + 1}
     if not any_host:
@@ -112,7 +113,7 @@ def find_open_slot(
         ).one()
         round_no, candidate, candidates, number = newest
         if round_no is None or candidate >= candidates:
-            continue  # its round filled (or ended) while this claim waited for the row
+            continue  # its round filled (or ended) since the query's snapshot
         return task, Slot(
             round=int(round_no),
             candidate=int(candidate) + 1,
@@ -126,9 +127,14 @@ def find_open_slot(
 @functools.cache
 def _slot_query(*, any_host: bool, slug: bool) -> Prepared:
     a, b = attempts.alias("a"), attempts.alias("b")
+    # Correlated to the outer task by hand: nested in `exists()`, it would
+    # otherwise take `tasks` into its own FROM and be the newest number of
+    # any task at that stage, so a round behind another task's attempts
+    # never showed its open slots.
     newest = (
         select(func.max(b.c.number))
         .where(b.c.task_id == tasks.c.id, b.c.stage == tasks.c.stage)
+        .correlate(tasks)
         .scalar_subquery()
     )
     open_slot = exists().where(
@@ -146,12 +152,10 @@ def _slot_query(*, any_host: bool, slug: bool) -> Prepared:
     if slug:
         query = query.where(tasks.c.slug == bindparam("slug"))
     query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(bindparam("limit"))
-    # Not SKIP LOCKED, unlike `find_claimable`: the task's row is locked a
-    # moment by its own running candidates (their workspace, their record),
-    # and skipping it would leave the round's other slots unclaimed until an
-    # attempt ends. A claim waits that moment instead; the slot it then
-    # takes is read afresh, and the open-slot index refuses a double.
-    return Prepared(query.with_for_update(of=tasks))
+    # SKIP LOCKED, as `find_claimable`: a claim never waits on another
+    # transaction (which may hold the row long, or wait on this one). A row
+    # skipped a moment is looked at again (`Scheduler`, SLOT_RECHECK_SECONDS).
+    return Prepared(query.with_for_update(skip_locked=True, of=tasks))
 
 
 def lock_task(conn: Connection, task_id: int) -> None:
