@@ -233,20 +233,16 @@ class Claimer:
         round_fields = round_claims.first_slot(conn, task, stage)  # {}: one attempt
         attempt_id = (round_rows.open_candidate if round_fields else repo.open_attempt)(
             conn,
-            task_id=task.id,
-            stage=task.stage,
-            run=task.run,
-            number=number,
-            hint=task.next_hint,
-            tick_id=self.tick.tick_id,
-            lease_token=token,
-            lease_expires_at=repo.lease_expiry(now, self.settings.lease_seconds),
-            host=self.me.host,
-            boot_id=self.me.identity,
-            tick_pid=self.me.pid,
-            tick_start=self.me.start_token,
-            started_at=now,
-            pool=stage.pool,
+            **round_claims.attempt_columns(
+                self.me,
+                task,
+                stage,
+                number=number,
+                token=token,
+                lease=repo.lease_expiry(now, self.settings.lease_seconds),
+                now=now,
+                tick_id=self.tick.tick_id,
+            ),
             **round_fields,
         )
         claimed = repo.apply_transition(

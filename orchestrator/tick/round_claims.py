@@ -25,6 +25,37 @@ def configured(settings: Settings) -> bool:
     return any(stage.candidates > 1 for p in settings.pipelines.values() for stage in p.stages)
 
 
+def attempt_columns(
+    me: HostIdentity,
+    task: repo.TaskSnapshot,
+    stage: StageConfig,
+    *,
+    number: int,
+    token: str,
+    lease: Any,
+    now: datetime,
+    tick_id: int | None,
+) -> dict[str, Any]:
+    """The columns every claim's attempt row gets, a first claim's or a
+    slot's: one list, so neither can open a row the other would not."""
+    return {
+        "task_id": task.id,
+        "stage": task.stage,
+        "run": task.run,
+        "number": number,
+        "hint": task.next_hint,
+        "tick_id": tick_id,
+        "lease_token": token,
+        "lease_expires_at": lease,
+        "host": me.host,
+        "boot_id": me.identity,
+        "tick_pid": me.pid,
+        "tick_start": me.start_token,
+        "started_at": now,
+        "pool": stage.pool,
+    }
+
+
 def first_slot(conn: Connection, task: repo.TaskSnapshot, stage: StageConfig) -> dict[str, Any]:
     """The round columns of a claim's attempt: {} for a stage of one."""
     if stage.candidates <= 1:
@@ -100,20 +131,9 @@ def _open(
     )
     attempt_id = round_rows.open_candidate(
         conn,
-        task_id=task.id,
-        stage=task.stage,
-        run=task.run,
-        number=slot.number,
-        hint=task.next_hint,
-        tick_id=tick_id,
-        lease_token=token,
-        lease_expires_at=lease,
-        host=me.host,
-        boot_id=me.identity,
-        tick_pid=me.pid,
-        tick_start=me.start_token,
-        started_at=now,
-        pool=stage.pool,
+        **attempt_columns(
+            me, task, stage, number=slot.number, token=token, lease=lease, now=now, tick_id=tick_id
+        ),
         round=slot.round,
         candidate=slot.candidate,
         candidates=slot.candidates,
