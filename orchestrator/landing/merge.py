@@ -30,7 +30,7 @@ from orchestrator.landing.model import Landed, LandOutcome, LandRequest, Refused
 from orchestrator.runner.command import run_command
 from orchestrator.testing import fault_point
 from orchestrator.workspace.gitrun import GitError, GitSteps
-from orchestrator.workspace.worktree import Identity, Worktree
+from orchestrator.workspace.worktree import Identity, Worktree, checked_out_ref
 
 TAIL_CHARS = 2000  # of a failing check's output, for the next attempt's hint
 MAX_FILES = 20  # conflicting files named in a hint
@@ -59,14 +59,19 @@ class _Merge:
         assert identity is not None
         env = identity.environment()
         self.work = GitSteps(request.worktree, git_dir=self.admin, env=env, timeout=request.timeout)
-        self.repo = GitSteps(request.repository, timeout=request.timeout)
+        self.repo = self.work.beside(request.repository)
 
     def land(self) -> LandOutcome:
         self._finish_killed_rebase()
-        head = self.work("rev-parse", "--symbolic-full-name", "HEAD").strip()
+        head = (
+            checked_out_ref(self.admin, self.branch_ref)
+            or self.work("rev-parse", "--symbolic-full-name", "HEAD").strip()
+        )
         if head != self.branch_ref:
+            # Detached, git names HEAD itself.
+            what = head if head.startswith("refs/") else "a detached HEAD"
             return Refused(
-                f"{self.request.worktree} has {head or 'a detached HEAD'} checked out, "
+                f"{self.request.worktree} has {what} checked out, "
                 f"not {self.request.branch}; check it out there, then resume"
             )
         for _ in range(CAS_TRIES):
@@ -81,12 +86,21 @@ class _Merge:
     def _try_once(self) -> LandOutcome | None:
         """One rebase, check and compare-and-set; None when the base moved
         between the rebase and the ref move (try again)."""
-        base, old = self.work("rev-parse", self.base_ref, self.branch_ref).split()
-        merge_base = self.work("merge-base", base, old).strip()
-        if merge_base == old:
+        # The two tips, then their merge bases (`A...B` adds `^<base>` for
+        # each): one git call where `rev-parse` and `merge-base` were two.
+        listed = self.work(
+            "rev-parse", self.base_ref, self.branch_ref, f"{self.base_ref}...{self.branch_ref}"
+        ).split()
+        base, old = listed[:2]
+        merge_bases = {line[1:] for line in listed[2:] if line.startswith("^")}
+        if not merge_bases:
+            raise GitError(
+                f"{self.request.branch} shares no history with {self.request.base_branch}"
+            )
+        if old in merge_bases:
             self._follow_killed_move(base)
             return Landed(commit=old)  # in the base already: a landing that was not recorded
-        if merge_base == base:
+        if base in merge_bases:
             new = old  # on the base's tip already (rebased before a kill, or never behind)
         else:
             conflict = self._rebase(base, old)

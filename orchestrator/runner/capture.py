@@ -204,7 +204,7 @@ class _Child:
         return self.proc.wait()
 
 
-def _open_pidfd(pid: int) -> int | None:
+def open_pidfd(pid: int) -> int | None:
     pidfd_open = getattr(os, "pidfd_open", None)
     if pidfd_open is None:
         return None

@@ -25,9 +25,9 @@ from orchestrator.runner.capture import (
     _Capture,
     _Child,
     _close,
-    _open_pidfd,
     _pipes_open,
     _start_error,
+    open_pidfd,
 )
 from orchestrator.runner.identity import ProcessIdentity, boot_id, host_name, process_start_time
 from orchestrator.testing import fault_point
@@ -131,7 +131,7 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         # On Linux the leader's exit is an event too (a pidfd is readable once
         # it exits), so we notice it at once instead of polling; elsewhere the
         # loop polls every poll_interval.
-        exit_fd = _open_pidfd(proc.pid)
+        exit_fd = open_pidfd(proc.pid)
         if exit_fd is not None:
             selector.register(exit_fd, selectors.EVENT_READ)
         pending = memoryview(stdin_data if stdin_data is not None else b"")

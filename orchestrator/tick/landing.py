@@ -106,13 +106,6 @@ class Lander:
         with read_tx(self.tx.engine) as conn:
             return repo.tasks_with_status(conn, Status.LANDING)
 
-    def _reread(self, task: repo.TaskSnapshot) -> repo.TaskSnapshot | None:
-        with read_tx(self.tx.engine) as conn:
-            current = repo.get_task_by_id(conn, task.id)
-        if current is None or current.version != task.version:
-            return None
-        return current
-
     def land(self, task: repo.TaskSnapshot, *, wait: bool = True) -> None:
         pipeline = self.settings.pipeline(task.pipeline)
         if pipeline is None or pipeline.stage(task.stage) is None:
@@ -131,17 +124,19 @@ class Lander:
             self._record(task, pipeline, mode(request))
             return
         key = str(request.repository)
-        if not self._take(key, task, config, wait):
+        taken = self._take(key, task, config, wait)
+        if taken is None:
             self.tick.say(f"{task.slug}: landing waits for {key} (another landing holds it)")
             return
+        if not taken:
+            return  # landed (or moved on) by another tick while this one waited
         try:
-            # Landed by another tick while this one waited: nothing to do.
-            if self.tx.retrying(lambda _again: self._reread(task)) is None:
-                return
             outcome = mode(request)
-        finally:
+        except BaseException:
             self.tx.retrying(functools.partial(self._free, key))
-        self._record(task, pipeline, outcome)
+            raise
+        # The record frees the lock in its own transaction: one commit less.
+        self._record(task, pipeline, outcome, lock=key)
 
     def request(
         self, task: repo.TaskSnapshot, pipeline: PipelineConfig, config: LandConfig
@@ -170,22 +165,31 @@ class Lander:
 
     # The lock: a lease row per repository.
 
-    def _take(self, key: str, task: repo.TaskSnapshot, config: LandConfig, wait: bool) -> bool:
+    def _take(
+        self, key: str, task: repo.TaskSnapshot, config: LandConfig, wait: bool
+    ) -> bool | None:
         """Take the repository's lock, waiting for it (at most the check's
-        bound) when `wait`."""
+        bound) when `wait`: True when taken, False when the task is no
+        longer as read (not taken: nothing to land), None when still held."""
         deadline = time.monotonic() + (config.timeout if wait else 0.0)
         lease = timedelta(seconds=2 * config.timeout + 60)  # the git steps' bound and the check's
         while True:
-            if self.tx.retrying(functools.partial(self._try_take, key, task, lease)):
-                return True
+            taken = self.tx.retrying(functools.partial(self._try_take, key, task, lease))
+            if taken is not None:
+                return taken
             if time.monotonic() >= deadline or self.tick.stop.wait(LOCK_POLL):
-                return False
+                return None
 
-    def _try_take(self, key: str, task: repo.TaskSnapshot, lease: timedelta, _again: bool) -> bool:
+    def _try_take(
+        self, key: str, task: repo.TaskSnapshot, lease: timedelta, _again: bool
+    ) -> bool | None:
         with self.tx.write() as conn:
             now = db_now(conn)
             held = repo.land_lock(conn, key)
             if not self._free_for_us(held, now):
+                return None
+            current = repo.get_task_by_id(conn, task.id)
+            if current is None or current.version != task.version:
                 return False
             repo.take_land_lock(conn, key, self.owner, task.id, now + lease)
             return True
@@ -211,12 +215,23 @@ class Lander:
     # The record.
 
     def _record(
-        self, task: repo.TaskSnapshot, pipeline: PipelineConfig, outcome: LandOutcome
+        self,
+        task: repo.TaskSnapshot,
+        pipeline: PipelineConfig,
+        outcome: LandOutcome,
+        *,
+        lock: str | None = None,
     ) -> None:
+        """Record the outcome, freeing the repository's `lock` (when held)
+        in the same transaction."""
         try:
-            self.tx.retrying(functools.partial(self._write, task, pipeline, outcome))
+            self.tx.retrying(functools.partial(self._write, task, pipeline, outcome, lock))
         except repo.ConflictError:
-            return  # a person halted or cancelled it meanwhile: theirs wins
+            # A person halted or cancelled it meanwhile: theirs wins. The
+            # rolled-back record freed nothing.
+            if lock is not None:
+                self.tx.retrying(functools.partial(self._free, lock))
+            return
         fault_point("after_land_record")
 
     def _write(
@@ -224,9 +239,12 @@ class Lander:
         task: repo.TaskSnapshot,
         pipeline: PipelineConfig,
         outcome: LandOutcome,
+        lock: str | None,
         _again: bool,
     ) -> None:
         with self.tx.write() as conn:
+            if lock is not None:
+                repo.release_land_lock(conn, lock, self.owner)
             current = repo.get_task_by_id(conn, task.id)
             if current is None or current.version != task.version:
                 return  # recorded already (a retry whose first try committed), or moved on

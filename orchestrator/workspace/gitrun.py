@@ -35,6 +35,7 @@ pointing git anywhere else.
 from __future__ import annotations
 
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -43,21 +44,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import safefs
 from orchestrator.errors import OrchestratorError
+from orchestrator.runner.capture import open_pidfd
 
 GIT_TIMEOUT = 30.0
 OUTPUT_LIMIT = 64 << 20  # bytes of stdout kept; past it the command is stopped
 _STDERR_LIMIT = 4096
-# Git's heap (`ulimit -d`, KiB below): files it reads whole that no option
+# Git's heap (RLIMIT_DATA, bytes): files it reads whole that no option
 # turns off (`.git/info/attributes`, `objects/info/alternates`) may be a
 # link to /dev/zero, an endless line; past the cap git fails at once
 # instead of taking the host's memory until the deadline. Two sides of a
 # diff below core.bigFileThreshold fit in it.
 DATA_LIMIT = 2 << 30
-# A fixed script, the git argv its positional parameters: nothing of the
-# worker's is parsed by the shell. `ulimit` fails only when the host's hard
-# limit is lower already: then that lower one holds, and git runs under it.
-_CAPPED = 'ulimit -d "$1" 2>/dev/null; shift; exec "$@"'
 
 # Command-scope settings that win over the repository's. An empty helper,
 # askpass or filter command is "none"; `protocol.allow=never` stops any
@@ -151,6 +150,7 @@ class SafeGit:
         git_dir: Path | None = None,
         env: dict[str, str] | None = None,
         config: Sequence[tuple[str, str]] = (),
+        _scan: _Scan | None = None,
     ) -> None:
         self.workspace = workspace
         self.git_dir = workspace / ".git" if git_dir is None else git_dir
@@ -158,15 +158,43 @@ class SafeGit:
         self.deadline = time.monotonic() + timeout
         # `config` comes after SAFE_CONFIG, so a caller may loosen it (a push
         # lets its transports through) but never by the repository's say.
+        self._caller_config = tuple(config)
         self._config: list[tuple[str, str]] = [*SAFE_CONFIG, *config]
-        drivers = self._filter_drivers()
-        self.usable = drivers is not None
-        filters, merges = drivers or ([], [])
+        self._scan = _scan if _scan is not None else self._filter_drivers()
+        self.usable = self._scan is not None
+        filters, merges = (self._scan.filters, self._scan.merges) if self._scan else ((), ())
         for driver in filters:
             self._config += [(f"filter.{driver}.{k}", v) for k, v in _FILTER_SETTINGS]
         # A merge driver (a rebase's, a cherry-pick's) is a command too: ours,
         # git's own three-way merge, stands in for each one named.
         self._config += [(f"merge.{driver}.driver", _MERGE_DRIVER) for driver in merges]
+
+    def beside(
+        self,
+        workspace: Path,
+        *,
+        git_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = GIT_TIMEOUT,
+    ) -> SafeGit:
+        """Git for another working tree of the same repository (the main one
+        beside a worktree), without a second config scan when that one
+        would read the very config this one read: the same common git
+        folder, and no include or per-worktree config (each could differ
+        between the two). Otherwise it scans its own."""
+        other = workspace / ".git" if git_dir is None else git_dir
+        scan = self._scan
+        same = (
+            scan is not None and scan.portable and _common_dir(other) == _common_dir(self.git_dir)
+        )
+        return SafeGit(
+            workspace,
+            timeout=timeout,
+            git_dir=git_dir,
+            env=env,
+            config=self._caller_config,
+            _scan=scan if same else None,
+        )
 
     def argv(self, *args: str) -> list[str]:
         where = [
@@ -203,7 +231,7 @@ class SafeGit:
             return GitResult(None, b"", error="out of time")
         try:
             proc = subprocess.Popen(
-                ["sh", "-c", _CAPPED, "sh", str(DATA_LIMIT >> 10), *self.argv(*args)],
+                self.argv(*args),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -214,6 +242,7 @@ class SafeGit:
         except OSError as exc:
             return GitResult(None, b"", error=f"git could not start: {exc.strerror}")
         try:
+            _cap_memory(proc.pid)
             stdout, stderr, why = _read(proc, limit, self.deadline)
             if why:
                 _kill(proc)
@@ -229,18 +258,22 @@ class SafeGit:
         first = stderr.decode("utf-8", "replace").strip().splitlines()[:1]
         return GitResult(status, stdout, error="" if status == 0 else (first or [""])[0])
 
-    def _filter_drivers(self) -> tuple[list[str], list[str]] | None:
+    def _filter_drivers(self) -> _Scan | None:
         """Every filter and merge driver the repository's config (includes too) names;
         None when the config cannot be read, or our overrides did not come
         last (a git before 2.31 ignores `GIT_CONFIG_COUNT`): then no git
         command is safe to run."""
-        pattern = r"^(filter\..*|merge\..*\.driver|core\.hookspath)$"
+        pattern = (
+            r"^(filter\..*|merge\..*\.driver|core\.hookspath"
+            r"|include\..*|includeif\..*|extensions\.worktreeconfig)$"
+        )
         done = self._run(["config", "--null", "--get-regexp", pattern], 1 << 20)
         if done.status != 0:
             return None
         drivers: set[str] = set()
         merges: set[str] = set()
         hooks_path = None
+        portable = True
         for record in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
             key, _, value = record.partition("\n")
             if key == "core.hookspath":
@@ -249,7 +282,50 @@ class SafeGit:
                 drivers.add(key.removeprefix("filter.").rpartition(".")[0])
             elif key.startswith("merge.") and key.endswith(".driver"):
                 merges.add(key.removeprefix("merge.").removesuffix(".driver"))
-        return (sorted(drivers), sorted(merges)) if hooks_path == os.devnull else None
+            elif key:
+                portable = False  # an include, or config per worktree
+        if hooks_path != os.devnull:
+            return None
+        return _Scan(tuple(sorted(drivers)), tuple(sorted(merges)), portable)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What a repository's config names that would run a command."""
+
+    filters: tuple[str, ...]
+    merges: tuple[str, ...]
+    # Read from the common config alone (no include, no config.worktree):
+    # every working tree of the repository reads the same.
+    portable: bool
+
+
+def _common_dir(git_dir: Path) -> str | None:
+    """The repository's own git folder that `git_dir` shares (its
+    `commondir` record, which a worktree's folder holds); None when that
+    record cannot be read as one."""
+    try:
+        record = safefs.read_text(git_dir / "commondir", 4096).strip()
+    except FileNotFoundError:
+        return os.path.realpath(git_dir)
+    except OSError:
+        return None
+    return os.path.realpath(git_dir / record) if record else None
+
+
+def _cap_memory(pid: int) -> None:
+    """Git's heap capped at DATA_LIMIT, set on the running child (subprocess
+    has no rlimit of its own, and a `preexec_fn` is unsafe beside the tick's
+    threads; a shell to run `ulimit` doubled each call's cost). Git gets
+    microseconds of its start-up before the cap holds, far too few to read
+    its way past it. A host whose hard limit is lower already keeps that
+    lower one, and git runs under it."""
+    try:
+        _soft, hard = resource.prlimit(pid, resource.RLIMIT_DATA)
+        if hard == resource.RLIM_INFINITY or hard > DATA_LIMIT:
+            resource.prlimit(pid, resource.RLIMIT_DATA, (DATA_LIMIT, DATA_LIMIT))
+    except OSError:  # gone already (a zombie is ESRCH on some kernels)
+        pass
 
 
 def _read(proc: subprocess.Popen[bytes], limit: int, deadline: float) -> tuple[bytes, bytes, str]:
@@ -276,12 +352,32 @@ def _read(proc: subprocess.Popen[bytes], limit: int, deadline: float) -> tuple[b
                         return bytes(out), bytes(err), "limit"
                 elif len(err) < _STDERR_LIMIT:
                     err += chunk[: _STDERR_LIMIT - len(err)]
-    left = max(0.0, deadline - time.monotonic())
-    try:
-        proc.wait(timeout=left)
-    except subprocess.TimeoutExpired:
+    if not _exited_by(proc, deadline):
         return bytes(out), bytes(err), "out of time"
     return bytes(out), bytes(err), ""
+
+
+def _exited_by(proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Whether git exited before the deadline, woken by its exit (a pidfd)
+    rather than by `Popen.wait(timeout)`'s polling sleeps, which cost more
+    than a short git command itself."""
+    left = max(0.0, deadline - time.monotonic())
+    pidfd = open_pidfd(proc.pid)
+    if pidfd is None:  # not Linux 5.3+: poll, as subprocess does
+        try:
+            proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(pidfd, selectors.EVENT_READ)
+            if not selector.select(left):
+                return False
+    finally:
+        os.close(pidfd)
+    proc.wait()
+    return True
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -312,11 +408,19 @@ class GitSteps:
         git_dir: Path | None = None,
         env: dict[str, str] | None = None,
         timeout: float = STEP_TIMEOUT,
+        git: SafeGit | None = None,
     ) -> None:
         self.where = where
-        self.git = SafeGit(where, timeout=timeout, git_dir=git_dir, env=env)
+        self.git = git or SafeGit(where, timeout=timeout, git_dir=git_dir, env=env)
         if not self.git.usable:
             raise GitError(f"git cannot read the repository's config in {where}")
+
+    def beside(
+        self, where: Path, *, git_dir: Path | None = None, env: dict[str, str] | None = None
+    ) -> GitSteps:
+        """Steps in another working tree of the same repository (`SafeGit.beside`)."""
+        left = max(0.0, self.git.deadline - time.monotonic())
+        return GitSteps(where, git=self.git.beside(where, git_dir=git_dir, env=env, timeout=left))
 
     def __call__(self, *args: str) -> str:
         done = self.git.run(*args)

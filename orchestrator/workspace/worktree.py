@@ -119,6 +119,18 @@ def branch_tip(repository: Path, branch: str) -> str | None:
     return out.strip() or None
 
 
+def checked_out_ref(admin: Path, expected: str) -> str | None:
+    """`expected` when the worktree's own HEAD file (in its folder `admin`)
+    names that ref, without a git process; None when it says anything
+    else (detached, another branch, a ref store git keeps elsewhere), and
+    then git is asked, whose answer is the one to report."""
+    try:
+        text = safefs.read_text(admin / "HEAD", _RECORD_BYTES)
+    except OSError:
+        return None
+    return expected if text == f"ref: {expected}\n" else None
+
+
 @dataclass(frozen=True)
 class Worktree:
     """Where a task's branch is checked out, and what it started from."""

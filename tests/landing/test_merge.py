@@ -198,3 +198,33 @@ def test_a_merge_driver_the_worker_wrote_runs_nothing_in_the_rebase(tmp_path: Pa
     assert not marker.exists()
     assert isinstance(outcome, Landed), outcome
     assert (worktree / "keep.txt").read_text() == "ONE\ntwo\nthree\nfour\nFIVE\n"
+
+
+def test_a_branch_sharing_no_history_with_the_base_is_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    worktree = task_branch(repo, "a", {"a.txt": "a\n"})
+    git(worktree, "checkout", "-q", "--orphan", "unrelated")
+    git(worktree, "commit", "-qm", "a history of its own")
+    git(worktree, "branch", "-q", "-f", "task/a", "unrelated")
+    git(worktree, "checkout", "-q", "task/a")
+    main = tip(repo, "main")
+    outcome = land_merge(request(repo, "a"))
+    assert isinstance(outcome, Refused)
+    assert "task/a shares no history with main" in outcome.reason
+    assert tip(repo, "main") == main
+
+
+@pytest.mark.parametrize("head", ["detached", "another branch"])
+def test_a_worktree_off_its_branch_is_refused_and_nothing_moves(tmp_path: Path, head: str) -> None:
+    repo = make_repo(tmp_path)
+    worktree = task_branch(repo, "a", {"a.txt": "a\n"})
+    if head == "detached":
+        git(worktree, "checkout", "-q", "--detach")
+    else:
+        git(worktree, "checkout", "-q", "-b", "elsewhere")
+    main = tip(repo, "main")
+    outcome = land_merge(request(repo, "a"))
+    assert isinstance(outcome, Refused)
+    said = "a detached HEAD" if head == "detached" else "refs/heads/elsewhere"
+    assert f"has {said} checked out, not task/a" in outcome.reason
+    assert tip(repo, "main") == main

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from e2e.e2e_support import PASS, stage
 from sqlalchemy import create_engine, text
 from support import Project, check_invariants, make_repo
@@ -152,3 +153,59 @@ def test_a_task_landed_by_another_tick_while_waiting_is_not_landed_again(
     first.land(task)  # the snapshot an earlier wait held: version moved
     assert len(calls) == 1
     assert [r[0] for r in project.query("SELECT kind FROM events")].count("landed") == 1
+
+
+def held_locks(project: Project) -> list[tuple[object, ...]]:
+    return project.query("SELECT repository, owner FROM land_locks WHERE owner IS NOT NULL")
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [Landed(commit="ab" * 20), SendBack(hint="conflicted in a.txt"), Refused("no")],
+    ids=["landed", "send_back", "refused"],
+)
+def test_the_lock_is_free_once_the_outcome_is_recorded(
+    bench: Callable[..., Bench], project: Project, outcome: LandOutcome
+) -> None:
+    b = landing_bench(bench, project)
+    b.lander({"merge": answering(outcome, [])}).land_all()
+    assert project.state("t1") != "review:landing"
+    assert held_locks(project) == []
+
+
+def test_a_task_halted_while_it_lands_keeps_the_halt_and_frees_the_lock(
+    bench: Callable[..., Bench], project: Project
+) -> None:
+    b = landing_bench(bench, project)
+
+    def halted_meanwhile(request: LandRequest) -> LandOutcome:
+        assert project.cli("halt", "t1").exit_code == 0
+        return Landed(commit="cd" * 20)
+
+    b.lander({"merge": halted_meanwhile}).land_all()
+    assert project.state("t1") == "review:halted"
+    assert held_locks(project) == []
+
+
+def test_a_mode_that_raises_frees_the_lock(bench: Callable[..., Bench], project: Project) -> None:
+    b = landing_bench(bench, project)
+
+    def broken(request: LandRequest) -> LandOutcome:
+        raise RuntimeError("the mode broke")
+
+    with pytest.raises(RuntimeError):
+        b.lander({"merge": broken}).land_all()
+    assert project.state("t1") == "review:landing"
+    assert held_locks(project) == []
+
+
+def test_a_task_moved_on_while_waiting_takes_no_lock(
+    bench: Callable[..., Bench], project: Project
+) -> None:
+    b = landing_bench(bench, project)
+    lander = b.lander({"merge": answering(Landed(commit="12" * 20), [])})
+    [task] = lander._landing()
+    assert project.cli("halt", "t1").exit_code == 0
+    lander.land(task)
+    assert project.state("t1") == "review:halted"
+    assert held_locks(project) == []
