@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import safefs
-from orchestrator.workspace.gitrun import GitError, run_git
+from orchestrator.workspace.gitrun import GitError, GitSteps, run_git
 
 BRANCH_PREFIX = "task/"
 TRAILER = "Orchestrator-Attempt"
@@ -216,32 +216,35 @@ class Worktree:
         raise GitError(f"{self.workspace} is not a worktree of {self.repository}")
 
     def git(self, args: list[str], env: dict[str, str] | None = None) -> str:
+        return self.steps(env)(*args)
+
+    def steps(self, env: dict[str, str] | None = None) -> GitSteps:
+        """Git in the worktree for several steps of one operation, sharing
+        one config scan and one deadline."""
         if self.workspace.is_symlink():
             # A worker replaced its folder with a link: git would commit
             # (and the next stage work in) whatever it points at.
             raise GitError(f"{self.workspace} is a link; refusing to follow it")
-        return run_git(self.workspace, args, git_dir=self.admin_dir(), env=env)
+        return GitSteps(self.workspace, git_dir=self.admin_dir(), env=env)
 
     def head(self) -> str:
         return self.git(["rev-parse", "--verify", "HEAD"]).strip()
 
-    def find_stage_commit(self, attempt_key: str) -> str | None:
+    def find_stage_commit(self, attempt_key: str, git: GitSteps | None = None) -> str | None:
         """The commit on HEAD, and on no other branch, whose trailer line is
         this attempt's: the repository may outlive the database, so a landed
         task of an earlier one may carry the same slug and attempt id (and
         `--grep` alone matches `.../1` in `.../10`)."""
         trailer = f"{TRAILER}: {attempt_key}"
-        out = self.git(
-            [
-                "log",
-                "--format=%H%x00%B%x00",
-                "--fixed-strings",
-                f"--grep={trailer}",
-                "HEAD",
-                "--not",
-                f"--exclude={self.branch}",
-                "--branches",
-            ]
+        out = (git or self.steps())(
+            "log",
+            "--format=%H%x00%B%x00",
+            "--fixed-strings",
+            f"--grep={trailer}",
+            "HEAD",
+            "--not",
+            f"--exclude={self.branch}",
+            "--branches",
         )
         fields = out.split("\0")
         for sha, body in zip(fields[0::2], fields[1::2], strict=False):
@@ -259,35 +262,34 @@ class Worktree:
         commit, empty, so the branch holds one commit per passed stage; a
         worker's own commits stay beneath it. Without `allow_empty`, nothing
         to commit is None (an approval that changed nothing adds no commit)."""
-        on = self._head_branch()
-        if on != self.branch:
-            raise GitError(self._off_branch(on))
-        done = self.find_stage_commit(attempt_key)
+        git = self.steps(identity.environment())
+        branch_ref = f"refs/heads/{self.branch}"
+        on = (
+            checked_out_ref(git.git.git_dir, branch_ref)
+            or git("rev-parse", "--symbolic-full-name", "HEAD").strip()
+        )
+        if on != branch_ref:
+            # Detached, git names HEAD itself.
+            on_branch = on.startswith("refs/heads/")
+            raise GitError(self._off_branch(on.removeprefix("refs/heads/") if on_branch else ""))
+        done = self.find_stage_commit(attempt_key, git)
         if done is not None:
             return done
-        self.git(["add", "--all", "--", "."])
-        if not allow_empty and not self.git(["diff", "--cached", "--name-only", "-z"]).strip("\0"):
+        git("add", "--all", "--", ".")
+        if not allow_empty and not git("diff", "--cached", "--name-only", "-z").strip("\0"):
             return None
         body = f"{message}\n\n{TRAILER}: {attempt_key}\n"
-        self.git(
-            [
-                "commit",
-                "--quiet",
-                "--allow-empty",
-                "--no-verify",
-                "--no-gpg-sign",
-                "--cleanup=verbatim",
-                "-m",
-                body,
-            ],
-            env=identity.environment(),
+        git(
+            "commit",
+            "--quiet",
+            "--allow-empty",
+            "--no-verify",
+            "--no-gpg-sign",
+            "--cleanup=verbatim",
+            "-m",
+            body,
         )
-        return self.head()
-
-    def _head_branch(self) -> str:
-        """The branch HEAD is on; "" when detached (git names it `HEAD`)."""
-        ref = self.git(["rev-parse", "--symbolic-full-name", "HEAD"]).strip()
-        return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ""
+        return git("rev-parse", "--verify", "HEAD").strip()
 
     def _off_branch(self, on: str) -> str:
         what = f"branch {on!r}" if on else "a detached HEAD"

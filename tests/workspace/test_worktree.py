@@ -237,3 +237,21 @@ def test_a_worktree_a_person_locked_is_left_as_it_is(repo: Path, tmp_path: Path)
     git(repo, "worktree", "lock", "--reason", "on a USB disk", str(wt.workspace))
     wt.ensure()
     assert (wt.workspace / "mine.txt").read_text() == "work\n"
+
+
+@pytest.mark.parametrize("head", ["detached", "another branch"])
+def test_a_stage_commit_off_the_branch_is_refused_and_names_where_head_is(
+    repo: Path, tmp_path: Path, head: str
+) -> None:
+    wt = tree(repo, tmp_path)
+    wt.ensure()
+    if head == "detached":
+        git(wt.workspace, "checkout", "-q", "--detach")
+    else:
+        git(wt.workspace, "checkout", "-q", "-b", "elsewhere")
+    (wt.workspace / "new.txt").write_text("new\n")
+    with pytest.raises(GitError) as refused:
+        wt.commit_stage("m", "t1/implement/1", IDENTITY)
+    said = "a detached HEAD" if head == "detached" else "branch 'elsewhere'"
+    assert f"has {said} checked out, not task/t1" in str(refused.value)
+    assert git(repo, "rev-list", "--count", "task/t1").strip() == "1"
