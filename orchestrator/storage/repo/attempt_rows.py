@@ -143,19 +143,22 @@ def _close_statement(columns: tuple[str, ...], *, fenced: bool, expired: bool) -
     )
 
 
+_START_COMMIT = Prepared(
+    update(attempts)
+    .where(
+        attempts.c.id == bindparam("attempt_id"),
+        attempts.c.lease_token == bindparam("token"),
+        attempts.c.finished_at.is_(None),
+    )
+    .values(start_commit=bindparam("commit"))
+)
+
+
 def record_start_commit(conn: Connection, attempt_id: int, token: str, commit: str) -> bool:
     """Note the workspace's commit as the worker starts ("" for none),
     fenced by the lease; False when the attempt is no longer ours."""
-    result = conn.execute(
-        update(attempts)
-        .where(
-            attempts.c.id == attempt_id,
-            attempts.c.lease_token == token,
-            attempts.c.finished_at.is_(None),
-        )
-        .values(start_commit=commit or START_NO_COMMIT)
-    )
-    return result.rowcount == 1
+    params = {"attempt_id": attempt_id, "token": token, "commit": commit or START_NO_COMMIT}
+    return _START_COMMIT.execute(conn, params).rowcount == 1
 
 
 def stage_start_commit(conn: Connection, task_id: int, stage: str, run: int) -> str | None:
