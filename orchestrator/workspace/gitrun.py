@@ -150,9 +150,13 @@ class SafeGit:
         git_dir: Path | None = None,
         env: dict[str, str] | None = None,
         config: Sequence[tuple[str, str]] = (),
+        step_timeout: float | None = None,
         _scan: _Scan | None = None,
     ) -> None:
         self.workspace = workspace
+        # Each call's own bound within the shared one, for operations whose
+        # every step may take a step's time (a large repository's add).
+        self.step_timeout = step_timeout
         self.git_dir = workspace / ".git" if git_dir is None else git_dir
         self.extra_env = dict(env or {})
         self.deadline = time.monotonic() + timeout
@@ -226,8 +230,10 @@ class SafeGit:
         return done.stdout if done.ok else None
 
     def _run(self, args: list[str], limit: int) -> GitResult:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
+        deadline = self.deadline
+        if self.step_timeout is not None:
+            deadline = min(deadline, time.monotonic() + self.step_timeout)
+        if deadline - time.monotonic() <= 0:
             return GitResult(None, b"", error="out of time")
         try:
             proc = subprocess.Popen(
@@ -243,7 +249,7 @@ class SafeGit:
             return GitResult(None, b"", error=f"git could not start: {exc.strerror}")
         try:
             _cap_memory(proc.pid)
-            stdout, stderr, why = _read(proc, limit, self.deadline)
+            stdout, stderr, why = _read(proc, limit, deadline)
             if why:
                 _kill(proc)
             status = proc.wait() if not why else None
@@ -300,25 +306,40 @@ class _Scan:
     portable: bool
 
 
+_COMMONDIR_BYTES = 4096  # a `commondir` record: one path
+
+
 def _common_dir(git_dir: Path) -> str | None:
-    """The repository's own git folder that `git_dir` shares (its
-    `commondir` record, which a worktree's folder holds); None when that
-    record cannot be read as one."""
+    """The repository's own git folder that `git_dir` shares, as git finds
+    it (its `commondir` record, which a worktree's folder holds: git trims
+    only the line ends, and takes a relative path from `git_dir`); None
+    when the record is anything git might read otherwise (a link, longer
+    than a path, a NUL, spaces at its ends): then no scan is shared."""
     try:
-        record = safefs.read_text(git_dir / "commondir", 4096).strip()
+        raw = safefs.read_bytes(git_dir / "commondir", _COMMONDIR_BYTES + 1)
     except FileNotFoundError:
         return os.path.realpath(git_dir)
     except OSError:
         return None
-    return os.path.realpath(git_dir / record) if record else None
+    record = raw.rstrip(b"\r\n")
+    if len(raw) > _COMMONDIR_BYTES or not record or b"\0" in record or record != record.strip():
+        return None
+    try:
+        return os.path.realpath(git_dir / os.fsdecode(record), strict=True)
+    except (OSError, ValueError):
+        return None
 
 
 def _cap_memory(pid: int) -> None:
     """Git's heap capped at DATA_LIMIT, set on the running child (subprocess
-    has no rlimit of its own, and a `preexec_fn` is unsafe beside the tick's
-    threads; a shell to run `ulimit` doubled each call's cost). Git gets
-    microseconds of its start-up before the cap holds, far too few to read
-    its way past it. A host whose hard limit is lower already keeps that
+    has no rlimit of its own, a `preexec_fn` is unsafe beside the tick's
+    threads, and an exec of `sh` or `prlimit` to set it first costs as much
+    as a short git command). Git runs uncapped until this call: for
+    microseconds, or as long as another thread holds the interpreter lock.
+    From then on an allocation past the cap fails, so git outgrows the cap
+    only by what it took meanwhile (reading /dev/zero, about half a GB a
+    second: a thread must hold the lock for seconds before the cap is
+    passed at all). A host whose hard limit is lower already keeps that
     lower one, and git runs under it."""
     try:
         _soft, hard = resource.prlimit(pid, resource.RLIMIT_DATA)
@@ -408,10 +429,13 @@ class GitSteps:
         git_dir: Path | None = None,
         env: dict[str, str] | None = None,
         timeout: float = STEP_TIMEOUT,
+        step_timeout: float | None = None,
         git: SafeGit | None = None,
     ) -> None:
         self.where = where
-        self.git = git or SafeGit(where, timeout=timeout, git_dir=git_dir, env=env)
+        self.git = git or SafeGit(
+            where, timeout=timeout, git_dir=git_dir, env=env, step_timeout=step_timeout
+        )
         if not self.git.usable:
             raise GitError(f"git cannot read the repository's config in {where}")
 

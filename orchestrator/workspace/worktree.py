@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import safefs
-from orchestrator.workspace.gitrun import GitError, GitSteps, run_git
+from orchestrator.workspace.gitrun import STEP_TIMEOUT, GitError, GitSteps, run_git
 
 BRANCH_PREFIX = "task/"
 TRAILER = "Orchestrator-Attempt"
@@ -40,6 +40,7 @@ _RECORD_BYTES = 4096  # of a `.git` file or a `gitdir` record: one path
 # In `_listed`, a worktree `git worktree add` left "locked initializing"
 # (killed before its checkout); no branch can have this name.
 _HALF_MADE = "\0initializing"
+_COMMIT_STEPS = 7  # of a stage commit: scan, HEAD, the trailer's look, add, diff, commit, tip
 
 
 def branch_name(slug: str) -> str:
@@ -218,14 +219,20 @@ class Worktree:
     def git(self, args: list[str], env: dict[str, str] | None = None) -> str:
         return self.steps(env)(*args)
 
-    def steps(self, env: dict[str, str] | None = None) -> GitSteps:
-        """Git in the worktree for several steps of one operation, sharing
-        one config scan and one deadline."""
+    def steps(self, env: dict[str, str] | None = None, *, steps: int = 1) -> GitSteps:
+        """Git in the worktree for `steps` steps of one operation, sharing
+        one config scan; each step may take a step's time, as on its own."""
         if self.workspace.is_symlink():
             # A worker replaced its folder with a link: git would commit
             # (and the next stage work in) whatever it points at.
             raise GitError(f"{self.workspace} is a link; refusing to follow it")
-        return GitSteps(self.workspace, git_dir=self.admin_dir(), env=env)
+        return GitSteps(
+            self.workspace,
+            git_dir=self.admin_dir(),
+            env=env,
+            timeout=STEP_TIMEOUT * steps,
+            step_timeout=STEP_TIMEOUT,
+        )
 
     def head(self) -> str:
         return self.git(["rev-parse", "--verify", "HEAD"]).strip()
@@ -262,7 +269,7 @@ class Worktree:
         commit, empty, so the branch holds one commit per passed stage; a
         worker's own commits stay beneath it. Without `allow_empty`, nothing
         to commit is None (an approval that changed nothing adds no commit)."""
-        git = self.steps(identity.environment())
+        git = self.steps(identity.environment(), steps=_COMMIT_STEPS)
         branch_ref = f"refs/heads/{self.branch}"
         on = (
             checked_out_ref(git.git.git_dir, branch_ref)

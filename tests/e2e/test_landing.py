@@ -305,3 +305,58 @@ def test_a_kill_after_the_ref_move_leaves_the_base_checkout_following_it(
     assert git(repo, "status", "--porcelain").strip() == ""
     assert (repo / "a.txt").read_text() == "a\n"
     assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_filter_only_the_main_trees_branch_includes_runs_nothing_in_a_landing(
+    project: Project, tmp_path: Path
+) -> None:
+    # `includeIf "onbranch:main"` names the filter for the main working tree
+    # alone (the task's worktree is on task/a): the landing's checkout there
+    # must neutralise it all the same.
+    repo = make_repo(project.dir)
+    marker = tmp_path / "ran"
+    evil = repo / ".git" / "evil.config"
+    evil.write_text(f'[filter "evil"]\n\tsmudge = "sh -c \\"id > {marker}; cat\\""\n')
+    git(repo, "config", "includeIf.onbranch:main.path", str(evil))
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("*.txt filter=evil\n")
+    land_config(project, 'echo "$ORCHESTRATOR_TASK" > "$ORCHESTRATOR_TASK.txt"')
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    assert project.state("a") == "complete"
+    assert (repo / "a.txt").read_text() == "a\n"
+    assert not marker.exists(), marker.read_text()
+    (repo / "a.txt").unlink()  # the control: plain git on main runs it
+    git(repo, "checkout", "--", "a.txt")
+    assert marker.exists()
+
+
+# The worker points its worktree's `commondir` at a clean copy of the
+# config (" ../..": admin/" .."/.. to git, through a link it made) and names
+# a smudge filter in the main repository's own config.
+COMMONDIR_ATTACK = r"""
+echo "$ORCHESTRATOR_TASK" > "$ORCHESTRATOR_TASK.txt"
+ADMIN=$(sed -n 's/^gitdir: //p' .git)
+COMMON=$(cd "$ADMIN/../.." && pwd -P)
+FAKE="{fake}"
+mkdir -p "$FAKE/sub"
+for n in objects refs logs info hooks worktrees HEAD; do ln -s "$COMMON/$n" "$FAKE/$n"; done
+cp "$COMMON/config" "$FAKE/config"
+printf '[filter "evil"]\n\tsmudge = "sh -c \\"id > {marker}; cat\\""\n' >> "$COMMON/config"
+mkdir -p "$COMMON/info"; echo '*.txt filter=evil' >> "$COMMON/info/attributes"
+ln -s "$FAKE/sub" "$ADMIN/ .."
+printf ' ../..\n' > "$ADMIN/commondir"
+"""
+
+
+def test_a_rewritten_commondir_does_not_let_a_main_tree_filter_run_in_a_landing(
+    project: Project, tmp_path: Path
+) -> None:
+    make_repo(project.dir)
+    marker = tmp_path / "ran"
+    land_config(project, COMMONDIR_ATTACK.format(fake=tmp_path / "fake", marker=marker))
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    project.run("tick")
+    assert project.state("a") != "implement:running"
+    assert not marker.exists(), f"the filter ran in the tick's place: {marker.read_text()}"

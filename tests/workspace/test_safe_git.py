@@ -16,6 +16,7 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,6 +286,23 @@ def test_a_hung_include_is_stopped_at_the_deadline(project: Project) -> None:
     git = SafeGit(workspace, timeout=2.0)
     assert not git.usable
     assert git.run("status").status is None
+
+
+def test_each_step_keeps_its_own_bound_within_the_shared_one(project: Project) -> None:
+    # Several steps share one scan; a hung one is stopped at its own bound,
+    # not at the end of the whole operation's.
+    workspace = _workspace(project)
+    git = SafeGit(workspace, timeout=600.0, step_timeout=1.0)
+    assert git.usable
+    fifo = workspace / ".git" / "hang"
+    os.mkfifo(fifo)
+    _git(workspace, "config", "include.path", str(fifo))
+    started = time.monotonic()
+    hung = git.run("status")
+    assert hung.status is None and hung.error == "out of time"
+    assert time.monotonic() - started < 60  # its step's bound, not the operation's 600 s
+    os.unlink(fifo)
+    assert git.run("status").ok  # the next step has a step's time of its own
 
 
 def test_output_past_the_limit_is_cut_and_flagged(project: Project) -> None:

@@ -132,3 +132,48 @@ def test_a_config_every_tree_reads_alike_is_scanned_once(
     assert scans == [planted.admin]
     assert not planted.marker.exists(), "the shared scan lost the filter"
     planted.control()
+
+
+def _clean_common_dir(planted: Repo, where: Path) -> None:
+    """A git folder at `where` sharing the repository's objects and refs
+    (links), with a copy of its config made before the filter is planted:
+    a worktree whose `commondir` leads there reads no filter."""
+    common = planted.repo / ".git"
+    where.mkdir(parents=True)
+    for name in ("objects", "refs", "logs", "info", "hooks", "worktrees", "HEAD"):
+        os.symlink(common / name, where / name)
+    (where / "config").write_text((common / "config").read_text())
+
+
+@pytest.mark.parametrize(
+    "record",
+    ["../.. ", " ../..\n", "../.." + "/" * 5000 + "x\n"],
+    ids=["a trailing space", "a leading space", "longer than a path"],
+)
+def test_a_commondir_git_reads_otherwise_than_its_plain_path_shares_no_scan(
+    planted: Repo, tmp_path: Path, record: str
+) -> None:
+    # Git trims only the line end and reads the record whole: each of these
+    # leads git to a folder the worker made, not to the repository's.
+    # Where git goes: from admin (repo/.git/worktrees/t), "../.. " is
+    # worktrees/".. ", and "../..///…/x" is repo/.git/x.
+    if record.startswith(" "):
+        fake = tmp_path / "fake"
+        _clean_common_dir(planted, fake)
+        (fake / "sub").mkdir()
+        os.symlink(fake / "sub", planted.admin / " ..")  # admin/" ../.." is fake
+    elif record.endswith(" "):
+        _clean_common_dir(planted, planted.repo / ".git" / "worktrees" / ".. ")
+    else:
+        _clean_common_dir(planted, planted.repo / ".git" / "x")
+    (planted.admin / "commondir").write_text(record)
+    _git(planted.repo, "config", "filter.evil.smudge", str(planted.script))
+    work = planted.worktree_git()
+    assert work.usable and work._scan is not None
+    assert "evil" not in work._scan.filters  # git did read the clean config
+
+    planted.check_out_two_in_main(work.beside(planted.repo))
+
+    assert not planted.marker.exists(), "the main tree's own filter ran"
+    (planted.admin / "commondir").write_text("../..\n")
+    planted.control()
