@@ -57,8 +57,16 @@ class _Merge:
             "orchestrator <orchestrator@localhost>"
         )
         assert identity is not None
-        env = identity.environment()
-        self.work = GitSteps(request.worktree, git_dir=self.admin, env=env, timeout=request.timeout)
+        self.env = identity.environment()
+        self._open_git()
+
+    def _open_git(self) -> None:
+        """The worktree's and the main tree's git, with a scan of the config
+        as it is now and a deadline of their own."""
+        request = self.request
+        self.work = GitSteps(
+            request.worktree, git_dir=self.admin, env=self.env, timeout=request.timeout
+        )
         self.repo = self.work.beside(request.repository)
 
     def land(self) -> LandOutcome:
@@ -218,6 +226,10 @@ class _Merge:
             env=dict(self.request.env),
             timeout=self.request.timeout,
         )
+        # The check ran the branch's code, which may have written the config
+        # (a filter for the checkout to come), and took the time it took:
+        # the steps after it scan again, under a deadline of their own.
+        self._open_git()
         if result.ok:
             return None
         self._reset(old)

@@ -172,7 +172,8 @@ class Lander:
         bound) when `wait`: True when taken, False when the task is no
         longer as read (not taken: nothing to land), None when still held."""
         deadline = time.monotonic() + (config.timeout if wait else 0.0)
-        lease = timedelta(seconds=2 * config.timeout + 60)  # the git steps' bound and the check's
+        # The git steps before the check, the check, and the steps after it.
+        lease = timedelta(seconds=3 * config.timeout + 60)
         while True:
             taken = self.tx.retrying(functools.partial(self._try_take, key, task, lease))
             if taken is not None:

@@ -27,6 +27,12 @@ group and timeout, with our environment (the database URL, the secrets
   at one deadline shared by all of a `SafeGit`'s calls (an `include.path`
   naming a FIFO hangs every command).
 
+A scan sees the config as it is when it runs; a process writing the config
+between a scan and a later call (a worker's leftover, another task's worker
+running meanwhile) is beyond it, and the sandbox is the answer to that. An
+operation of several steps scans again after running anything of the
+worker's (the landing, after its check).
+
 The config itself cannot be switched off (git has no such option), and
 `--git-dir`/`--work-tree` keep a `core.worktree` or a `.git` file from
 pointing git anywhere else.
@@ -46,7 +52,6 @@ from pathlib import Path
 
 from orchestrator import safefs
 from orchestrator.errors import OrchestratorError
-from orchestrator.runner.capture import open_pidfd
 
 GIT_TIMEOUT = 30.0
 OUTPUT_LIMIT = 64 << 20  # bytes of stdout kept; past it the command is stopped
@@ -85,6 +90,15 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     # so no signing program the config names runs.
     ("commit.gpgSign", "false"),
     ("gpg.program", "false"),
+    # Nor is a signature checked (a `log` would run the verifying program
+    # the config names for an SSH or X.509 signature a worker wrote).
+    ("log.showSignature", "false"),
+    ("merge.verifySignatures", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    # A checkout (`read-tree -u`, `reset --hard`, a rebase) stays out of
+    # submodules, whose own config (`.git/modules/NAME/config`) no scan reads.
+    ("submodule.recurse", "false"),
 )
 # Flags a subcommand needs so that no driver runs; inserted right after it.
 _FLAGS: dict[str, tuple[str, ...]] = {
@@ -383,8 +397,11 @@ def _exited_by(proc: subprocess.Popen[bytes], deadline: float) -> bool:
     rather than by `Popen.wait(timeout)`'s polling sleeps, which cost more
     than a short git command itself."""
     left = max(0.0, deadline - time.monotonic())
-    pidfd = open_pidfd(proc.pid)
-    if pidfd is None:  # not Linux 5.3+: poll, as subprocess does
+    try:  # not `runner`'s helper: reading commands import no runner
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is None:  # not Linux 5.3+ (or seccomp): poll, as subprocess does
         try:
             proc.wait(timeout=left)
         except subprocess.TimeoutExpired:

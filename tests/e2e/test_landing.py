@@ -360,3 +360,49 @@ def test_a_rewritten_commondir_does_not_let_a_main_tree_filter_run_in_a_landing(
     project.run("tick")
     assert project.state("a") != "implement:running"
     assert not marker.exists(), f"the filter ran in the tick's place: {marker.read_text()}"
+
+
+# The worker's branch carries the land check's script (the check runs the
+# branch's code, as `make test` would): it names a smudge filter in the
+# repository's config only once the landing's config scan is done.
+LATE_FILTER = r"""
+echo "$ORCHESTRATOR_TASK" > "$ORCHESTRATOR_TASK.txt"
+cat > check.sh <<'SH'
+ADMIN=$(sed -n 's/^gitdir: //p' .git)
+COMMON=$(cd "$ADMIN/../.." && pwd -P)
+printf '#!/bin/sh\ntr "\\0" " " < /proc/$PPID/cmdline >> {marker}; cat\n' > {marker}.sh
+chmod +x {marker}.sh
+printf '[filter "evil"]\n\tsmudge = {marker}.sh\n' >> "$COMMON/config"
+mkdir -p "$COMMON/info"; echo '*.txt filter=evil' >> "$COMMON/info/attributes"
+SH
+"""
+
+
+def test_a_filter_the_land_check_names_runs_nothing_in_the_landing(
+    project: Project, tmp_path: Path
+) -> None:
+    repo = make_repo(project.dir)
+    marker = tmp_path / "ran"
+    land_config(project, LATE_FILTER.format(marker=marker), check=["sh", "check.sh"])
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists(), f"the filter ran in the tick's place: {marker.read_text()}"
+    (repo / "a.txt").unlink(missing_ok=True)  # the control: plain git on main runs it
+    git(repo, "checkout", "--", "a.txt")
+    assert marker.exists()
+
+
+def test_a_land_check_that_times_out_sends_the_task_back(project: Project) -> None:
+    # A land_check stopped at land_timeout is a failing check (its hint says
+    # "timed out after 2s"), as `_check` means it: not a halted landing.
+    repo = make_repo(project.dir)
+    base = tip(repo)
+    land_config(project, OWN_FILE, check=["sh", "-c", "sleep 30"], extra="land_timeout = 2")
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    assert project.state("a") == "implement"
+    hint = project.query("SELECT next_hint FROM tasks WHERE slug = 'a'")[0][0]
+    assert "timed out after 2s" in hint
+    assert tip(repo) == base

@@ -32,6 +32,15 @@ def _started(project: Project, slug: str, stage: str) -> Any:
     return rows[0][0] if rows else None
 
 
+def _quiet(project: Project) -> bool:
+    """Nothing to run or running: every task at a gate or finished."""
+    busy = project.query(
+        "SELECT (SELECT count(*) FROM attempts WHERE finished_at IS NULL)"
+        " + (SELECT count(*) FROM tasks WHERE status IN ('ready', 'running'))"
+    )
+    return busy[0][0] == 0
+
+
 def _approved_at(project: Project, slug: str) -> datetime:
     rows = project.query(
         "SELECT max(r.at) FROM transitions r JOIN tasks t ON t.id = r.task_id "
@@ -73,6 +82,9 @@ def test_run_starts_the_next_stage_on_approval_not_at_its_interval(project: Proj
         # So does new work: `add` makes a task claimable.
         assert project.run("add", "t3", "--title", "t3").returncode == 0
         wait_for(lambda: _started(project, "t3", "research"), timeout=BOUND, what="t3's attempt")
+        # Stopped with nothing running, its exit is clean (0): a signal
+        # that interrupts an attempt is 143 by design.
+        wait_for(lambda: _quiet(project), timeout=BOUND * 4, what="no attempt running")
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

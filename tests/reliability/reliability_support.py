@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -221,6 +222,25 @@ def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
             return [tuple(row) for row in conn.execute(text(sql), params)]
     finally:
         engine.dispose()
+
+
+def wait_for_dead_sessions(db_url: str, timeout: float = 30.0) -> None:
+    """PostgreSQL: wait until no other session is open on the database. A
+    client killed just after sending COMMIT leaves its server session to
+    finish that commit on its own; a recovery tick that looked before it
+    landed would leave its row to the tick after (cron's next minute),
+    which a check made at once would call lost."""
+    if not db_url.startswith("postgresql"):
+        return
+    deadline = time.monotonic() + timeout
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    while query(db_url, sql)[0][0]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"sessions of a killed tick still open after {timeout:g}s")
+        time.sleep(0.05)  # a server-side state with no event to wait on
 
 
 def events(db_url: str, slug: str = "t1") -> list[str]:

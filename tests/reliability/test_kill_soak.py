@@ -40,6 +40,7 @@ from reliability_support import (
     run,
     transition_log,
     violations,
+    wait_for_dead_sessions,
 )
 from support import Project
 
@@ -191,6 +192,7 @@ def test_kill_soak(
         key = "finished first" if finished_first else mode
         report.soak_modes[key] = report.soak_modes.get(key, 0) + 1
 
+        wait_for_dead_sessions(project.db_url)
         clock = time.monotonic()
         recovery = run(project, "tick", "--max-seconds", "0", "-q", timeout=60)
         report.soak_recovery_seconds.append(time.monotonic() - clock)
