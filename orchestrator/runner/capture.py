@@ -204,15 +204,5 @@ class _Child:
         return self.proc.wait()
 
 
-def open_pidfd(pid: int) -> int | None:
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is None:
-        return None
-    try:
-        return int(pidfd_open(pid))
-    except OSError:  # old kernel, or seccomp: fall back to polling
-        return None
-
-
 def _pipes_open(selector: selectors.BaseSelector, exit_fd: int | None) -> bool:
     return any(key.fd != exit_fd for key in selector.get_map().values())

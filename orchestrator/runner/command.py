@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from orchestrator import safefs
+from orchestrator.pidfd import open_pidfd
 from orchestrator.runner.capture import (
     _DRAIN_AFTER_EXIT,
     _READ_CHUNK,
@@ -27,7 +28,6 @@ from orchestrator.runner.capture import (
     _close,
     _pipes_open,
     _start_error,
-    open_pidfd,
 )
 from orchestrator.runner.identity import ProcessIdentity, boot_id, host_name, process_start_time
 from orchestrator.testing import fault_point

@@ -225,7 +225,7 @@ def _part(git: GitSteps, base: str, tip: str | None) -> ChangePart:
     shown, truncated = git.head("diff", "--no-renames", *span, limit=SHOWN_DIFF_BYTES)
     if tip is None and not truncated:  # the index was made from the work tree
         from orchestrator.workspace.git import with_text_shown
-        from orchestrator.workspace.gitrun import GitResult
+        from orchestrator.workspace.gitprocess import GitResult
 
         done = GitResult(0, shown.encode("utf-8", "replace"))
         done = with_text_shown(git.git, git.git.workspace, span, done, SHOWN_DIFF_BYTES)

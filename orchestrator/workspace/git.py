@@ -29,7 +29,8 @@ import tempfile
 from pathlib import Path
 
 from orchestrator import safefs
-from orchestrator.workspace.gitrun import GitResult, SafeGit
+from orchestrator.workspace.gitprocess import GitResult
+from orchestrator.workspace.gitrun import SafeGit
 from orchestrator.workspace.listing import (
     LOOK_BYTES,
     MARKDOWN_SUFFIXES,

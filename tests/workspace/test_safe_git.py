@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from support import Project
 
-from orchestrator.workspace import gitrun
+from orchestrator.workspace import gitprocess
 from orchestrator.workspace.gitrun import SafeGit, git_environment
 
 GIT_AS_T = ("git", "-c", "user.name=t", "-c", "user.email=t@example.invalid")
@@ -329,7 +329,7 @@ def test_git_reading_dev_zero_is_stopped_by_its_memory_cap(
     # Git reads .git/info/attributes through a link: pointed at /dev/zero,
     # it is one endless line. No option stops git reading it; a cap on
     # git's memory ends the call long before the deadline would.
-    monkeypatch.setattr(gitrun, "DATA_LIMIT", 64 << 20, raising=False)
+    monkeypatch.setattr(gitprocess, "DATA_LIMIT", 64 << 20)
     workspace = _workspace(project)
     (workspace / ".git" / "info").mkdir(exist_ok=True)
     (workspace / ".git" / "info" / "attributes").symlink_to("/dev/zero")
@@ -342,7 +342,7 @@ def test_git_runs_under_a_host_data_limit_already_below_the_cap(project: Project
     # A host (a container, a cron with `ulimit -d`) whose hard limit is
     # below DATA_LIMIT: the cap cannot be raised to, and needs no setting.
     workspace = _workspace(project)
-    below = (gitrun.DATA_LIMIT * 3) // 4
+    below = (gitprocess.DATA_LIMIT * 3) // 4
     code = (
         "import resource, sys\n"
         f"resource.setrlimit(resource.RLIMIT_DATA, ({below}, {below}))\n"

@@ -13,11 +13,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, and_, bindparam, func, select, update
 
 from orchestrator.storage import tables
 from orchestrator.storage.prepared import Prepared
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 pools = tables.pools
 attempts = tables.attempts
@@ -48,21 +52,21 @@ def _ensure(dialect: str) -> Prepared:
     """The insert-if-missing of a pool's row in `dialect`'s own form, built
     on first use: importing the PostgreSQL dialect costs a SQLite tick a
     tenth of its start."""
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return Prepared(
-            postgresql.insert(pools)
-            .values(name=bindparam("name"), pause_streak=0)
-            .on_conflict_do_nothing(index_elements=["name"])
-        )
-    from sqlalchemy.dialects import sqlite
-
     return Prepared(
-        sqlite.insert(pools)
+        _insert(dialect)
         .values(name=bindparam("name"), pause_streak=0)
         .on_conflict_do_nothing(index_elements=["name"])
     )
+
+
+def _insert(dialect: str) -> postgresql.Insert | sqlite.Insert:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql as pg
+
+        return pg.insert(pools)
+    from sqlalchemy.dialects import sqlite as lite
+
+    return lite.insert(pools)
 
 
 _LOCK = Prepared(select(*_COLUMNS).where(pools.c.name == bindparam("name")).with_for_update())
