@@ -88,9 +88,7 @@ def escaped(project: Project, role: str) -> list[Path]:
     return [folder / f"{role}-{kind}" for kind in KINDS]
 
 
-def test_no_escaped_child_outlives_its_command(
-    project: Project, marker: str, sandbox: str
-) -> None:
+def test_no_escaped_child_outlives_its_command(project: Project, marker: str, sandbox: str) -> None:
     configure(project, marker, sandbox)
     project.run("add", "t1", "--title", "escapes")
     done = project.run("tick", "--max-tasks", "1", timeout=120)

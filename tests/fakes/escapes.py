@@ -41,15 +41,14 @@ def escape(kind: str, role: str, marker: str) -> None:
     elif kind == "envi":
         setsid = shutil.which("setsid") or "/usr/bin/setsid"
         subprocess.Popen(["/usr/bin/env", "-i", setsid, *argv], **quiet)  # type: ignore[call-overload]
-    else:
+    elif os.fork() == 0:
+        os.setsid()
         if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                devnull = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(devnull, fd)
-                os.execv(argv[0], argv)
-            os._exit(0)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.execv(argv[0], argv)
+        os._exit(0)
 
 
 def alive_marked(marker: str) -> list[str]:
