@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_support import attempts, stage
+from e2e_support import PASS, attempts, stage
 from support import FAKES, Project
 
 from orchestrator.runner import pid_alive
@@ -118,4 +118,25 @@ def test_the_verifiers_escaped_children_end_before_the_verdict_is_recorded(
     )
     assert done.returncode == 137, done.stdout + done.stderr
     assert all(file.exists() for file in escaped(project, "verifier"))
+    assert marked(marker) == []
+
+
+def test_with_jobs_an_attempts_reaping_spares_another_running_attempt(
+    project: Project, marker: str, tmp_path: Path
+) -> None:
+    """t1's worker ends (its escaped child with it) while t2's worker runs:
+    t2's own escaped child, tagged as t2's, lives on until t2's worker ends."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    worker = [sys.executable, str(ESCAPES), "jobs", "{task}", marker, str(shared)]
+    project.write_config(stage("work", worker=worker, verifier=PASS), env_deny=[])
+    project.run("add", "t1", "--title", "first")
+    project.run("add", "t2", "--title", "second")
+    done = project.run("tick", "--jobs", "2", "--max-tasks", "2", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (shared / "t2-saw").read_text() == "kept\n"
+    assert [a["outcome"] for a in attempts(project, "t1") + attempts(project, "t2")] == [
+        "passed",
+        "passed",
+    ]
     assert marked(marker) == []

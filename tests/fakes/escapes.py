@@ -6,6 +6,9 @@ their command line, so a test finds them whatever their environment.
 
     escapes.py run ROLE MARKER   the command (ROLE: worker or verifier)
     escapes.py leaf FILE MARKER  the sleeper: notes its pid and its parent's
+    escapes.py jobs TASK MARKER SHARED   two attempts at once (`--jobs 2`):
+        t1 leaves a child that escaped and ends while t2 runs; t2 notes in
+        SHARED/t2-saw whether its own escaped child lived on after t1's ended
 
 The verifier prints a failing verdict when any of the worker's escaped
 children is still alive when it runs (it sees them only outside a sandbox).
@@ -87,6 +90,41 @@ def run(role: str, marker: str) -> int:
     return 0
 
 
+def _wait(predicate: object, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise SystemExit(f"gave up waiting: {what}")
+        time.sleep(0.01)
+
+
+def _alive(file: Path, marker: str) -> bool:
+    for pid in file.read_text().split():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if marker.encode() in cmdline and stat.rpartition(")")[2].split()[0] != "Z":
+            return True
+    return False
+
+
+def jobs(task: str, marker: str, shared: Path) -> int:
+    mine = shared / task
+    argv = tree(mine, f"{marker}-{task}")
+    subprocess.Popen([shutil.which("setsid") or "setsid", *argv], stdout=subprocess.DEVNULL)
+    _wait(mine.exists, f"{task}'s escaped child")
+    if task == "t1":  # end while t2 runs
+        _wait((shared / "t2").exists, "t2 started")
+        return 0
+    first = shared / "t1"
+    _wait(first.exists, "t1's escaped child")
+    _wait(lambda: not _alive(first, marker), "t1's escaped child ended")
+    (shared / "t2-saw").write_text("kept\n" if _alive(mine, marker) else "lost\n")
+    return 0
+
+
 def leaf(file: str, marker: str) -> None:
     del marker  # only for the command line
     Path(file + ".tmp").write_text(f"{os.getpid()} {os.getppid()}\n")
@@ -97,5 +135,7 @@ def leaf(file: str, marker: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "leaf":
         leaf(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "jobs":
+        sys.exit(jobs(sys.argv[2], sys.argv[3], Path(sys.argv[4])))
     else:
         sys.exit(run(sys.argv[2], sys.argv[3]))
