@@ -62,6 +62,7 @@ from orchestrator.runner.orphans import PROCESS_TAG as PROCESS_TAG
 from orchestrator.runner.orphans import kill_tagged as kill_tagged
 from orchestrator.runner.orphans import process_tag as process_tag
 from orchestrator.runner.orphans import tagged_processes as tagged_processes
+from orchestrator.runner.reaper import adopt_orphans as adopt_orphans
 
 __all__ = [
     "MAX_VALUE_BYTES",

@@ -30,6 +30,8 @@ from orchestrator.runner.capture import (
     _start_error,
 )
 from orchestrator.runner.identity import ProcessIdentity, boot_id, host_name, process_start_time
+from orchestrator.runner.orphans import PROCESS_TAG
+from orchestrator.runner.reaper import end_escaped
 from orchestrator.testing import fault_point
 
 
@@ -245,6 +247,7 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         # outlived its parent, or everything when on_start/should_stop raised) goes
         # now, while the leader is still unreaped.
         child.signal_group(signal_module.SIGKILL)
+        _end_escaped(proc.pid, env.get(PROCESS_TAG), grace)
         if selector is not None:
             selector.close()
         if exit_fd is not None:
@@ -282,3 +285,18 @@ def run_command(  # noqa: PLR0915 - one loop owns every fd, deadline and kill st
         identity=identity,
         capture_error=capture_error,
     )
+
+
+def _end_escaped(leader: int, tag: str | None, grace: float) -> None:
+    """What left the group (`setsid`, a double fork) ends with the command
+    too (`reaper.end_escaped`), before it returns: the verifier then judges
+    a still workspace, and the record holds what was judged. The leader,
+    sent SIGKILL, is waited for (not reaped) first: only once it is gone do
+    its children come to us."""
+    if not hasattr(os, "waitid"):
+        return
+    try:
+        os.waitid(os.P_PID, leader, os.WEXITED | os.WNOWAIT)
+        end_escaped(leader, tag, deadline=time.monotonic() + max(grace, 1.0))
+    except OSError:  # the leader already reaped: nothing can be told apart
+        return

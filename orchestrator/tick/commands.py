@@ -42,6 +42,9 @@ class CommandRunner:
         # Keyed by (pipeline, stage): two pipelines may both have `implement`
         # with different `env`, and a secret must reach only the one naming it.
         self._environments: dict[tuple[str, str], dict[str, str]] = {}
+        # What a command's children leave behind comes to the tick, which
+        # ends it with the command (`runner/reaper.py`).
+        runner.adopt_orphans()
 
     def run(
         self,
