@@ -84,6 +84,7 @@ def restore_attempt(
     ref = attempt_ref(task.slug, stage, number)
     if task.base_commit is None:
         raise RefusedError(f"attempt {number}'s work was never kept (no worktree was made)")
+    fault_point("restore_before_git")
     tree = task_worktree(pipeline, task, settings.workspace_root / task.slug, task.base_commit)
     tree.ensure()
     sha = read_snapshot(tree, ref, sealed_key(task.slug, stage, attempt.id, attempt.lease_token))
