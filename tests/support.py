@@ -241,7 +241,8 @@ def check_invariants(db_url: str, *, allow_running: bool = True) -> list[str]:
                 text("SELECT slug, status FROM tasks WHERE landed_commit IS NOT NULL")
             ).all()
             for slug, status in landed:
-                if status not in ("complete", "halted", "cancelled"):
+                # On a `landing` task: the intent of its move (its commit point).
+                if status not in ("complete", "halted", "cancelled", "landing"):
                     problems.append(f"{slug}: a landed commit on a {status} task")
             problems.extend(_wait_problems(conn))
             # A pooled attempt was claimed under its pool's row lock: the row exists.

@@ -245,6 +245,7 @@ def _transition(
 def _target(task: repo.TaskSnapshot, event: Event) -> State:
     # Human events never move a task to another stage, so the pipeline's
     # stage list is not needed (ADVANCE is the tick's).
+    _refuse_landed(task, event)
     try:
         return next_state(task.state, event, ())
     except IllegalTransitionError:
@@ -261,6 +262,23 @@ def _target(task: repo.TaskSnapshot, event: Event) -> State:
             f"cannot {event.value} {task.slug!r}: it is at `{task.state}` ({why}); "
             f"{event.value} needs {needs}"
         ) from None
+
+
+def _refuse_landed(task: repo.TaskSnapshot, event: Event) -> None:
+    """A landing past its commit point (the intent to move the base is on
+    the row this transaction locked: `landing/model.CommitPoint`) or done
+    wins over a person's command: the base holds the change, or will
+    without anyone's further say, and a halt or cancel must not pretend
+    otherwise (exit 1)."""
+    if task.landed_commit is None or task.status not in (Status.LANDING, Status.COMPLETE):
+        return
+    at = f"{task.base_branch or 'the base branch'} at {task.landed_commit[:12]}"
+    if task.status is Status.LANDING:
+        raise IllegalTransitionError(
+            f"cannot {event.value} {task.slug!r}: already landing ({at}); "
+            "the next tick records it as landed"
+        )
+    raise IllegalTransitionError(f"cannot {event.value} {task.slug!r}: already landed ({at})")
 
 
 def approve(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:

@@ -14,6 +14,10 @@ landing once, by looking rather than remembering:
 - a branch already on the base's tip (killed after the rebase, before the
   ref moved) is not rebased again: its check runs and the ref moves.
 
+The ref moves only after the request's `commit_point` recorded the
+intent (the task still landing); a person's halt or cancel before it leaves
+the base and the branch as they were (`Stopped`).
+
 A conflict or a failing check leaves the branch where it was before this
 call (the rebase aborted, or the branch reset to its old tip) and answers
 `SendBack`. The base branch checked out in the main repository's working
@@ -26,7 +30,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.landing.model import Landed, LandOutcome, LandRequest, Refused, SendBack
+from orchestrator.landing.model import (
+    Landed,
+    LandOutcome,
+    LandRequest,
+    Refused,
+    SendBack,
+    Stopped,
+)
 from orchestrator.runner.command import run_command
 from orchestrator.testing import fault_point
 from orchestrator.workspace.gitrun import GitError, GitSteps
@@ -138,10 +149,19 @@ class _Merge:
                     f"follow the landing ({tried.error}); move that file away (or check "
                     "out another branch there), then resume"
                 )
+        # The commit point: the move's intent recorded only while the task
+        # is still landing; a person's stop before it wins, after it loses.
+        gate = self.request.commit_point
+        if gate is not None and not gate.begin(new):
+            self._reset(old)
+            return Stopped()
+        fault_point("land_before_ref_move")
         moved = self.repo.git.run(
             "update-ref", "-m", "orchestrator: land", self.base_ref, new, base
         )
         if not moved.ok:
+            if gate is not None:
+                gate.abandon()
             return None
         fault_point("land_after_ref_move")
         if checkout is not None:

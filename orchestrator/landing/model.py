@@ -12,6 +12,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
+
+
+class CommitPoint(Protocol):
+    """The one place a landing and a person's command decide who wins.
+
+    A mode that moves a ref calls `begin` just before the move: it records,
+    in one transaction, the intent to move the base to `commit`, only if
+    the task is still `landing` at the version the landing read (False: a
+    person halted or cancelled it first; nothing may move). From then on a
+    person's halt or cancel is refused ("already landing") until the
+    landing is recorded, so a move never follows a successful cancel and
+    one that happened is always recorded. `abandon` withdraws the intent
+    when the move did not happen (the base moved under it: rebase again).
+    """
+
+    def begin(self, commit: str) -> bool: ...
+
+    def abandon(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,9 @@ class LandRequest:
     # commits' committer is ("Name <email>"; their authors stay).
     check: tuple[str, ...] | None = None
     committer: str = "orchestrator <orchestrator@localhost>"
+    # The tick's guard around the ref move (None: nothing races it, as in
+    # a mode's own tests).
+    commit_point: CommitPoint | None = None
 
 
 @dataclass(frozen=True)
@@ -73,4 +95,10 @@ class Refused:
     reason: str
 
 
-LandOutcome = Landed | SendBack | Refused
+@dataclass(frozen=True)
+class Stopped:
+    """A person halted or cancelled the task before the ref move: nothing
+    moved, the branch is as it was; nothing is recorded (theirs was)."""
+
+
+LandOutcome = Landed | SendBack | Refused | Stopped

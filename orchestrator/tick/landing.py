@@ -10,10 +10,14 @@ outside any transaction, free the lock, then record in one transaction:
 - `SendBack`: ready at `land_to`, the hint the next attempt's;
 - `Refused`: halted `land_refused`, with the mode's reason (`explain`).
 
-A tick killed anywhere in it leaves the task `landing`; the next tick lands
-it again, and the mode recognises what the dead one did (a mode is
-idempotent: `landing/model.py`). The lock is a lease row (`land_locks`),
-never a transaction held across the rebase and the check.
+The ref move is the landing's commit point (`_MoveFence`): its intent is
+written only while the task is still `landing` at the version read, and a
+person's halt or cancel is refused from then on (`api/actions.py`), so
+whichever of the two commits first wins. A tick killed anywhere in it
+leaves the task `landing`; the next tick lands it again, and the mode
+recognises what the dead one did (a mode is idempotent:
+`landing/model.py`). The lock is a lease row (`land_locks`), never a
+transaction held across the rebase and the check.
 """
 
 from __future__ import annotations
@@ -34,7 +38,14 @@ from orchestrator.events import outbox
 from orchestrator.events.kinds import LANDED
 from orchestrator.landing.config import LandConfig
 from orchestrator.landing.merge import land_merge
-from orchestrator.landing.model import Landed, LandOutcome, LandRequest, Refused, SendBack
+from orchestrator.landing.model import (
+    Landed,
+    LandOutcome,
+    LandRequest,
+    Refused,
+    SendBack,
+    Stopped,
+)
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.testing import fault_point
@@ -161,6 +172,7 @@ class Lander:
             timeout=config.timeout,
             check=config.check,
             committer=pipeline.commit_author,
+            commit_point=_MoveFence(self.tx, task),
         )
 
     # The lock: a lease row per repository.
@@ -249,8 +261,12 @@ class Lander:
             current = repo.get_task_by_id(conn, task.id)
             if current is None or current.version != task.version:
                 return  # recorded already (a retry whose first try committed), or moved on
+            if isinstance(outcome, Stopped):
+                return  # a person's halt or cancel came first (the version check above)
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
+            if not isinstance(outcome, Landed):
+                repo.abandon_move(conn, current.id)  # an intent a dead landing left
             if isinstance(outcome, Landed):
                 after = repo.apply_transition(
                     conn,
@@ -319,6 +335,30 @@ class Lander:
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
             self.applier.halt_unknown(conn, current, now)
+
+
+class _MoveFence:
+    """The landing's `CommitPoint` (landing/model.py): the intent to move
+    the base, written only while the task is `landing` at the version this
+    landing read, in a transaction of its own (`repo.begin_move`)."""
+
+    def __init__(self, tx: Transactions, task: repo.TaskSnapshot) -> None:
+        self.tx = tx
+        self.task = task
+
+    def begin(self, commit: str) -> bool:
+        return self.tx.retrying(functools.partial(self._begin, commit))
+
+    def abandon(self) -> None:
+        self.tx.retrying(self._abandon)
+
+    def _begin(self, commit: str, _again: bool) -> bool:
+        with self.tx.write() as conn:
+            return repo.begin_move(conn, self.task.id, self.task.version, commit)
+
+    def _abandon(self, _again: bool) -> None:
+        with self.tx.write() as conn:
+            repo.abandon_move(conn, self.task.id)
 
 
 def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:

@@ -8,8 +8,14 @@ transaction. A kill between the two leaves a branch that already holds the
 snapshot's tree: the restore run again finds nothing to commit and only
 writes the mark, so the branch gets the commit once.
 
+The task's row is held (a write transaction) from the checks through the
+git step to the mark, so a person's resume or approve and the tick's
+claim, advance or landing wait for it, and never meet a branch being
+rewritten.
+
 Refused (exit 1, one line): a task that is not a branch, one that is
-running or ready (a tick could claim it while its files change), an
+running, ready, approved or landing (a tick could start on it while its
+files change), an
 attempt that is not there or not finished, and one whose ref is gone or
 is not this attempt's (a ref left by an earlier database).
 """
@@ -24,7 +30,7 @@ from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.pipeline import Status
 from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, read_tx, write_tx
+from orchestrator.storage.db import db_now, write_tx
 from orchestrator.storage.repo import restores
 from orchestrator.testing import fault_point
 from orchestrator.tick.branches import author, sealed_key, task_worktree
@@ -64,37 +70,61 @@ def restore_attempt(
     engine: Engine, settings: Settings, task: repo.TaskSnapshot, stage: str, number: int
 ) -> Restored:
     pipeline = _pipeline(settings, task)
+    _refuse_busy(task)  # the caller's read: a clear answer without a transaction
+    fault_point("restore_before_git")
+    # The task's row is held from the checks through the git step to the
+    # mark: every change of its state (a person's resume or approve, the
+    # tick's advance, claim and landing) takes that row first, so none can
+    # start an attempt or a landing on the branch while it is rewritten.
+    with write_tx(engine) as conn:
+        current = repo.get_task(conn, task.slug, for_update=True)
+        if current is None or current.id != task.id:
+            raise RefusedError(f"task {task.slug!r} is gone")
+        _refuse_busy(current)
+        kept = restores.stage_attempts(conn, task.id, stage)
+        if restores.open_attempts(conn, task.id):
+            raise RefusedError(
+                f"task {task.slug!r} has an attempt still running; wait for its tick"
+            )
+        found = [a for a in kept if a.number == number]
+        if not found:
+            numbers = f"1..{kept[-1].number}" if kept else "none"
+            raise RefusedError(
+                f"task {task.slug!r} has no attempt {number} at stage {stage!r} "
+                f"(attempts: {numbers})"
+            )
+        attempt = found[0]
+        ref = attempt_ref(task.slug, stage, number)
+        if current.base_commit is None:
+            raise RefusedError(f"attempt {number}'s work was never kept (no worktree was made)")
+        tree = task_worktree(
+            pipeline, current, settings.workspace_root / task.slug, current.base_commit
+        )
+        tree.ensure()
+        key = sealed_key(task.slug, stage, attempt.id, attempt.lease_token)
+        sha = read_snapshot(tree, ref, key)
+        if sha is None:
+            raise RefusedError(
+                f"attempt {number}'s kept work is gone ({ref} is missing or not its)"
+            )
+        message = (
+            f"{task.slug}: {stage} restored to attempt {number}\n\n"
+            f"{RESTORE_TRAILER}: {task.slug}/{stage}/{number}\n"
+        )
+        commit = git_restore(tree, task.slug, sha, message, author(pipeline))
+        fault_point("after_restore_commit")
+        restores.mark_restored(conn, attempt.id, db_now(conn))
+    return Restored(task.slug, stage, number, ref, commit)
+
+
+def _refuse_busy(task: repo.TaskSnapshot) -> None:
+    """A task a tick may be working on, or is about to, is not restored:
+    running, ready (a claim), approved (the gate's commit, then its next
+    stage) or landing (the branch is being moved to its base)."""
     if task.status in (Status.RUNNING, Status.READY):
         why = "is running" if task.status is Status.RUNNING else "is ready (a tick may claim it)"
         raise RefusedError(f"task {task.slug!r} {why}; halt it first")
+    if task.status is Status.APPROVED:
+        raise RefusedError(f"task {task.slug!r} is approved (a tick moves it on); wait for it")
     if task.status is Status.LANDING:  # the next tick lands the branch as it is then
         raise RefusedError(f"task {task.slug!r} is landing; wait for its tick")
-    with read_tx(engine) as conn:
-        kept = restores.stage_attempts(conn, task.id, stage)
-        still_open = restores.open_attempts(conn, task.id)
-    if still_open:
-        raise RefusedError(f"task {task.slug!r} has an attempt still running; wait for its tick")
-    found = [a for a in kept if a.number == number]
-    if not found:
-        numbers = f"1..{kept[-1].number}" if kept else "none"
-        raise RefusedError(
-            f"task {task.slug!r} has no attempt {number} at stage {stage!r} (attempts: {numbers})"
-        )
-    attempt = found[0]
-    ref = attempt_ref(task.slug, stage, number)
-    if task.base_commit is None:
-        raise RefusedError(f"attempt {number}'s work was never kept (no worktree was made)")
-    tree = task_worktree(pipeline, task, settings.workspace_root / task.slug, task.base_commit)
-    tree.ensure()
-    sha = read_snapshot(tree, ref, sealed_key(task.slug, stage, attempt.id, attempt.lease_token))
-    if sha is None:
-        raise RefusedError(f"attempt {number}'s kept work is gone ({ref} is missing or not its)")
-    message = (
-        f"{task.slug}: {stage} restored to attempt {number}\n\n"
-        f"{RESTORE_TRAILER}: {task.slug}/{stage}/{number}\n"
-    )
-    commit = git_restore(tree, task.slug, sha, message, author(pipeline))
-    fault_point("after_restore_commit")
-    with write_tx(engine) as conn:
-        restores.mark_restored(conn, attempt.id, db_now(conn))
-    return Restored(task.slug, stage, number, ref, commit)

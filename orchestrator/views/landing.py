@@ -25,7 +25,8 @@ def landing_view(
     return {
         "mode": None if config is None else config.mode,
         "land_to": None if config is None else config.to,
-        "landed_commit": task.landed_commit,
+        # On a `landing` task it is the move's intent, not a landing yet.
+        "landed_commit": None if task.status is Status.LANDING else task.landed_commit,
         "pr_url": task.pr_url,
         "sent_back": None
         if back is None

@@ -194,3 +194,51 @@ def test_restore_refuses_a_task_being_landed(project: Project) -> None:
     assert project.state("a") == "complete"
     assert git(repo, "show", "main:work.txt") == "attempt 2\n"
     assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_restore_that_read_the_task_before_a_tick_claimed_it_is_refused(
+    project: Project, tmp_path: Path
+) -> None:
+    """A restore reads the task halted, then a person resumes it and a tick
+    claims it (its worker held in the worktree): the restore must not write
+    the branch under that attempt. It checks the task again on the row it
+    holds for its git step and mark, and refuses: it is running."""
+    import os
+    import signal
+
+    from e2e.e2e_support import wait_for
+
+    repo = plateau_project(project, "last")
+    halted(project)
+    before = git(repo, "rev-parse", "task/fix").strip()
+    restoring = project.popen(
+        "restore",
+        "fix",
+        "--attempt",
+        "2",
+        extra_env={"ORCHESTRATOR_TEST_FAULT": "restore_before_git:stop"},
+    )
+    try:
+        stat = Path(f"/proc/{restoring.pid}/stat")
+        wait_for(lambda: stat.read_text().rpartition(")")[2].split()[0] == "T", timeout=60)
+        started, release = tmp_path / "started", tmp_path / "release"
+        held = f'touch "{started}"; while [ ! -e "{release}" ]; do sleep 0.01; done; {WORKER}'
+        stages = stage("implement", worker=["sh", "-c", held], verifier=VERIFIER, max_attempts=10)
+        write_config(project.config, '[pipelines.default]\nrepository = "repo"\n\n' + stages)
+        assert project.run("resume", "fix").returncode == 0
+        ticking = project.popen("tick", "--max-tasks", "1")
+        wait_for(started.exists, timeout=60, what="the claimed attempt's worker")
+    finally:
+        os.kill(restoring.pid, signal.SIGCONT)
+    _, err = restoring.communicate(timeout=60)
+    try:
+        assert restoring.returncode == 1, err
+        assert "running" in err and len(err.strip().splitlines()) == 1, err
+        assert git(repo, "rev-parse", "task/fix").strip() == before
+        assert project.query("SELECT count(*) FROM attempts WHERE restored_at IS NOT NULL") == [
+            (0,)
+        ]
+    finally:
+        release.touch()
+        ticking.communicate(timeout=120)
+    assert check_invariants(project.db_url, allow_running=False) == []

@@ -77,16 +77,18 @@ ATTEMPT_KEPT = {
     "after_approval_commit",  # the reviewer's edit committed, the advance not yet
     # The landing (land = "merge"): the attempt is recorded, the task landing.
     "land_after_rebase",  # rebased, the base not moved: the next tick moves it once
+    "land_before_ref_move",  # the move's intent, not moved: the next tick moves it once
     "land_after_ref_move",  # moved, not recorded: the next tick records it, moves nothing
     "after_land_record",
     "after_restore_checkout",  # `restore`: files back, no mark yet
     "after_restore_commit",
+    "restore_before_git",  # `restore`: checked, nothing written yet
     "after_round_branch_moved",  # best of N: decided and the tip moved, not cleaned up
     "after_candidate_removed",  # best of N: decided, one candidate worktree gone
 }
 # `restore` of the gate's attempt over a reviewer's edit: killed between its
 # steps, run again, it finishes once.
-RESTORE_POINTS = {"after_restore_checkout", "after_restore_commit"}
+RESTORE_POINTS = {"after_restore_checkout", "after_restore_commit", "restore_before_git"}
 RESTORE = ("restore", "t1", "--attempt", "1", "--stage", "research")
 
 

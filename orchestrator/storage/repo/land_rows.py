@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from orchestrator.domain.pipeline import Status
 from orchestrator.storage import tables
 
 land_locks = tables.land_locks
@@ -72,3 +73,31 @@ def record_landed(conn: Connection, task_id: int, commit: str | None, url: str |
         values["pr_url"] = url
     if values:
         conn.execute(update(tables.tasks).where(tables.tasks.c.id == task_id).values(values))
+
+
+def begin_move(conn: Connection, task_id: int, version: int, commit: str) -> bool:
+    """The landing's commit point: note that the base is about to move to
+    `commit`, only if the task is still landing at `version` (one
+    compare-and-set statement; PostgreSQL rechecks it on the row it waited
+    for). `landed_commit` on a `landing` task is that intent: a person's
+    halt or cancel reads it and is refused."""
+    done = conn.execute(
+        update(tables.tasks)
+        .where(
+            tables.tasks.c.id == task_id,
+            tables.tasks.c.version == version,
+            tables.tasks.c.status == Status.LANDING.value,
+        )
+        .values(landed_commit=commit)
+    )
+    return done.rowcount == 1
+
+
+def abandon_move(conn: Connection, task_id: int) -> None:
+    """The move did not happen (the base moved, or the landing ended
+    otherwise): a landing task holds no intent any more."""
+    conn.execute(
+        update(tables.tasks)
+        .where(tables.tasks.c.id == task_id, tables.tasks.c.status == Status.LANDING.value)
+        .values(landed_commit=None)
+    )
