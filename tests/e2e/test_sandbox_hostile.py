@@ -136,15 +136,18 @@ def test_a_worker_cannot_read_the_real_home_but_reads_what_is_mapped(
     assert "the-real-home-secret" not in (folder / "worker.err").read_text()
 
 
-def test_a_worker_cannot_signal_the_tick(project: Project, home: Path) -> None:
-    pid_file = project.dir / "tick.pid"
+def test_a_worker_cannot_signal_the_tick(project: Project, home: Path, tmp_path: Path) -> None:
+    # Told the tick's pid in a folder mapped for it (the project's is hidden).
+    told = tmp_path / "told"
+    told.mkdir()
+    pid_file = told / "tick.pid"
     script = (
         f"while [ ! -s {pid_file} ]; do sleep 0.01; done; "
         f"kill -9 $PPID; kill -9 $(cat {pid_file}); "
         "for p in $(ps -eo pid=); do [ $p -ne $$ ] && kill -9 $p; done; "
         f"kill -9 -1; echo signalled; {VERDICT}"
     )
-    sandboxed(project, home, "signal", script)
+    sandboxed(project, home, "signal", script, sandbox_ro=[str(told)])
     project.run("add", "t1", "--title", "hostile")
     proc = project.popen("tick", "--max-tasks", "1")
     try:
