@@ -9,9 +9,14 @@ started and never pushes, moves a ref or opens a pull request twice).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from orchestrator.runner.capture import ProcessResult
+
+# Runs the check: (argv, worktree, environment, timeout).
+CheckRunner = Callable[[Sequence[str], Path, Mapping[str, str], float], ProcessResult]
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ class LandRequest:
     # commits' committer is ("Name <email>"; their authors stay).
     check: tuple[str, ...] | None = None
     committer: str = "orchestrator <orchestrator@localhost>"
+    # How the check is run: the tick's (tagged, noted, in the stage's
+    # walls: `tick/land_check.py`); None runs it plainly (a mode alone).
+    run_check: CheckRunner | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

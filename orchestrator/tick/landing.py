@@ -40,6 +40,7 @@ from orchestrator.storage.db import db_now, read_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.host import HostIdentity
+from orchestrator.tick.land_check import LandCheck
 from orchestrator.tick.model import ACTOR
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
@@ -161,6 +162,7 @@ class Lander:
             timeout=config.timeout,
             check=config.check,
             committer=pipeline.commit_author,
+            run_check=LandCheck(self.settings, pipeline, task.id, task.slug, task.stage),
         )
 
     # The lock: a lease row per repository.

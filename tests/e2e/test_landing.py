@@ -431,7 +431,7 @@ def test_a_killed_ticks_land_check_is_ended_before_the_next_check_starts(
     try:
         wait_for(lambda: log.exists() and log.read_text() == "start\n", timeout=120, what="check")
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
+        first.communicate(timeout=30)
         second = project.popen("tick")
         wait_for(lambda: log.read_text().count("start") == 2, timeout=120, what="second check")
         release.write_text("")
