@@ -27,10 +27,11 @@ FOLDER = "land"  # under state_root/<slug>; no stage's attempt folder is named s
 NOTE = "check.proc"
 
 
-def land_tag(task_id: int, slug: str) -> str:
+def land_tag(settings: Settings, task_id: int, slug: str) -> str:
     """The tag of everything a landing of this task starts: the same for
-    every tick, so a later one finds what a dead one left."""
-    return runner.process_tag(f"land:{task_id}:{slug}")
+    every tick of this project, so a later one finds what a dead one left,
+    and another project's on this host (its own state folder) never."""
+    return runner.process_tag(f"land:{land_folder(settings, slug).resolve()}:{task_id}")
 
 
 def land_folder(settings: Settings, slug: str) -> Path:
@@ -44,7 +45,7 @@ def end_land_check(settings: Settings, task_id: int, slug: str) -> None:
     ident = runner.ProcessIdentity.read_note(land_folder(settings, slug) / NOTE)
     if ident is not None:
         runner.kill_process_group(ident, grace=grace)
-    runner.kill_tagged(land_tag(task_id, slug), grace=grace)
+    runner.kill_tagged(land_tag(settings, task_id, slug), grace=grace)
 
 
 def check_sandbox(pipeline: PipelineConfig, stage: str) -> SandboxConfig:
@@ -77,7 +78,7 @@ class LandCheck:
         folder = land_folder(self.settings, self.slug)
         folder.mkdir(parents=True, exist_ok=True)
         end_land_check(self.settings, self.task_id, self.slug)
-        env = {**env, runner.PROCESS_TAG: land_tag(self.task_id, self.slug)}
+        env = {**env, runner.PROCESS_TAG: land_tag(self.settings, self.task_id, self.slug)}
         command: Sequence[str] = argv
         config = check_sandbox(self.pipeline, self.stage)
         if config.enabled:
