@@ -25,6 +25,7 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.restoring import restore_attempt
+from orchestrator.tick.walls import command_walls
 from orchestrator.views.suggest import did_you_mean, require_task
 
 
@@ -114,7 +115,14 @@ def calibrate(
         if found.sandbox.enabled:  # where the tick runs it (tick.commands): the same walls
             command = sandbox.wrap(
                 argv,
-                _walls(settings, task, found, workspace, Path(scratch)),
+                command_walls(
+                    settings,
+                    settings.pipeline(task.pipeline),
+                    found.sandbox,
+                    workspace=workspace,
+                    state_dir=Path(scratch),
+                    template=found.verifier,
+                ),
                 cwd=workspace,
                 env=env,
                 base_dir=settings.base_dir,
@@ -139,23 +147,3 @@ def calibrate(
     if not scores:
         raise NoVerdictError(f"the verifier printed no verdict in {samples} runs")
     return Calibration(slug, found.name, tuple(scores), invalid, spread(scores))
-
-
-def _walls(
-    settings: Settings, task: repo.TaskSnapshot, stage: StageConfig, workspace: Path, scratch: Path
-) -> sandbox.Walls:
-    """tick.commands.CommandRunner._walls, with the scratch folder for the
-    attempt's state folder."""
-    readable = [settings.base_dir]
-    pipeline = settings.pipeline(task.pipeline)
-    if pipeline is not None and pipeline.repository is not None:
-        readable.append(pipeline.repository)
-    config = stage.sandbox
-    return sandbox.Walls(
-        writable=(workspace, scratch),
-        readable=tuple(readable),
-        ro=config.ro,
-        rw=config.rw,
-        network=config.network,
-        tmp_mb=config.tmp_mb,
-    )

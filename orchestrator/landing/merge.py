@@ -240,12 +240,17 @@ class _Merge:
         argv = self.request.check
         if not argv:
             return None
-        result = run_command(
-            argv,
-            cwd=self.request.worktree,
-            env=dict(self.request.env),
-            timeout=self.request.timeout,
-        )
+        if self.request.run_check is not None:
+            result = self.request.run_check(
+                argv, self.request.worktree, self.request.env, self.request.timeout
+            )
+        else:
+            result = run_command(
+                argv,
+                cwd=self.request.worktree,
+                env=dict(self.request.env),
+                timeout=self.request.timeout,
+            )
         # The check ran the branch's code, which may have written the config
         # (a filter for the checkout to come), and took the time it took:
         # the steps after it scan again, under a deadline of their own.

@@ -9,10 +9,15 @@ started and never pushes, moves a ref or opens a pull request twice).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from orchestrator.runner.capture import ProcessResult
+
+# Runs the check: (argv, worktree, environment, timeout).
+CheckRunner = Callable[[Sequence[str], Path, Mapping[str, str], float], ProcessResult]
 
 
 class CommitPoint(Protocol):
@@ -66,6 +71,9 @@ class LandRequest:
     # The tick's guard around the ref move (None: nothing races it, as in
     # a mode's own tests).
     commit_point: CommitPoint | None = None
+    # How the check is run: the tick's (tagged, noted, in the stage's
+    # walls: `tick/land_check.py`); None runs it plainly (a mode alone).
+    run_check: CheckRunner | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,22 @@
 """The bubblewrap argv a sandboxed command runs under.
 
 The system is bound read-only (`--ro-bind / /`), then overlaid: a private
-size-limited `/tmp`, the user's home (and `/run/user`, where agent and
-session sockets live) hidden under empty tmpfs, then the paths the command
-needs bound back, parents before children, the writable ones last: the
-project's folder read-only (its judges and prompts), the stage's
-`sandbox_ro`, its `sandbox_rw`, and the worktree and the attempt's state
-folder writable. A new pid namespace (`--unshare-all`) hides the tick and
-every other process; `--die-with-parent` takes the namespace down when the
-tick dies, and the namespace's first process dying kills every process in
-it, so a double-forked child cannot outlive its attempt.
+size-limited `/tmp` and `/dev/shm`, the user's home (and `/run/user`,
+where agent and session sockets live) hidden under empty tmpfs, the
+project's folders (`Walls.hidden`: the config's folder, workspace_root,
+state_root, the repository) hidden under empty read-only tmpfs, its loose
+files elsewhere (`Walls.masked`: an env file, a database) under
+/dev/null, then the paths the command needs bound back, parents before
+children, the writable ones last: the files its argv names and the git
+data of its worktree read-only, the stage's `sandbox_ro`, its
+`sandbox_rw`, and the worktree and the attempt's state folder writable.
+An allow-list: what is not bound back is not there
+(`tick/walls.py` decides the lists; docs/how-to/sandbox.md).
+
+A new pid namespace (`--unshare-all`) hides the tick and every other
+process; `--die-with-parent` takes the namespace down when the tick dies,
+and the namespace's first process dying kills every process in it, so a
+double-forked child cannot outlive its attempt.
 
 No `--new-session`: the runner already starts bubblewrap in a session of
 its own with no controlling terminal (so there is no terminal to inject
@@ -28,6 +35,8 @@ from pathlib import Path
 
 BWRAP = "bwrap"
 PRIVATE_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a file in the host's
+SHM = "/dev/shm"  # noqa: S108 - the sandbox's own tmpfs, as /tmp
+HIDDEN_BYTES = 1024 * 1024  # an empty hidden folder holds only the mount points bound back
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,10 @@ class Walls:
     rw: tuple[str, ...] = ()  # the stage's sandbox_rw, as written
     network: bool = True
     tmp_mb: int = 1024
+    # Folders shown empty and read-only, what is bound back under them aside.
+    hidden: tuple[Path, ...] = ()
+    # Single files shown as /dev/null (their folder is not the project's).
+    masked: tuple[Path, ...] = ()
 
 
 def bwrap_program() -> str | None:
@@ -87,7 +100,8 @@ def wrap(
     home = env.get("HOME", "")
     out: list[str] = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     size = str(walls.tmp_mb * 1024 * 1024)
-    out += ["--size", size, "--tmpfs", PRIVATE_TMP]
+    # `--dev` brings a /dev/shm of half the host's memory: bounded as /tmp.
+    out += ["--size", size, "--tmpfs", PRIVATE_TMP, "--size", size, "--tmpfs", SHM]
     hidden = [Path(PRIVATE_TMP)]
     for place in [*homes(env), Path("/run/user")]:
         if any(_under(place, h) for h in hidden) or not place.is_dir():
@@ -99,8 +113,24 @@ def wrap(
     binds += [("--ro-bind-try", expand(path, home, base_dir)) for path in walls.ro]
     binds += [("--bind-try", expand(path, home, base_dir)) for path in walls.rw]
     binds += [("--bind", path) for path in walls.writable]
-    for flag, path in _ordered(binds):
-        out += [flag, str(path), str(path)]
+    ordered = _ordered(binds)
+    bound = {path for _, path in ordered}
+    covers = _hidden(walls.hidden, hidden, bound)
+    # One list by depth: a folder hidden inside a bound one (the other
+    # worktrees' git folders in the repository's) after it, a path bound
+    # back inside a hidden folder after the hiding.
+    steps = sorted([*(("--tmpfs", p) for p in covers), *ordered], key=lambda fp: len(fp[1].parts))
+    for flag, path in steps:
+        if flag == "--tmpfs":
+            out += ["--size", str(HIDDEN_BYTES), "--tmpfs", str(path)]
+        else:
+            out += [flag, str(path), str(path)]
+    for path in walls.masked:
+        real = Path(os.path.realpath(path))
+        if real.is_file() and not any(_under(real, h) for h in [*hidden, *covers]):
+            out += ["--ro-bind", os.devnull, str(real)]
+    for path in covers:
+        out += ["--remount-ro", str(path)]  # nothing new in a hidden folder
     out += ["--chdir", os.path.realpath(cwd)]
     out += ["--unshare-all", "--die-with-parent"]
     if walls.network:
@@ -122,6 +152,21 @@ def _ordered(binds: Iterable[tuple[str, Path]]) -> list[tuple[str, Path]]:
         if real not in chosen or rank[flag] > rank[chosen[real]]:
             chosen[real] = flag
     return sorted(((f, p) for p, f in chosen.items()), key=lambda fp: len(fp[1].parts))
+
+
+def _hidden(wanted: Iterable[Path], tmpfs: list[Path], bound: set[Path]) -> list[Path]:
+    """The folders to hide, real, each once: not one under a tmpfs already
+    (the private /tmp, a home), not one bound back as itself, and only
+    folders (a tmpfs needs one to sit on)."""
+    found: list[Path] = []
+    for path in wanted:
+        real = Path(os.path.realpath(path))
+        if real == Path("/") or real in found or real in bound or not real.is_dir():
+            continue
+        if any(_under(real, h) for h in tmpfs):
+            continue
+        found.append(real)
+    return found
 
 
 def _under(path: Path, parent: Path) -> bool:

@@ -22,6 +22,7 @@ from orchestrator.tick.progress import Progress
 from orchestrator.tick.started import mark_started
 from orchestrator.tick.steps import host_folder
 from orchestrator.tick.tick_run import TickRun
+from orchestrator.tick.walls import command_walls
 
 
 class CommandRunner:
@@ -60,7 +61,7 @@ class CommandRunner:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
         command: list[str] | tuple[str, ...] = runner.render_argv(argv, context.placeholders())
-        walls = self._walls(name, guard, cwd, state_dir)
+        walls = self._walls(name, guard, cwd, state_dir, argv)
         if walls is not None:
             command = sandbox.wrap(
                 command, walls, cwd=cwd, env=env, base_dir=self.settings.base_dir
@@ -99,7 +100,7 @@ class CommandRunner:
         return result
 
     def _walls(
-        self, name: str, guard: FenceGuard, cwd: Path, state_dir: Path
+        self, name: str, guard: FenceGuard, cwd: Path, state_dir: Path, argv: tuple[str, ...]
     ) -> sandbox.Walls | None:
         """The sandbox `name` runs in (setup: its pipeline's; worker and
         verifier: their stage's), or None to run it on the host."""
@@ -107,16 +108,8 @@ class CommandRunner:
         config = claim.pipeline.sandbox if name == "setup" else claim.stage.sandbox
         if not config.enabled:
             return None
-        readable = [self.settings.base_dir]  # the judges and prompts the config names
-        if claim.pipeline.repository is not None:
-            readable.append(claim.pipeline.repository)  # the worktree's git folder
-        return sandbox.Walls(
-            writable=(cwd, state_dir),
-            readable=tuple(readable),
-            ro=config.ro,
-            rw=config.rw,
-            network=config.network,
-            tmp_mb=config.tmp_mb,
+        return command_walls(
+            self.settings, claim.pipeline, config, workspace=cwd, state_dir=state_dir, template=argv
         )
 
     def environment(

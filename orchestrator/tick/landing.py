@@ -51,6 +51,7 @@ from orchestrator.storage.db import db_now, read_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.host import HostIdentity
+from orchestrator.tick.land_check import LandCheck
 from orchestrator.tick.model import ACTOR
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
@@ -173,6 +174,7 @@ class Lander:
             check=config.check,
             committer=pipeline.commit_author,
             commit_point=_MoveFence(self.tx, task),
+            run_check=LandCheck(self.settings, pipeline, task.id, task.slug, task.stage),
         )
 
     # The lock: a lease row per repository.

@@ -6,12 +6,16 @@ the config's refusals."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
-from e2e.e2e_support import PASS, stage
+from e2e.e2e_support import PASS, kill_quietly, stage, wait_for
 from support import Project, check_invariants, git, make_repo, write_config
+
+from orchestrator.runner import pid_alive
 
 # Each task writes a file named after itself (different files), or the
 # first line of keep.txt (the same lines).
@@ -406,3 +410,50 @@ def test_a_land_check_that_times_out_sends_the_task_back(project: Project) -> No
     hint = project.query("SELECT next_hint FROM tasks WHERE slug = 'a'")[0][0]
     assert "timed out after 2s" in hint
     assert tip(repo) == base
+
+
+def test_a_killed_ticks_land_check_is_ended_before_the_next_check_starts(
+    project: Project, tmp_path: Path
+) -> None:
+    """kill -9 of the tick while its land_check runs: the check carries the
+    landing's tag and note, and the next tick ends it before its own check
+    starts in the same worktree (not `start start end end`)."""
+    make_repo(project.dir)
+    log, release = tmp_path / "checked.log", tmp_path / "release"
+    marker = f"land-check-{os.getpid()}"
+    script = (
+        f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
+        f'echo end >> "{log}"'
+    )
+    land_config(project, OWN_FILE, check=["sh", "-c", script, marker])
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    first = project.popen("tick")
+    try:
+        wait_for(lambda: log.exists() and log.read_text() == "start\n", timeout=120, what="check")
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+        second = project.popen("tick")
+        wait_for(lambda: log.read_text().count("start") == 2, timeout=120, what="second check")
+        release.write_text("")
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+    finally:
+        release.write_text("")
+        kill_quietly([p.pid for p in (first,) if p.poll() is None])
+    assert log.read_text().split() == ["start", "start", "end"]
+    assert project.state("a") == "complete"
+    assert not running(marker)
+
+
+def running(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes() and pid_alive(
+                    int(entry.name)
+                ):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -8,7 +8,10 @@ is the sandbox's tmpfs over the home and not merely the private /tmp.
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
+import shlex
 import shutil
 import signal
 import sys
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import PASS, attempts, kill_quietly, reap, stage, wait_for
-from support import Project
+from support import Project, make_repo, write_config
 
 from orchestrator.runner import pid_alive
 from orchestrator.runner.sandbox import bwrap_program
@@ -133,15 +136,18 @@ def test_a_worker_cannot_read_the_real_home_but_reads_what_is_mapped(
     assert "the-real-home-secret" not in (folder / "worker.err").read_text()
 
 
-def test_a_worker_cannot_signal_the_tick(project: Project, home: Path) -> None:
-    pid_file = project.dir / "tick.pid"
+def test_a_worker_cannot_signal_the_tick(project: Project, home: Path, tmp_path: Path) -> None:
+    # Told the tick's pid in a folder mapped for it (the project's is hidden).
+    told = tmp_path / "told"
+    told.mkdir()
+    pid_file = told / "tick.pid"
     script = (
         f"while [ ! -s {pid_file} ]; do sleep 0.01; done; "
         f"kill -9 $PPID; kill -9 $(cat {pid_file}); "
         "for p in $(ps -eo pid=); do [ $p -ne $$ ] && kill -9 $p; done; "
         f"kill -9 -1; echo signalled; {VERDICT}"
     )
-    sandboxed(project, home, "signal", script)
+    sandboxed(project, home, "signal", script, sandbox_ro=[str(told)])
     project.run("add", "t1", "--title", "hostile")
     proc = project.popen("tick", "--max-tasks", "1")
     try:
@@ -226,3 +232,142 @@ def test_a_fifo_planted_as_its_live_file_does_not_hang_the_tick(
     assert "fifo attempt 1 passed" in done.stdout
     out = (project.dir / "state" / "t1" / "fifo-001" / "worker.out").read_text()
     assert "printed" in out
+
+
+def test_dev_shm_is_bounded_like_tmp(project: Project, home: Path) -> None:
+    """`--dev /dev` mounts a /dev/shm of half the host's memory: the
+    sandbox's own is as small as its /tmp."""
+    script = (
+        "dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>dd.err; "
+        "grep -o 'No space left on device' dd.err; ls -s /dev/shm/fill; " + VERDICT
+    )
+    sandboxed(project, home, "shm", script, sandbox_tmp_mb=8)
+    project.run("add", "t1", "--title", "hostile")
+    assert "shm attempt 1 passed" in tick(project)
+    out = (project.dir / "state" / "t1" / "shm-001" / "worker.out").read_text()
+    assert "No space left on device" in out
+    assert int(out.split("\n")[1].split()[0]) <= 8 * 1024
+
+
+# The project of the tests below lives under /var/tmp (not the sandbox's
+# private /tmp), its database and env file inside it, as a user's would.
+
+
+@pytest.fixture
+def outside_project(home: Path) -> Iterator[Project]:
+    from orchestrator.storage import migrate
+    from orchestrator.storage.db import make_engine
+
+    folder = Path(tempfile.mkdtemp(prefix="orch-proj-", dir=home.parent)).resolve()
+    try:
+        url = f"sqlite:///{folder / 'orchestrator.db'}"
+        engine = make_engine(url, create=True)
+        migrate.upgrade(engine)
+        engine.dispose()
+        project = Project(dir=folder, db_url=url, config=folder / "orchestrator.toml")
+        project.env["HOME"] = str(home)
+        (folder / "secrets.env").write_text("TOKEN=the-env-file-secret\n")
+        (folder / "secrets.env").chmod(0o600)
+        make_repo(folder)
+        yield project
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def host_mounts() -> set[str]:
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return {line.split()[4] for line in lines}
+
+
+def repo_config(project: Project, stages: str, extra: str = "") -> None:
+    head = '[pipelines.default]\nrepository = "repo"\n' + extra + "\n"
+    write_config(project.config, head + stages, env_deny=[], env_file="secrets.env")
+
+
+def test_a_worker_reaches_no_file_of_the_project_but_its_workspace(
+    outside_project: Project, home: Path
+) -> None:
+    """The mount list inside the sandbox is exactly the allow-list, and a
+    worker looking through the whole project folder finds only its own
+    workspace, its attempt folder and the repository's git data: not the
+    config, the env file, the database, nor another task's workspace."""
+    project = outside_project
+    root = project.dir
+    script = (
+        "awk '{print \"mount \" $5}' /proc/self/mountinfo; "
+        f"find {root} -type f 2>/dev/null | sed 's/^/file /'; "
+        f"cat {root}/secrets.env {root}/orchestrator.toml {root}/orchestrator.db 2>&1; "
+        "git log -1 --format='subject %s' 2>&1; "
+        f"echo pwned > {root}/planted 2>/dev/null; echo pwned > {root}/repo/planted 2>/dev/null; "
+        "true"
+    )
+    repo_config(
+        project,
+        stage("peek", worker=sh(script), verifier=PASS, sandbox="bwrap", sandbox_ro=[PYTHON, VENV]),
+    )
+    for slug in ("t1", "t2"):
+        assert project.run("add", slug, "--title", "hostile").returncode == 0
+    for _ in range(2):
+        tick(project)
+    for slug, other in (("t1", "t2"), ("t2", "t1")):
+        out = (root / "state" / slug / "peek-001" / "worker.out").read_text()
+        lines = out.splitlines()
+        allowed = {
+            "/", "/tmp", "/run/user", str(home), os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir),
+            PYTHON, VENV,
+            str(root), str(root / "tasks"), str(root / "state"), str(root / "repo"),
+            str(root / "tasks" / slug), str(root / "state" / slug / "peek-001"),
+            str(root / "repo" / ".git"), str(root / "repo" / ".git" / "worktrees"),
+            str(root / "repo" / ".git" / "worktrees" / slug),
+        }  # fmt: skip
+        mounts = {line.removeprefix("mount ") for line in lines if line.startswith("mount ")}
+        # The system's own mounts come along read-only with `/`.
+        beyond = {
+            m for m in mounts - allowed - host_mounts() if not m.startswith(("/dev", "/proc"))
+        }
+        assert not beyond, f"mounted beyond the allow-list: {sorted(beyond)}"
+        files = [Path(line.removeprefix("file ")) for line in lines if line.startswith("file ")]
+        assert files, out
+        mine = (root / "tasks" / slug, root / "state" / slug / "peek-001", root / "repo" / ".git")
+        strays = [f for f in files if not any(p == f or p in f.parents for p in mine)]
+        assert strays == [], strays
+        assert not [f for f in files if root / "repo" / ".git" / "worktrees" / other in f.parents]
+        assert "the-env-file-secret" not in out
+        assert "[orchestrator]" not in out and "SQLite format" not in out
+        assert "subject base" in out  # git works on its own worktree's data
+    assert not (root / "planted").exists() and not (root / "repo" / "planted").exists()
+
+
+def test_the_land_check_runs_inside_the_walls(outside_project: Project) -> None:
+    """The worker plants the code `land_check` runs (a `conftest.py` for
+    `pytest`, here the script the check names): it runs in the stage's
+    walls, so it reads no secret and writes nothing of the project."""
+    project = outside_project
+    root = project.dir
+    evil = (
+        f"cat {root}/secrets.env > {root}/stolen 2>/dev/null; cat {root}/secrets.env 2>&1; "
+        f"echo moved > {root}/repo/keep.txt 2>/dev/null; "
+        f"ls {root}/tasks; echo checked-inside; exit 0"
+    )
+    worker = f"printf '%s\\n' {shlex.quote(evil)} > check.sh"
+    repo_config(
+        project,
+        stage(
+            "implement",
+            worker=sh(worker),
+            verifier=PASS,
+            sandbox="bwrap",
+            sandbox_ro=[PYTHON, VENV],
+        ),
+        extra=f'land = "merge"\nland_check = {json.dumps(["sh", "check.sh"])}\n',
+    )
+    assert project.run("add", "t1", "--title", "hostile").returncode == 0
+    assert project.run("add", "t2", "--title", "bystander").returncode == 0
+    done = project.run("tick", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert project.state("t1") == "complete", done.stdout + done.stderr
+    out = (root / "state" / "t1" / "land" / "check.out").read_text()
+    assert "checked-inside" in out
+    assert "the-env-file-secret" not in out and "t2" not in out.split("checked-inside")[0]
+    assert not (root / "stolen").exists()
+    assert (root / "repo" / "keep.txt").read_text() == "keep\n"
