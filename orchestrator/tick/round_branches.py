@@ -189,8 +189,9 @@ def _clear_slots(repository: Path, slots: list[tuple[Path, str]]) -> None:
 def commit_candidate(settings: Settings, claim: Claim, run: AttemptRun) -> None:
     """The candidate's work becomes a commit on its branch, kept at its
     attempt's ref, passed or not (the best failure is where the next round
-    starts). A passing candidate whose commit fails fails, with git's
-    reason; a failing one is left without a commit."""
+    starts). A repository the host cannot write is a `HostFault`; else a
+    passing candidate whose commit fails fails, with git's reason; a
+    failing one is left without a commit."""
     pipeline, task = claim.pipeline, claim.task
     if pipeline.repository is None or task.branch is None:
         return
@@ -201,16 +202,22 @@ def commit_candidate(settings: Settings, claim: Claim, run: AttemptRun) -> None:
         f"{task.slug}: {claim.stage.name} (attempt {claim.number}, "
         f"candidate {claim.candidate} of {claim.candidates})\n\n{task.title}"
     )
+
+    def removed(lock: Path) -> None:
+        note = f"removed {lock}: no process held it (a git that died left it)"
+        run.error = note if run.error is None else f"{run.error}; {note}"
+
     try:
         if not tree.exists():
             raise GitError(f"{workspace} is not the candidate's worktree")
-        sha = tree.commit_stage(message, attempt_key(claim), author(pipeline))
+        sha = tree.commit_stage(message, attempt_key(claim), author(pipeline), stale=removed)
         assert sha is not None
         fault_point("after_candidate_commit")
         ref = attempt_ref(task.slug, claim.stage.name, claim.number)
         run_git(pipeline.repository, ["update-ref", ref, sha])
         run.commit_sha = sha
     except GitError as exc:
+        host_fault(pipeline.repository, exc)  # its work cannot be kept: not its fault
         if run.outcome is Outcome.PASSED:
             run.outcome = Outcome.WORKER_ERROR
             run.error = f"candidate commit: {exc}"
