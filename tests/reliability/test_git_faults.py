@@ -281,3 +281,25 @@ def test_the_next_stage_waits_while_a_live_process_holds_the_lock(
     review = [o for _, s, o, _ in attempts(project) if s == "review"]
     assert review == ["host_error", "passed"], review
     assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_a_stale_index_lock_in_the_worktree_does_not_fail_the_stage_commit(
+    project: Project,
+) -> None:
+    """A git the worker ran died and left its worktree's `index.lock` (the
+    worker is gone, so is its git): the stage commit removes it, as git's
+    advice says, notes it on the attempt, and commits; not `worker_error`
+    until the task halts."""
+    repo = make_repo(project.dir)
+    leave = 'echo done > done.txt; : > "$(git rev-parse --git-dir)/index.lock"'
+    stages = stage("implement", worker=["sh", "-c", leave], verifier=PASS, gate=True)
+    write_config(project.config, '[pipelines.default]\nrepository = "repo"\n\n' + stages)
+    assert project.run("add", "fix", "--title", "Fix it").returncode == 0
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert project.state("fix") == "implement:awaiting_approval", attempts(project)
+    [(_, _, outcome, error)] = attempts(project)
+    assert outcome == "passed"
+    assert error is not None and "index.lock: no process held it" in error, error
+    assert git(repo, "show", "task/fix:done.txt").strip() == "done"
+    assert not (repo / ".git" / "worktrees" / "fix" / "index.lock").exists()
