@@ -277,11 +277,9 @@ def _settle_held(
 
 
 def _holds(repository: Path, branch: str, sha: str) -> bool:
-    tip = branch_tip(repository, branch)
-    if tip is None:
-        return False
+    """Whether the branch holds `sha` (one git step; no branch holds nothing)."""
     try:
-        run_git(repository, ["merge-base", "--is-ancestor", sha, tip])
+        run_git(repository, ["merge-base", "--is-ancestor", sha, f"refs/heads/{branch}"])
     except GitError:
         return False
     return True
