@@ -20,6 +20,8 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.model import AttemptRun, Claim
+from orchestrator.tick.steps import HostFault
+from orchestrator.workspace.gitfaults import unwritable
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Identity, Worktree, branch_tip
 
@@ -38,6 +40,18 @@ def author(pipeline: PipelineConfig) -> Identity:
     identity = Identity.parse(pipeline.commit_author)
     assert identity is not None  # the config refuses any other
     return identity
+
+
+def host_fault(repository: Path, exc: GitError, *folders: tuple[str, Path]) -> None:
+    """After a git step of ours failed: raise the host's fault when the
+    repository's git folder (or one of `folders`) cannot be written (a
+    read-only mount, no permission, a full disk), so the attempt counts
+    toward nothing and the tick stops claiming; else return, and the
+    failure stays the caller's to judge."""
+    dot_git = repository / ".git"
+    error = unwritable([("repository", dot_git), ("repository", dot_git / "objects"), *folders])
+    if error is not None:
+        raise HostFault(error) from exc
 
 
 def prepare(
@@ -68,6 +82,7 @@ def prepare(
             fault_point("after_base_recorded")
         task_worktree(claim.pipeline, task, workspace, base_commit).ensure()
     except GitError as exc:
+        host_fault(claim.pipeline.repository, exc, ("workspace_root", workspace.parent))
         return AttemptRun(Outcome.WORKER_ERROR, error=f"worktree: {exc}")
     fault_point("after_worktree_add")
     return None
@@ -90,8 +105,10 @@ def sealed_key(slug: str, stage: str, attempt_id: int, token: str) -> str:
 def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:
     """After a passing verdict: the worker's changes become the stage's one
     commit on the task's branch (above any the worker made itself), recorded
-    as `run.commit_sha`. A commit that fails (a lock the worker left, a
-    broken index) fails the attempt, with git's reason."""
+    as `run.commit_sha`. A lock whose owner is gone is removed (noted on
+    the attempt); a repository the host cannot write is the host's fault;
+    any other failure (a lock a worker's process still holds, a broken
+    index) fails the attempt, with git's reason."""
     if (
         run.outcome is not Outcome.PASSED
         or claim.pipeline.repository is None
@@ -102,12 +119,19 @@ def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:
     message = (
         f"{claim.task.slug}: {claim.stage.name} (attempt {claim.number})\n\n{claim.task.title}"
     )
+    removed: list[Path] = []
     try:
-        run.commit_sha = tree.commit_stage(message, attempt_key(claim), author(claim.pipeline))
+        run.commit_sha = tree.commit_stage(
+            message, attempt_key(claim), author(claim.pipeline), stale=removed.append
+        )
         fault_point("after_stage_commit")
     except GitError as exc:
+        host_fault(claim.pipeline.repository, exc)
         run.outcome = Outcome.WORKER_ERROR
         run.error = f"stage commit: {exc}"
+    for lock in removed:
+        note = f"removed {lock}: no process held it (a git that died left it)"
+        run.error = note if run.error is None else f"{run.error}; {note}"
 
 
 def commit_approved(

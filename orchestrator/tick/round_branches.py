@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,12 +26,14 @@ from sqlalchemy import Engine, func, select
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.pipeline import Status
+from orchestrator.errors import HostIOError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, write_tx
 from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.testing import fault_point
-from orchestrator.tick.branches import attempt_key, author
+from orchestrator.tick.branches import attempt_key, author, host_fault
 from orchestrator.tick.model import AttemptRun, Claim
+from orchestrator.tick.steps import HostFault
 from orchestrator.workspace.attempt_refs import REF_PREFIX, attempt_ref
 from orchestrator.workspace.gitrun import GitError, run_git
 from orchestrator.workspace.worktree import Worktree, branch_tip
@@ -79,10 +82,13 @@ def branch_ready(claim: Claim) -> bool:
     return branch_tip(repository, task.branch) is not None
 
 
-def prepare_candidate(engine: Engine, settings: Settings, claim: Claim) -> AttemptRun | None:
+def prepare_candidate(
+    engine: Engine, settings: Settings, claim: Claim, warn: Callable[[str], None]
+) -> AttemptRun | None:
     """Make the candidate's worktree, fresh, from the round's base: the task
     branch's tip, or, after a round in which no candidate passed, that
-    round's best candidate's commit. None when it is ready."""
+    round's best candidate's commit. None when it is ready. An earlier
+    round's winner the branch cannot be made to hold is a `HostFault`."""
     pipeline, task = claim.pipeline, claim.task
     assert pipeline.repository is not None and task.branch is not None
     workspace = candidate_workspace(settings, task.slug, claim.candidate)
@@ -92,7 +98,7 @@ def prepare_candidate(engine: Engine, settings: Settings, claim: Claim) -> Attem
         # worktree bookkeeping (`worktree add`, `prune`) is not made for
         # several writers at once.
         with task_lock(settings, task.slug):
-            _settle_locked(engine, settings, pipeline, task.slug)
+            _settle_held(engine, settings, claim, warn)
             base = _round_base(engine, claim) or branch_tip(pipeline.repository, task.branch)
             if base is None:
                 return AttemptRun(Outcome.WORKER_ERROR, error=f"branch {task.branch} is gone")
@@ -103,6 +109,7 @@ def prepare_candidate(engine: Engine, settings: Settings, claim: Claim) -> Attem
                 ["worktree", "add", "--quiet", "-b", branch, str(workspace), base],
             )
     except GitError as exc:
+        host_fault(pipeline.repository, exc, ("workspace_root", settings.workspace_root))
         return AttemptRun(Outcome.WORKER_ERROR, error=f"candidate worktree: {exc}")
     return None
 
@@ -182,8 +189,9 @@ def _clear_slots(repository: Path, slots: list[tuple[Path, str]]) -> None:
 def commit_candidate(settings: Settings, claim: Claim, run: AttemptRun) -> None:
     """The candidate's work becomes a commit on its branch, kept at its
     attempt's ref, passed or not (the best failure is where the next round
-    starts). A passing candidate whose commit fails fails, with git's
-    reason; a failing one is left without a commit."""
+    starts). A repository the host cannot write is a `HostFault`; else a
+    passing candidate whose commit fails fails, with git's reason; a
+    failing one is left without a commit."""
     pipeline, task = claim.pipeline, claim.task
     if pipeline.repository is None or task.branch is None:
         return
@@ -194,16 +202,22 @@ def commit_candidate(settings: Settings, claim: Claim, run: AttemptRun) -> None:
         f"{task.slug}: {claim.stage.name} (attempt {claim.number}, "
         f"candidate {claim.candidate} of {claim.candidates})\n\n{task.title}"
     )
+
+    def removed(lock: Path) -> None:
+        note = f"removed {lock}: no process held it (a git that died left it)"
+        run.error = note if run.error is None else f"{run.error}; {note}"
+
     try:
         if not tree.exists():
             raise GitError(f"{workspace} is not the candidate's worktree")
-        sha = tree.commit_stage(message, attempt_key(claim), author(pipeline))
+        sha = tree.commit_stage(message, attempt_key(claim), author(pipeline), stale=removed)
         assert sha is not None
         fault_point("after_candidate_commit")
         ref = attempt_ref(task.slug, claim.stage.name, claim.number)
         run_git(pipeline.repository, ["update-ref", ref, sha])
         run.commit_sha = sha
     except GitError as exc:
+        host_fault(pipeline.repository, exc)  # its work cannot be kept: not its fault
         if run.outcome is Outcome.PASSED:
             run.outcome = Outcome.WORKER_ERROR
             run.error = f"candidate commit: {exc}"
@@ -218,16 +232,71 @@ def settle(engine: Engine, settings: Settings, slug: str, warn: Callable[[str], 
         return
     try:
         with task_lock(settings, slug):
-            _settle_locked(engine, settings, pipeline, slug)
+            _settle_locked(engine, settings, pipeline, slug, warn)
     except GitError as exc:
         warn(f"{slug}: settling its round of candidates: {exc}")
 
 
-def _settle_locked(engine: Engine, settings: Settings, pipeline: PipelineConfig, slug: str) -> None:
+def settle_before(
+    engine: Engine, settings: Settings, claim: Claim, warn: Callable[[str], None]
+) -> None:
+    """Before any command of the claim runs: the task's decided round
+    settled onto its branch (`_settle_held`), under the task's lock."""
+    with task_lock(settings, claim.task.slug):
+        _settle_held(engine, settings, claim, warn)
+
+
+def _settle_held(
+    engine: Engine, settings: Settings, claim: Claim, warn: Callable[[str], None]
+) -> None:
+    """The invariant a stage starts on: the branch holds the winner of the
+    task's last decided round. Settled again here whatever an earlier try
+    left; a branch that still does not hold it is a `HostFault` (the stage
+    waits, charged nothing, and the tick claims no more), never a stage run
+    on the old tip. A settle that failed after the winner is held (a
+    candidate's worktree not cleared) is a warning."""
+    pipeline, task = claim.pipeline, claim.task
+    assert pipeline.repository is not None and task.branch is not None
+    must: list[str] = []
+    failed: GitError | None = None
+    try:
+        _settle_locked(engine, settings, pipeline, task.slug, warn, must)
+    except GitError as exc:
+        host_fault(pipeline.repository, exc)  # a repository the host cannot write
+        failed = exc
+    if must and not _holds(pipeline.repository, task.branch, must[0]):
+        why = f" ({failed})" if failed is not None else ""
+        raise HostFault(
+            HostIOError(
+                f"{task.slug}: branch {task.branch} does not hold {must[0][:12]}, the winner "
+                f"of its last round{why}; its {claim.stage.name} stage waits until it does"
+            )
+        )
+    if failed is not None:
+        warn(f"{task.slug}: settling its round of candidates: {failed}")
+
+
+def _holds(repository: Path, branch: str, sha: str) -> bool:
+    """Whether the branch holds `sha` (one git step; no branch holds nothing)."""
+    try:
+        run_git(repository, ["merge-base", "--is-ancestor", sha, f"refs/heads/{branch}"])
+    except GitError:
+        return False
+    return True
+
+
+def _settle_locked(
+    engine: Engine,
+    settings: Settings,
+    pipeline: PipelineConfig,
+    slug: str,
+    warn: Callable[[str], None],
+    must: list[str] | None = None,
+) -> None:
     """The task's newest ended round: its winner's commit becomes the task
-    branch's tip (a fast-forward, in the task's worktree when it has one);
-    then, unless a round is running, every candidate worktree and branch
-    of the task goes."""
+    branch's tip (a fast-forward, in the task's worktree when it has one;
+    added to `must` first, for the caller to check); then, unless a round
+    is running, every candidate worktree and branch of the task goes."""
     assert pipeline.repository is not None
     a = repo.attempts
     with read_tx(engine) as conn:
@@ -258,7 +327,9 @@ def _settle_locked(engine: Engine, settings: Settings, pipeline: PipelineConfig,
     if not found:
         return
     if winner is not None and winner.outcome == Outcome.PASSED.value and winner.commit_sha:
-        _fast_forward(settings, pipeline, task, winner.commit_sha)
+        if must is not None:
+            must.append(winner.commit_sha)
+        _fast_forward(pipeline, task, winner.commit_sha, warn)
         fault_point("after_round_branch_moved")
     if running:
         return
@@ -272,9 +343,10 @@ def _settle_locked(engine: Engine, settings: Settings, pipeline: PipelineConfig,
 
 
 def _fast_forward(
-    settings: Settings, pipeline: PipelineConfig, task: repo.TaskSnapshot, sha: str
+    pipeline: PipelineConfig, task: repo.TaskSnapshot, sha: str, warn: Callable[[str], None]
 ) -> None:
     assert pipeline.repository is not None and task.branch is not None
+    started = time.time()  # a lock made since is never taken for a stale one
     tip = branch_tip(pipeline.repository, task.branch)
     if tip == sha or tip is None:
         return
@@ -295,6 +367,9 @@ def _fast_forward(
             checked_out = path
     if checked_out is not None and checked_out.is_dir():
         tree = Worktree(pipeline.repository, checked_out, task.branch, task.base_commit or "")
+        removed = tree.clear_stale_lock(started)
+        if removed is not None:
+            warn(f"{task.slug}: removed {removed}: no process held it (a git that died left it)")
         tree.git(["merge", "--ff-only", "--quiet", "--no-edit", sha])
     else:
         run_git(pipeline.repository, ["update-ref", f"refs/heads/{task.branch}", sha, tip])

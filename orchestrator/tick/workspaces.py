@@ -107,7 +107,9 @@ class WorkspacePreparer:
         # own; the task's is made (and set up) all the same, for the stages
         # after the round.
         if not claim.candidate and round_claims.configured(self.settings):
-            round_branches.settle(self.tx.engine, self.settings, claim.task.slug, self.tick_warn)
+            # A stage never starts before the last round's winner is on
+            # the branch: otherwise a `HostFault`, not a run on the old tip.
+            round_branches.settle_before(self.tx.engine, self.settings, claim, self.tick_warn)
         if not claim.candidate:
             return self._task_worktree(claim, context, state_dir, guard, tag)
         # The round's candidates start at once: one makes the task's
@@ -118,7 +120,9 @@ class WorkspacePreparer:
                 made = self._task_worktree(claim, context, state_dir, guard, tag)
                 if made is not None:
                     return made
-        return round_branches.prepare_candidate(self.tx.engine, self.settings, claim)
+        return round_branches.prepare_candidate(
+            self.tx.engine, self.settings, claim, self.tick_warn
+        )
 
     def _task_worktree(
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str

@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import safefs
+from orchestrator.workspace.gitfaults import INDEX_LOCK, clear_stale_lock
 from orchestrator.workspace.gitrun import STEP_TIMEOUT, GitError, GitSteps, run_git
 
 BRANCH_PREFIX = "task/"
@@ -259,8 +262,22 @@ class Worktree:
                 return sha.strip()
         return None
 
+    def clear_stale_lock(self, started: float, admin: Path | None = None) -> Path | None:
+        """The worktree's `index.lock`, removed when its owner is gone
+        (`gitfaults.clear_stale_lock`: no process holds it or works here,
+        older than `started`); the path when it was removed, else None."""
+        admin = admin or self.admin_dir()
+        lock = admin / INDEX_LOCK
+        return lock if clear_stale_lock(lock, [self.real_workspace, admin], started) else None
+
     def commit_stage(
-        self, message: str, attempt_key: str, identity: Identity, *, allow_empty: bool = True
+        self,
+        message: str,
+        attempt_key: str,
+        identity: Identity,
+        *,
+        allow_empty: bool = True,
+        stale: Callable[[Path], None] | None = None,
     ) -> str | None:
         """Commit everything the worker changed (tracked, untracked,
         deletions; ignored files stay out) with the attempt's trailer, and
@@ -268,7 +285,10 @@ class Worktree:
         made. A stage that changed nothing (a reviewer) still gets its
         commit, empty, so the branch holds one commit per passed stage; a
         worker's own commits stay beneath it. Without `allow_empty`, nothing
-        to commit is None (an approval that changed nothing adds no commit)."""
+        to commit is None (an approval that changed nothing adds no commit).
+        An `index.lock` whose owner is gone is removed first, and `stale`
+        told its path; one a live process may own makes the commit fail."""
+        started = time.time()
         git = self.steps(identity.environment(), steps=_COMMIT_STEPS)
         branch_ref = f"refs/heads/{self.branch}"
         on = (
@@ -282,6 +302,9 @@ class Worktree:
         done = self.find_stage_commit(attempt_key, git)
         if done is not None:
             return done
+        removed = self.clear_stale_lock(started, git.git.git_dir)
+        if removed is not None and stale is not None:
+            stale(removed)
         git("add", "--all", "--", ".")
         if not allow_empty and not git("diff", "--cached", "--name-only", "-z").strip("\0"):
             return None
