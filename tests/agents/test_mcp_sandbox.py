@@ -50,7 +50,7 @@ async def main():
         for name, arguments in calls:
             result = await session.call_tool(name, arguments)
             text = "".join(p.text for p in result.content if getattr(p, "text", None))
-            seen["results"].append({"error": bool(result.isError), "text": text})
+            seen["results"].append({"error": bool(result.is_error), "text": text})
 
 asyncio.run(asyncio.wait_for(main(), 90))
 open("mcp-results.json", "w").write(json.dumps(seen))
