@@ -194,7 +194,7 @@ class DoorServer:
 
     def _serve(self) -> None:
         while True:
-            ready, _, _ = select.select([self.sock, self.wake_r], [], [])
+            ready, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [])
             if self.wake_r in ready:
                 return
             try:

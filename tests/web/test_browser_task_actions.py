@@ -107,7 +107,7 @@ def test_a_post_without_the_csrf_token_is_refused(tmp_path: Path) -> None:
 
     project = _project(tmp_path)
     assert project.cli("add", "job", "--title", "A job").exit_code == 0
-    with serving(project, page=page) as base:
+    with serving(project) as base:
         request = urllib.request.Request(
             f"{base}/task/job/halt", data=b"note=x", method="POST", headers=base.headers
         )
