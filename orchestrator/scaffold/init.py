@@ -158,6 +158,10 @@ def init_project(
         from orchestrator.scaffold.sandboxing import with_sandbox
 
         text = with_sandbox(text, agent)
+        if mcp:  # the server mcp.json names must start inside the sandbox
+            from orchestrator.agents.mcp_recipe import with_sandboxed_mcp
+
+            text = with_sandboxed_mcp(text)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)
