@@ -13,7 +13,6 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from orchestrator import runner, safefs
-from orchestrator.agents import door_socket
 from orchestrator.agents import resume as agent_resume
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings, StageConfig
@@ -288,6 +287,10 @@ class AttemptRunner:
         if not claim.stage.sandbox.enabled:
             yield
             return
+        # Imported here: the library's writes and the read side cost a tick
+        # ~0.1 s to import, and only a sandboxed attempt needs them.
+        from orchestrator.agents import door_socket
+
         with door_socket.serving(self.settings, self.tx.engine, claim.task.slug, state_dir) as path:
             env[door_socket.DOOR_ENV] = str(path)
             yield
