@@ -8,16 +8,24 @@ server offers these functions and no other.
 The attempt is known from the environment the tick gave its commands
 (`ORCHESTRATOR_TASK`); a subtask is refused unless that task is running an
 attempt now, so a stale variable in some other shell cannot add work.
+
+A subtask stays on its parent's pipeline, at no higher priority than its
+parent's (its default): an agent must not add work that skips the walls or
+gates its own stage runs under, or jumps the queue. Inside a sandbox the
+door is the tick's socket (`agents.door_socket`), which runs these same
+methods with the tick's database, for that one task.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
+
+from sqlalchemy import Engine
 
 from orchestrator.api.actions import TaskSpec, add_tasks
-from orchestrator.api.project import Project
+from orchestrator.config import Settings
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.errors import RefusedError
@@ -35,10 +43,25 @@ def as_text(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False, default=str)
 
 
+class Source(Protocol):
+    """What the door reads through: `api.Project`, or the tick's own views
+    (`door_socket`), which may not import the library face."""
+
+    settings: Settings
+    engine: Engine
+
+    def tasks(self, state: str | None = None) -> list[dict[str, Any]]: ...
+    def task(self, slug: str) -> dict[str, Any]: ...
+    def history(
+        self, slug: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]: ...
+    def explain(self, slug: str) -> dict[str, Any]: ...
+
+
 class Door:
     """The tools over one project, for the attempt named in `environ`."""
 
-    def __init__(self, project: Project, environ: Mapping[str, str]) -> None:
+    def __init__(self, project: Source, environ: Mapping[str, str]) -> None:
         self.project = project
         self.task = environ.get("ORCHESTRATOR_TASK") or None
         self.actor = f"agent:{self.task}" if self.task else "agent"
@@ -66,14 +89,26 @@ class Door:
         body: str = "",
         pipeline: str | None = None,
         after: Sequence[str] = (),
-        priority: int = 0,
+        priority: int | None = None,
     ) -> dict[str, Any]:
         parent = self._running_parent()
+        if pipeline and pipeline != parent.pipeline:
+            raise RefusedError(
+                f"a subtask runs on its parent's pipeline ({parent.pipeline!r}), not {pipeline!r}"
+            )
+        if priority is None:
+            priority = parent.priority
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise RefusedError("priority must be an integer")
+        if priority > parent.priority:
+            raise RefusedError(
+                f"a subtask's priority is at most its parent's ({parent.priority}), not {priority}"
+            )
         name = slug or self._next_slug(parent)
         spec = TaskSpec(
             slug=name,
             title=title,
-            pipeline=pipeline or parent.pipeline,  # the parent's unless told otherwise
+            pipeline=parent.pipeline,
             priority=priority,
             body=body,
             after=tuple(after),
@@ -85,6 +120,7 @@ class Door:
             "added": name,
             "parent": parent.slug,
             "pipeline": spec.pipeline,
+            "priority": spec.priority,
             "after": list(spec.after),
             "state": project.task(name)["state"],
         }

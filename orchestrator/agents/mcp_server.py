@@ -9,28 +9,38 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from orchestrator.agents.door import Door, as_text
+from orchestrator.agents.door_socket import DOOR_ENV, DoorClient
 from orchestrator.api.project import Project
 from orchestrator.errors import OrchestratorError
 
 INSTRUCTIONS = (
     "The orchestrator that runs this attempt. Read its tasks (list_tasks, show_task, "
     "task_history, explain) and split your work: add_subtask adds a task under yours, "
-    "in your pipeline unless you name another, waiting on the tasks in `after`. "
+    "in your pipeline at no higher priority than yours, waiting on the tasks in `after`. "
     "Approving, rejecting, halting, resuming and cancelling are for people; there is "
     "no tool for them."
 )
 
 
-def build_server(project: Project) -> MCPServer:
+class Tools(Protocol):
+    """The door's tools: `Door` over the database, or `DoorClient` over the tick's socket."""
+
+    def list_tasks(self, state: str | None = None) -> Any: ...
+    def show_task(self, slug: str) -> Any: ...
+    def task_history(self, slug: str, limit: int = 50) -> Any: ...
+    def explain(self, slug: str) -> Any: ...
+    def add_subtask(self, title: str, *args: Any) -> Any: ...
+
+
+def build_server(door: Tools) -> MCPServer:
     """The server with exactly the door's tools, for the attempt in our environment."""
-    door = Door(project, os.environ)
     server: MCPServer = MCPServer("orchestrator", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(structured_output=False)
@@ -64,11 +74,15 @@ def build_server(project: Project) -> MCPServer:
             str | None, Field(description="1-63 of a-z 0-9 . _ -; default <your task>-<n>")
         ] = None,
         body: Annotated[str, Field(description="the full description its agent gets")] = "",
-        pipeline: Annotated[str | None, Field(description="default: your task's")] = None,
+        pipeline: Annotated[
+            str | None, Field(description="your task's; no other is accepted")
+        ] = None,
         after: Annotated[
             list[str] | None, Field(description="slugs of tasks it must wait for")
         ] = None,
-        priority: int = 0,
+        priority: Annotated[
+            int | None, Field(description="at most your task's (the default)")
+        ] = None,
     ) -> str:
         """Add a subtask of the task this attempt works on; it runs on a later tick."""
         return _answer(door.add_subtask, title, slug, body, pipeline, after or (), priority)
@@ -86,4 +100,11 @@ def _answer(tool: Callable[..., Any], *args: Any) -> str:
 
 
 def serve(project: Project) -> None:
-    build_server(project).run("stdio")
+    """The door over the database the config names (an unsandboxed attempt)."""
+    build_server(Door(project, os.environ)).run("stdio")
+
+
+def serve_socket() -> None:
+    """The door over the tick's socket for this attempt (`ORCHESTRATOR_DOOR`):
+    inside a sandbox, where neither the config nor the database is seen."""
+    build_server(DoorClient(os.environ[DOOR_ENV])).run("stdio")

@@ -16,7 +16,18 @@ def mcp_command(app: App) -> None:
     to add subtasks of the attempt's task (add_subtask); none approves,
     rejects, halts, resumes or cancels. An agent CLI starts it (the recipes'
     --mcp writes the config); the attempt's ORCHESTRATOR_TASK names the parent.
+    In a sandboxed attempt ORCHESTRATOR_DOOR names the tick's socket for it,
+    and the server asks that instead of opening the config and the database.
     """
+    import os
+
+    from orchestrator.agents.door_socket import DOOR_ENV
+
+    if os.environ.get(DOOR_ENV):
+        from orchestrator.agents.mcp_server import serve_socket
+
+        serve_socket()
+        return
     from orchestrator.agents.mcp_server import serve
 
     project = app.project()

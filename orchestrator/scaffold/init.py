@@ -147,7 +147,12 @@ def init_project(
     if land is not None:
         text = with_landing(text, land)
     if mcp:  # `--mcp`: the agents reach `orchestrator mcp` (agents.mcp_recipe)
-        from orchestrator.agents.mcp_recipe import MCP_FILE, mcp_config, with_mcp
+        from orchestrator.agents.mcp_recipe import (
+            MCP_FILE,
+            mcp_config,
+            with_mcp,
+            with_sandboxed_mcp,
+        )
 
         text = with_mcp(text, agent)
         target = folder / MCP_FILE
@@ -157,7 +162,8 @@ def init_project(
             raise RefusedError("--sandbox needs --agent (it maps that agent's folders)")
         from orchestrator.scaffold.sandboxing import with_sandbox
 
-        text = with_sandbox(text, agent)
+        # With --mcp, the server mcp.json names must start inside the sandbox.
+        text = with_sandboxed_mcp(with_sandbox(text, agent)) if mcp else with_sandbox(text, agent)
     backup = _backup(config_path) if config_path.exists() else None
     config_path.write_text(text, encoding="utf-8")
     written.append(config_path)

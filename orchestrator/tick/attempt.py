@@ -3,9 +3,10 @@ the worker, the verifier, and what their ends and output make of it."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -190,7 +191,8 @@ class AttemptRunner:
                 lambda said: agent_resume.note_resume(state_dir, said),
             )
 
-        ran = self._worker_and_verifier(claim, run, guard, state_dir)
+        with self._door(claim, state_dir, env):
+            ran = self._worker_and_verifier(claim, run, guard, state_dir)
         if claim.candidate:  # its commit, passed or not, is its kept work
             round_branches.commit_candidate(self.settings, claim, ran)
         else:
@@ -275,6 +277,23 @@ class AttemptRunner:
         if sampled:
             return samples.combine(sampled, stage.pass_score)
         return self._judge(stage, verdict_text, last, state_dir, (worker_exit, verifier_exit))
+
+    @contextlib.contextmanager
+    def _door(self, claim: Claim, state_dir: Path, env: dict[str, str]) -> Iterator[None]:
+        """A sandboxed stage's commands reach the orchestrator (`orchestrator
+        mcp`) only through the door the tick serves for this task while they
+        run (`agents.door_socket`), named in their `ORCHESTRATOR_DOOR`: the
+        sandbox sees neither the config nor the database."""
+        if not claim.stage.sandbox.enabled:
+            yield
+            return
+        # Imported here: the library's writes and the read side cost a tick
+        # ~0.1 s to import, and only a sandboxed attempt needs them.
+        from orchestrator.agents import door_socket
+
+        with door_socket.serving(self.settings, self.tx.engine, claim.task.slug, state_dir) as path:
+            env[door_socket.DOOR_ENV] = str(path)
+            yield
 
     def _rechecks(self, claim: Claim) -> bool:
         """Whether this attempt asks a pending verdict again: the previous

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import getpass
 import os
+import secrets
 import signal
+import stat
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -19,6 +21,7 @@ import click
 
 from orchestrator.errors import ConfigError, RefusedError
 
+LOCAL_TOKEN_FILE = "web-token"  # noqa: S105 - the file's name, not a secret
 TOKEN_ENV = "ORCHESTRATOR_WEB_TOKEN"  # noqa: S105 - the variable's name, not a secret
 NEEDS_EXTRA = (
     "this command needs Starlette, uvicorn and Jinja2, dependencies of orchestrator "
@@ -96,6 +99,8 @@ def serve(
 
     Binds 127.0.0.1 unless --host says otherwise; any other address needs
     --users or a token, and the signed-in name is the approval's actor.
+    Without either, every page asks for the access token kept in the state
+    folder's web-token file: open the address printed at start.
     """
     _require_extra()
     from orchestrator.web.security import Auth, read_users
@@ -128,9 +133,13 @@ def serve(
 
     app_obj = _app(ctx)
     settings = app_obj.settings()
+    address = f"http://{host}:{port}/"
+    if not auth.required:
+        auth.local_token = local_token(settings.state_root / LOCAL_TOKEN_FILE)
+        address += f"?token={auth.local_token}"
     engine = app_obj.engine(settings)
     app = create_app(engine, settings, auth, page_size)
-    click.echo(f"serving on http://{host}:{port}/ (Ctrl-C stops)")
+    click.echo(f"serving on {address} (Ctrl-C stops)")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again
     # for its default action, which would end `serve` by the signal (a
     # failure to service managers). With a handler in the default's place
@@ -140,6 +149,33 @@ def serve(
         uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def local_token(path: Path) -> str:
+    """The access token `serve` without a login asks for, kept 0600 in the
+    state folder (which no sandbox sees) so a restart keeps the address:
+    read when there, else made. Never through a link someone planted."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            made = secrets.token_urlsafe(32)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write(made + "\n")
+            return made
+        with os.fdopen(fd, encoding="ascii", errors="replace") as kept:
+            if not stat.S_ISREG(os.fstat(kept.fileno()).st_mode):
+                raise ConfigError(f"{path}: not a regular file")
+            os.fchmod(kept.fileno(), 0o600)
+            found = kept.read(200).strip()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot keep the access token ({exc.strerror})") from exc
+    if len(found) < 32 or not found.isascii() or not found.isprintable() or " " in found:
+        raise ConfigError(f"{path}: not an access token; delete it and `serve` makes a new one")
+    return found
 
 
 def _shut_down(_signum: int, _frame: FrameType | None) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -39,6 +40,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CSRF_COOKIE = "orch_csrf"
+ACCESS_COOKIE = "orch_access"
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
     # The task page's live tail: our one script file, and its event stream.
@@ -102,6 +104,7 @@ class Auth:
     users: dict[str, str] = field(default_factory=dict)
     token: str | None = None
     local_actor: str = "web"  # the actor when no authentication is configured
+    local_token: str | None = None  # without users or token: the access token loopback needs
     _verified: set[tuple[str, str]] = field(default_factory=set)  # (name, sha256 of password)
 
     @property
@@ -132,10 +135,11 @@ class Auth:
         return name if self._password_ok(name, password) else None
 
     def _token_ok(self, given: str) -> bool:
-        """Bytes, not str: compare_digest raises on a non-ASCII str (a 500)."""
-        if self.token is None:
-            return False
-        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.token.encode())
+        return _same(given, self.token)
+
+    def local_ok(self, given: str | None) -> bool:
+        """`given` is the local access token (always false when there is none)."""
+        return given is not None and _same(given, self.local_token)
 
     def _password_ok(self, name: str, password: str) -> bool:
         hashed = self.users.get(name)
@@ -150,6 +154,13 @@ class Auth:
             return False
         self._verified.add(key)
         return True
+
+
+def _same(given: str, token: str | None) -> bool:
+    """Bytes, not str: compare_digest raises on a non-ASCII str (a 500)."""
+    if token is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode())
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -176,9 +187,7 @@ def _signed(token: str, key: bytes) -> bool:
     return bool(nonce) and hmac.compare_digest(_sign(key, nonce).encode(), mac.encode())
 
 
-def csrf_cookie(scope: Scope, key: bytes = CSRF_KEY) -> str | None:
-    """The cookie's token when this server signed it. Another port on the same
-    host can set our cookie (cookies ignore ports), but cannot sign one."""
+def _cookie(scope: Scope, name: str) -> str | None:
     raw = _header(scope, b"cookie")
     if not raw:
         return None
@@ -187,8 +196,36 @@ def csrf_cookie(scope: Scope, key: bytes = CSRF_KEY) -> str | None:
         cookie.load(raw)
     except Exception:  # a malformed Cookie header is just no cookie
         return None
-    morsel = cookie.get(CSRF_COOKIE)
-    return morsel.value if morsel is not None and _signed(morsel.value, key) else None
+    morsel = cookie.get(name)
+    return None if morsel is None else morsel.value
+
+
+def csrf_cookie(scope: Scope, key: bytes = CSRF_KEY) -> str | None:
+    """The cookie's token when this server signed it. Another port on the same
+    host can set our cookie (cookies ignore ports), but cannot sign one."""
+    value = _cookie(scope, CSRF_COOKIE)
+    return value if value is not None and _signed(value, key) else None
+
+
+def access_cookie_name(scope: Scope) -> str:
+    """The local token's cookie, named by our port: cookies ignore ports, and
+    two `serve`s on one host must not overwrite each other's."""
+    server = scope.get("server") or ("", 0)
+    return f"{ACCESS_COOKIE}_{server[1]}"
+
+
+def _local_access(scope: Scope, auth: Auth) -> str | None:
+    """How a request shows the local access token: "cookie", "query" (the
+    address `serve` printed, to be traded for the cookie), or None (403)."""
+    if auth.local_ok(_cookie(scope, access_cookie_name(scope))):
+        return "cookie"
+    scheme, _, value = (_header(scope, b"authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and auth.local_ok(value.strip()):
+        return "cookie"
+    query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
+    if any(auth.local_ok(given) for given in query.get("token", [])):
+        return "query"
+    return None
 
 
 def csrf_ok(scope: Scope, posted: str | None, key: bytes = CSRF_KEY) -> bool:
@@ -258,6 +295,14 @@ class Guard:
         if not self.auth.required and not loopback_host(host_name(scope)):
             await _plain(send, 421, b"this server answers only to 127.0.0.1 or localhost\n")
             return
+        if self.auth.local_token is not None and scope["path"] not in OPEN_PATHS:
+            shown = _local_access(scope, self.auth)
+            if shown is None:
+                await _plain(send, 403, NO_ACCESS)
+                return
+            if shown == "query":
+                await _trade_for_cookie(scope, send, self.auth.local_token)
+                return
         actor = self.auth.actor(_header(scope, b"authorization"))
         if actor is None and scope["path"] not in OPEN_PATHS:
             await _unauthorized(send)
@@ -279,6 +324,24 @@ class Guard:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+NO_ACCESS = (
+    b"forbidden: this server needs its access token; open the address `orchestrator serve` "
+    b"printed (it ends in ?token=...), or read the web-token file in the state folder\n"
+)
+
+
+async def _trade_for_cookie(scope: Scope, send: Send, token: str) -> None:
+    """The printed address's token, traded for a cookie: a redirect to the
+    same page without it, so it stays out of the history and the Referer."""
+    query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
+    query.pop("token", None)
+    rest = urlencode(query, doseq=True)
+    location = quote(scope["path"]) + (f"?{rest}" if rest else "")
+    cookie = f"{access_cookie_name(scope)}={token}; Path=/; HttpOnly; SameSite=Strict"
+    extra = [(b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode())]
+    await _plain(send, 303, b"signed in\n", extra)
 
 
 async def _unauthorized(send: Send) -> None:

@@ -60,3 +60,24 @@ def test_mcp_with_another_agent_is_refused(tmp_path: Path) -> None:
     assert "use --agent claude" in out
     assert not (tmp_path / "mcp.json").exists()
     assert not (tmp_path / "orchestrator.toml").exists()
+
+
+def test_with_the_sandbox_the_server_s_python_is_bound_read_only(tmp_path: Path) -> None:
+    """The sandbox hides the home (pyenv) and the project (a venv in it):
+    what mcp.json names must be bound back, or the server cannot start."""
+    code, out = _init(tmp_path, "--agent", "claude", "--mcp", "--sandbox")
+    assert code == 0, out
+    server = json.loads((tmp_path / "mcp.json").read_text())["mcpServers"]["orchestrator"]
+    settings = load_settings(config=tmp_path / "orchestrator.toml")
+    import orchestrator
+
+    needed = [
+        Path(os.path.realpath(server["command"])),
+        Path(os.path.realpath(sys.prefix)),
+        Path(os.path.realpath(Path(orchestrator.__file__).parent)),
+    ]
+    for pipeline in settings.pipelines.values():
+        for stage in pipeline.stages:
+            bound = [Path(p) for p in stage.sandbox.ro if Path(p).is_absolute()]
+            for path in needed:
+                assert any(path == b or b in path.parents for b in bound), (stage.name, path)

@@ -126,6 +126,9 @@ def test_add_subtask_from_inside_a_running_attempt(project: Project, tmp_path: P
                 ("add_subtask", {"title": "Second half", "slug": "half-2", "after": ["parent-1"]}),
                 ("add_subtask", {"title": "Loop", "slug": "loop", "after": ["loop"]}),
                 ("add_subtask", {"title": "Bad", "slug": "Bad Slug"}),
+                # Another pipeline (one with no gate, no sandbox), or ahead of the queue.
+                ("add_subtask", {"title": "Away", "slug": "away", "pipeline": "default"}),
+                ("add_subtask", {"title": "First!", "slug": "first", "priority": 1}),
             ],
             ORCHESTRATOR_TASK="parent",
         )
@@ -133,12 +136,13 @@ def test_add_subtask_from_inside_a_running_attempt(project: Project, tmp_path: P
         release.write_text("go")
         _, err = tick.communicate(timeout=60)
     assert tick.returncode == 0, err
-    first, second, loop, bad = results
+    first, second, loop, bad, away, jump = results
     assert not first.is_error, text_of(first)
     assert json.loads(text_of(first)) == {
         "added": "parent-1",
         "parent": "parent",
         "pipeline": "slow",  # the parent's
+        "priority": 0,  # the parent's
         "after": [],
         "state": "work",
     }
@@ -146,6 +150,8 @@ def test_add_subtask_from_inside_a_running_attempt(project: Project, tmp_path: P
     assert loop.is_error
     assert "cannot wait on itself" in text_of(loop)
     assert bad.is_error
+    assert away.is_error and "parent's pipeline" in text_of(away)
+    assert jump.is_error and "at most its parent's (0)" in text_of(jump)
     shown = json.loads(project.run("show", "parent", "--json").stdout)
     assert shown["subtasks"] == ["parent-1", "half-2"]
     child = json.loads(project.run("show", "half-2", "--json").stdout)

@@ -73,7 +73,10 @@ def test_serve_on_another_loopback_address_answers_there(tmp_path: Path) -> None
     base = f"http://127.0.0.2:{port}"
     try:
         assert _wait_up(base, process) == 200
-        code, page = status(urllib.request.Request(base + "/"))
+        token = (project.dir / "state" / "web-token").read_text().strip()
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert status(urllib.request.Request(base + "/"))[0] == 403  # no token, no page
+        code, page = status(urllib.request.Request(base + "/", headers=bearer))
         assert code == 200 and "doc" in page
         # Still no DNS rebinding: a name that is not a loopback literal gets nothing.
         code, _ = status(urllib.request.Request(base + "/", headers={"Host": "evil.example"}))

@@ -71,7 +71,7 @@ def _hint_of(project: Project, slug: str, number: int) -> str:
 
 
 def test_approve_by_clicking_moves_the_task(gated: Project, page: Page) -> None:
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/")
         queue = page.locator("#section-awaiting_approval")
         assert "doc" in queue.inner_text()
@@ -93,7 +93,7 @@ def test_approve_by_clicking_moves_the_task(gated: Project, page: Page) -> None:
 
 def test_reject_note_becomes_the_next_attempts_hint(gated: Project, page: Page) -> None:
     note = "Cite the <b>RFC</b> & keep it short"
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/gate/doc")
         page.fill("#note", note)
         page.click("#reject")
@@ -117,7 +117,7 @@ def test_score_curve_carries_the_recorded_scores(tmp_path: Path, page: Page) -> 
     tick_until_gate(project, "curve")
     recorded = [row[0] for row in project.query("SELECT score FROM attempts ORDER BY number")]
     assert recorded == [0.2, 0.5, 0.8]
-    with serving(project) as base:
+    with serving(project, page=page) as base:
         page.goto(base + "/task/curve")
         curve = page.locator("#stage-curve-research svg.curve")
         points = curve.locator("circle.score")
@@ -131,7 +131,7 @@ def test_score_curve_carries_the_recorded_scores(tmp_path: Path, page: Page) -> 
 def test_approval_after_the_workspace_changed_is_refused(
     gated: Project, page: Page, request: pytest.FixtureRequest
 ) -> None:
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/gate/doc")
         seen = page.locator("#approval-hash").inner_text()
         (gated.dir / "tasks" / "doc" / "notes.md").write_text("# Notes\n\nchanged meanwhile\n")
@@ -151,7 +151,7 @@ def test_a_script_title_is_shown_as_text(gated: Project, page: Page) -> None:
     title = "<script>alert(1)</script>"
     body = "<img src=x onerror=alert(2)> **bold**"
     assert gated.cli("add", "evil", "--title", title, "--body", body).exit_code == 0
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/")
         row = page.locator('tr.task-row[data-slug="evil"]')
         assert title in row.inner_text()
@@ -166,7 +166,7 @@ def test_a_script_title_is_shown_as_text(gated: Project, page: Page) -> None:
 
 
 def test_a_post_without_the_csrf_token_is_refused(gated: Project, page: Page) -> None:
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/gate/doc")
         answer = page.request.post(base + "/gate/doc/approve", form={"expect": "x"})
         assert answer.status == 403
@@ -264,6 +264,9 @@ document.cookie = "orch_csrf={tossed}; path=/";
         try:
             context = browser.new_context()
             page = context.new_page()
+            # The victim has signed in: a 403 is the CSRF check's, not the token's.
+            access = f"orch_access_{base.rsplit(':', 1)[1]}"
+            context.add_cookies([{"name": access, "value": str(base.token), "url": base}])
             # Wait on the forged post's answer itself, not a fixed sleep.
             reject = f"{base}/gate/doc/reject"
             with page.expect_response(lambda r: r.url == reject, timeout=30_000) as answer:
@@ -339,7 +342,7 @@ def test_score_curves_show_every_attempt_at_laptop_and_phone_widths(
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     try:
-        with serving(project) as base:
+        with serving(project, page=page) as base:
             page.goto(base + "/task/curve")
             research = page.locator("#stage-curve-research svg.curve")
             unscored = research.locator("path.unscored")
@@ -381,7 +384,7 @@ def test_score_curves_show_every_attempt_at_laptop_and_phone_widths(
 def test_approve_takes_a_note_and_the_note_box_sits_above_both_buttons(
     gated: Project, page: Page
 ) -> None:
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/gate/doc")
         note, approve, reject = (
             page.locator(s).bounding_box() for s in ("#note", "#approve", "#reject")
@@ -399,7 +402,7 @@ def test_approve_takes_a_note_and_the_note_box_sits_above_both_buttons(
 
 
 def test_reject_without_a_note_is_refused_on_the_page(gated: Project, page: Page) -> None:
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/gate/doc")
         page.click("#reject")
         assert "needs a --note" in page.locator("#flash").inner_text()
@@ -411,7 +414,7 @@ def test_the_gate_of_a_task_not_at_a_gate_says_so_and_links_the_task(
 ) -> None:
     workspace = gated.dir / "tasks" / "doc"
     (workspace / ".git").write_text("gitdir: /elsewhere/.git/worktrees/doc\n")
-    with serving(gated) as base:
+    with serving(gated, page=page) as base:
         page.goto(base + "/gate/doc")
         assert ".git" not in page.inner_text("main")  # at the gate: never listed
         assert gated.run("approve", "doc").returncode == 0

@@ -33,7 +33,7 @@ def test_the_gate_page_shows_the_whole_change_and_rejects_to_implement(
     assert project.run("add", "fix", "--title", "Fix <b>it</b>").returncode == 0
     for _ in range(2):
         assert project.run("tick").returncode == 0
-    with serving(project) as base:
+    with serving(project, page=page) as base:
         page.goto(base + "/gate/fix")
         tables = page.locator("table.files")
         whole = tables.nth(0).locator("tr").all_inner_texts()[1:]

@@ -22,7 +22,7 @@ def test_answer_fits_and_reject_to_implement_runs_implement_next(
     page: Page,  # noqa: F811 - the fixture
 ) -> None:
     project = answering_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'o.db'}", "claude-json")
-    with serving(project) as base:
+    with serving(project, page=page) as base:
         page.goto(base + "/gate/pager")
         answer = page.locator("#answer")
         assert "The pager is wrong at the last page." in answer.inner_text()
@@ -59,7 +59,7 @@ def test_a_stage_the_page_did_not_offer_is_refused(
     page: Page,  # noqa: F811 - the fixture
 ) -> None:
     project = answering_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'o.db'}", "text")
-    with serving(project) as base:
+    with serving(project, page=page) as base:
         page.goto(base + "/gate/pager")
         # A hand-made form: the server checks the stage, not the page.
         page.evaluate(

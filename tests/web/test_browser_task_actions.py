@@ -75,7 +75,7 @@ verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 1.0}}'"]
 def test_halt_resume_and_cancel_clicked(tmp_path: Path, page: Page) -> None:
     project = _project(tmp_path)
     assert project.cli("add", "job", "--title", "A job").exit_code == 0
-    with serving(project) as base:
+    with serving(project, page=page) as base:
         page.goto(base + "/task/job")
         page.fill("#action-note", "wait for the <review>")
         page.click("#halt")
@@ -108,7 +108,9 @@ def test_a_post_without_the_csrf_token_is_refused(tmp_path: Path) -> None:
     project = _project(tmp_path)
     assert project.cli("add", "job", "--title", "A job").exit_code == 0
     with serving(project) as base:
-        request = urllib.request.Request(f"{base}/task/job/halt", data=b"note=x", method="POST")
+        request = urllib.request.Request(
+            f"{base}/task/job/halt", data=b"note=x", method="POST", headers=base.headers
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 403
@@ -124,7 +126,7 @@ def test_the_live_tail_shows_what_the_worker_prints_within_a_second(
     assert project.cli("add", "job", "--title", "A job").exit_code == 0
     tick = project.popen("tick")
     try:
-        with serving(project) as base:
+        with serving(project, page=page) as base:
             deadline = time.monotonic() + 60
             while project.state("job") != "work:running":
                 assert time.monotonic() < deadline, "the tick never started the worker"

@@ -141,7 +141,7 @@ def test_loopback_without_auth_answers_only_to_loopback_names(tmp_path: Path) ->
             except urllib.error.HTTPError as exc:
                 assert exc.code == status
         for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
-            ask = urllib.request.Request(base + "/", headers={"Host": host})
+            ask = urllib.request.Request(base + "/", headers={"Host": host, **base.headers})
             with urllib.request.urlopen(ask, timeout=10) as answer:
                 assert answer.status == 200
 
@@ -195,7 +195,8 @@ def test_a_malformed_board_cursor_is_the_first_page_not_a_500(tmp_path: Path) ->
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     with serving(project) as base:
         for cursor in ("ready:%C2%B2", "ready:" + "9" * 5000):
-            with urllib.request.urlopen(f"{base}/?from={cursor}", timeout=10) as answer:
+            ask = urllib.request.Request(f"{base}/?from={cursor}", headers=base.headers)
+            with urllib.request.urlopen(ask, timeout=10) as answer:
                 assert answer.status == 200
 
 
@@ -225,7 +226,8 @@ def test_a_post_is_judged_by_its_signed_token_and_its_origin(tmp_path: Path) -> 
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     tick_until_gate(project, "doc")
     with serving(project) as base:
-        with urllib.request.urlopen(base + "/gate/doc", timeout=10) as answer:
+        ask = urllib.request.Request(base + "/gate/doc", headers=base.headers)
+        with urllib.request.urlopen(ask, timeout=10) as answer:
             cookie = answer.headers["Set-Cookie"].split(";")[0]
             page = answer.read().decode()
         found = re.search(r'name="csrf" value="([^"]+)"', page)
@@ -237,7 +239,7 @@ def test_a_post_is_judged_by_its_signed_token_and_its_origin(tmp_path: Path) -> 
             ask = urllib.request.Request(
                 base + "/gate/doc/reject",
                 data=f"csrf={csrf}&note=why".encode(),
-                headers={"Cookie": cookie, **headers},
+                headers={"Cookie": cookie, **base.headers, **headers},
             )
             try:
                 with urllib.request.urlopen(ask, timeout=10) as answer:
@@ -270,3 +272,41 @@ def test_the_board_says_when_the_last_tick_ran_idle_ones_included(tmp_path: Path
         assert re.search(r'id="last-tick"> · last tick \d+ s ago<', board), board
     finally:
         engine.dispose()
+
+
+def test_loopback_without_login_asks_for_the_printed_token(tmp_path: Path) -> None:
+    """The address `serve` prints is traded for a cookie; nothing else gets a page."""
+    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
+
+    class Stay(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None  # look at the 303 itself
+
+    opener = urllib.request.build_opener(Stay)
+
+    def get(path: str, **headers: str) -> tuple[int, dict[str, str]]:
+        try:
+            with opener.open(urllib.request.Request(base + path, headers=headers)) as answer:
+                return answer.status, dict(answer.headers)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            return exc.code, dict(exc.headers)
+
+    with serving(project) as base:
+        kept = project.dir / "state" / "web-token"
+        assert base.token and kept.read_text().strip() == base.token
+        assert kept.stat().st_mode & 0o777 == 0o600
+        port = base.rsplit(":", 1)[1]
+        assert get("/")[0] == 403
+        assert get("/task/doc?token=" + "x" * 43)[0] == 403
+        assert get("/task/doc", Cookie=f"orch_access_{port}={'x' * 43}")[0] == 403
+        code, headers = get(f"/task/doc?token={base.token}&x=1")
+        assert code == 303 and headers["location"] == "/task/doc?x=1"
+        cookie = headers["set-cookie"].split(";")[0]
+        assert cookie == f"orch_access_{port}={base.token}"
+        assert "HttpOnly" in headers["set-cookie"]
+        assert get("/task/doc", Cookie=cookie)[0] == 200
+    with serving(project) as again:  # a restart keeps the address
+        assert again.token == base.token

@@ -40,7 +40,8 @@ def test_an_approval_that_lost_the_race_says_who_approved(tmp_path: Path) -> Non
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     tick_until_gate(project, "doc")
     with serving(project) as base:
-        with urllib.request.urlopen(base + "/gate/doc", timeout=10) as answer:
+        ask = urllib.request.Request(base + "/gate/doc", headers=base.headers)
+        with urllib.request.urlopen(ask, timeout=10) as answer:
             cookie = answer.headers["Set-Cookie"].split(";")[0]
             page = answer.read().decode()
         token = re.search(r'name="csrf" value="([^"]+)"', page)
@@ -50,7 +51,7 @@ def test_an_approval_that_lost_the_race_says_who_approved(tmp_path: Path) -> Non
         assert won.returncode == 0, won.stderr
         form = f"csrf={token.group(1)}&expect={digest.group(1)}".encode()
         post = urllib.request.Request(
-            base + "/gate/doc/approve", data=form, headers={"Cookie": cookie}
+            base + "/gate/doc/approve", data=form, headers={"Cookie": cookie, **base.headers}
         )
         try:
             with urllib.request.urlopen(post, timeout=10) as answer:

@@ -8,6 +8,7 @@ driven by Playwright through `executable_path`: nothing is downloaded.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import Project, make_project
@@ -113,14 +115,33 @@ def wait_healthy(base: str, process: subprocess.Popen[str], timeout: float = 30.
     raise AssertionError(f"serve did not answer {base}/healthz within {timeout} s")
 
 
+class Served(str):
+    """A `serve`'s base URL, with the access token it printed (None with a login)."""
+
+    token: str | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a script sends to be let in (the token as a Bearer)."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
 @contextmanager
-def serving(project: Project, *args: str) -> Iterator[str]:
-    """A real `orchestrator serve` process; yields its base URL."""
+def serving(project: Project, *args: str, page: Any = None) -> Iterator[Served]:
+    """A real `orchestrator serve` process; yields its base URL. Given a
+    Playwright `page`, its browser gets the access token's cookie first."""
     port = free_port()
     process = project.popen("serve", "--port", str(port), *args)
-    base = f"http://127.0.0.1:{port}"
+    base = Served(f"http://127.0.0.1:{port}")
     try:
         wait_healthy(base, process)
+        assert process.stdout is not None
+        printed = process.stdout.readline()  # "serving on <address> (Ctrl-C stops)"
+        found = re.search(r"\?token=([A-Za-z0-9_-]+)", printed)
+        base.token = found.group(1) if found else None
+        if page is not None and base.token:
+            cookie = {"name": f"orch_access_{port}", "value": base.token, "url": base}
+            page.context.add_cookies([cookie])
         yield base
     finally:
         process.terminate()
