@@ -38,6 +38,7 @@ from orchestrator.storage.repo.wake import notify_wake
 from orchestrator.testing import fault_point
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace import worktree
+from orchestrator.workspace.approval import approval_reason
 from orchestrator.workspace.gitrun import GitError
 
 MAX_TITLE_BYTES = 1024
@@ -281,18 +282,37 @@ def _refuse_landed(task: repo.TaskSnapshot, event: Event) -> None:
     raise IllegalTransitionError(f"cannot {event.value} {task.slug!r}: already landed ({at})")
 
 
-def approve(engine: Engine, slug: str, actor: str, note: str | None = None) -> ActionResult:
-    """Open a gate. Approving twice is not an error: the second writes nothing."""
+def approve(
+    engine: Engine,
+    slug: str,
+    actor: str,
+    note: str | None = None,
+    *,
+    commit: str | None = None,
+    seen_version: int | None = None,
+) -> ActionResult:
+    """Open a gate. Approving twice is not an error: the second writes nothing.
+    `commit` (a branch task's) is what moves on, fixed by the look at
+    `seen_version` (`api/approving.py`); a gate that moved since is refused."""
     fault_point("before_approve_tx")
-    result = _approve(engine, slug, actor, note)
+    result = _approve(engine, slug, actor, note, commit, seen_version)
     fault_point("after_approve_commit")
     return result
 
 
-def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionResult:
+def _approve(
+    engine: Engine,
+    slug: str,
+    actor: str,
+    note: str | None,
+    commit: str | None,
+    seen_version: int | None,
+) -> ActionResult:
     with write_tx(engine) as conn:
         task = _load(conn, slug)
         if task.status is Status.AWAITING_APPROVAL:
+            if seen_version is not None and task.version != seen_version:
+                raise RefusedError(f"{slug}: changed since you looked; review it again")
             after = repo.apply_transition(
                 conn,
                 task,
@@ -300,7 +320,7 @@ def _approve(engine: Engine, slug: str, actor: str, note: str | None) -> ActionR
                 _target(task, Event.APPROVE),
                 now=db_now(conn),
                 actor=actor,
-                reason="approved",
+                reason=approval_reason(commit),
                 note=_note(note),
             )
             notify_wake(conn)

@@ -118,12 +118,14 @@ class Project:
         """Open the gate `slug` waits at; approving again changes nothing.
 
         With `expect` (an approval hash from `task()` or the gate page), refuse
-        if what the gate shows changed since it was hashed."""
-        if expect:
-            from orchestrator.views.gate import check_expected
+        if what the gate shows changed since it was hashed. A branch task whose
+        worktree holds changes beyond its stage commit needs `expect`: what
+        moves on is the tree that hash covered, never a later edit."""
+        from orchestrator.api.approving import approve_gate
 
-            check_expected(self.engine, self.settings, slug, expect)
-        return actions.approve(self.engine, slug, actions.actor_name(by), note)
+        return approve_gate(
+            self.engine, self.settings, slug, actions.actor_name(by), note, expect or None
+        )
 
     def reject(
         self, slug: str, note: str, *, by: str | None = None, to: str | None = None

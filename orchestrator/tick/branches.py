@@ -21,6 +21,7 @@ from orchestrator.storage.db import write_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.steps import HostFault
+from orchestrator.workspace import approval
 from orchestrator.workspace.gitfaults import unwritable
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Identity, Worktree, branch_tip
@@ -135,26 +136,36 @@ def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:
 
 
 def commit_approved(
-    settings: Settings, task: repo.TaskSnapshot, warn: Callable[[str], None]
-) -> None:
-    """An approved gate of a branch task: what a person changed in the
-    worktree while reviewing (covered by the approval hash they approved)
-    becomes a commit before the task moves on, so the branch holds what was
-    approved. Nothing changed: no commit. Keyed by the task's version,
-    which the approval fixed, so a tick killed after the commit finds it.
-    A commit that fails is a warning: the edit stays in the worktree."""
+    settings: Settings, task: repo.TaskSnapshot, reason: str | None, warn: Callable[[str], None]
+) -> bool:
+    """An approved gate of a branch task: the branch and its worktree are put
+    at exactly the commit the approval fixed (`reason`, the approve
+    transition's: the stage commit, or the tree with the reviewer's edits
+    the approval hash covered), so what moves on is what a verifier judged
+    or the approver saw. Anything beyond it (an edit made after the
+    approval) is set aside on a hidden ref, with a warning, out of the next
+    stage's commit and the landing. An approval recorded before it named a
+    commit moves on the branch as it is. False (with a warning) when git
+    failed: the task stays approved and the next tick tries again."""
     pipeline = settings.pipeline(task.pipeline)
     if pipeline is None or pipeline.repository is None or task.branch is None:
-        return
+        return True
     tree = task_worktree(
         pipeline, task, settings.workspace_root / task.slug, task.base_commit or ""
     )
-    key = f"{task.slug}/{task.stage}/approved/{task.version}"
     try:
-        if not tree.exists():
-            return
-        message = f"{task.slug}: {task.stage} approved, with the reviewer's changes"
-        tree.commit_stage(message, key, author(pipeline), allow_empty=False)
+        commit = approval.approved_commit(reason) or branch_tip(pipeline.repository, task.branch)
+        if commit is None:
+            return True
+        settled = approval.settle(tree, task.slug, commit, author(pipeline))
         fault_point("after_approval_commit")
     except GitError as exc:
-        warn(f"{task.slug}: the changes made at the {task.stage} gate stay uncommitted: {exc}")
+        warn(f"{task.slug}: the approved {task.stage} gate waits to move on: {exc}")
+        return False
+    if settled.kept is not None:
+        warn(
+            f"{task.slug}: what changed in the worktree after the {task.stage} approval "
+            f"was not approved: kept as {approval.after_approval_ref(task.slug)} "
+            f"({settled.kept[:12]}), and the worktree put back to the approved tree"
+        )
+    return True

@@ -57,16 +57,21 @@ class Claimer:
 
     def advance_approved(self) -> None:
         approved = self.tx.retrying(lambda _again: self._approved())
-        for task in approved:
-            branches.commit_approved(self.settings, task, self.tick.warn)
+        for task, reason in approved:
+            if not branches.commit_approved(self.settings, task, reason, self.tick.warn):
+                continue  # git failed: moved on by a later tick, never without its commit
             try:
                 self.tx.retrying(functools.partial(self._advance, task))
             except repo.ConflictError:
                 continue
 
-    def _approved(self) -> list[repo.TaskSnapshot]:
+    def _approved(self) -> list[tuple[repo.TaskSnapshot, str | None]]:
+        """The approved tasks, each with its approval's reason (the commit it fixed)."""
         with read_tx(self.tx.engine) as conn:
-            return repo.tasks_with_status(conn, Status.APPROVED)
+            return [
+                (task, repo.last_reason(conn, task.id, Event.APPROVE.value))
+                for task in repo.tasks_with_status(conn, Status.APPROVED)
+            ]
 
     def _advance(self, task: repo.TaskSnapshot, _again: bool) -> None:
         """Move one approved gate on; a retry whose first try committed

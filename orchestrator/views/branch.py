@@ -186,6 +186,13 @@ class BranchChanges:
     whole: ChangePart
     stage: ChangePart | None
     digest_parts: tuple[str, ...]
+    # What an approval of this look binds (`api/approving.py`): the commit
+    # the worktree is on and the tree it would commit now, the very tree
+    # the hash covers (None: the change could not be read). Without a
+    # worktree, the branch's tip and its tree.
+    head: str | None = None
+    tree: str | None = None
+    head_tree: str | None = None
 
 
 def branch_changes(engine: Engine, settings: Settings, slug: str) -> BranchChanges | None:
@@ -237,15 +244,17 @@ def _look(tree: Worktree, base: str, start: str | None) -> BranchChanges:
     # A gate look answers within the page's deadline, not a step's.
     with _worktree_index(tree, timeout=GIT_TIMEOUT) as git:
         written = git("write-tree").strip()
-        head = git("rev-parse", "--verify", "HEAD").strip()
+        head, head_tree = git("rev-parse", "HEAD^{commit}", "HEAD^{tree}").split()
         whole = _part(git, base, None)
         stage = _part(git, start, None) if start and start != base else None
     parts = (f"branch-tree:{written}", f"head:{head}", f"base:{base}", f"stage-from:{start}")
-    return BranchChanges(whole, stage, parts)
+    return BranchChanges(whole, stage, parts, head, written, head_tree)
 
 
 def _look_at_commit(repository: Path, base: str, start: str | None, tip: str) -> BranchChanges:
     git = GitSteps(repository, timeout=GIT_TIMEOUT)
     whole = _part(git, base, tip)
     stage = _part(git, start, tip) if start and start != base else None
-    return BranchChanges(whole, stage, (f"branch-tip:{tip}", f"base:{base}", f"stage-from:{start}"))
+    tree = git("rev-parse", "--verify", f"{tip}^{{tree}}").strip()
+    parts = (f"branch-tip:{tip}", f"base:{base}", f"stage-from:{start}")
+    return BranchChanges(whole, stage, parts, tip, tree, tree)

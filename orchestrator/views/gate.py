@@ -3,8 +3,9 @@
 The hash covers the task's state and version, the passing verdict, the
 captured output tails shown, the agent's answer and the workspace's changes
 (full content, by digest). `show`, the web gate page and `approve --expect` all compute it
-here, so a hash copied from one is checked by the others; any change in
-between refuses the approval with "changed since you looked".
+here, so a hash copied from one is checked by the others
+(`api/approving.py`); any change in between refuses the approval with
+"changed since you looked".
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from sqlalchemy import Engine, func, select
 
 from orchestrator import safefs
 from orchestrator.config import Settings
-from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views.answer import Answer, agent_answer
@@ -121,17 +121,3 @@ def _digest(
         shown["candidates"] = [[c.number, c.score, c.winner, c.diff] for c in candidates]
     blob = json.dumps(shown, sort_keys=True, ensure_ascii=True).encode()
     return hashlib.sha256(blob).hexdigest()[:HASH_LENGTH]
-
-
-def check_expected(engine: Engine, settings: Settings, slug: str, expected: str) -> None:
-    """Refuse unless the gate still shows what the reviewer hashed. A task no
-    longer waiting is left to `approve` itself ("already approved", or why not)."""
-    view = gate_view(engine, settings, slug)
-    if not view.waiting:
-        return
-    current = view.digest
-    if expected.strip().lower() != current:
-        raise RefusedError(
-            f"{slug}: changed since you looked (approval hash {expected.strip()} is now "
-            f"{current}); review it again"
-        )

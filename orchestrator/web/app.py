@@ -21,10 +21,10 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from orchestrator.api import actions
+from orchestrator.api.approving import approve_gate
 from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError, RefusedError, UnknownTaskError
 from orchestrator.storage.db import read_tx
-from orchestrator.views.gate import check_expected
 from orchestrator.web.data import SECTION_ORDER
 from orchestrator.web.pages import Pages
 from orchestrator.web.render import Links, css
@@ -100,8 +100,8 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
 
         def run() -> actions.ActionResult:
             if action == "approve":
-                check_expected(engine, settings, slug, expect if isinstance(expect, str) else "")
-                return actions.approve(engine, slug, actor, _note(note))
+                seen = expect if isinstance(expect, str) else ""
+                return approve_gate(engine, settings, slug, actor, _note(note), seen)
             to = form.get("to")  # the stage picked beside the note; "" = the gate's own
             return actions.reject(
                 engine,

@@ -195,9 +195,9 @@ class Worktree:
 
     def remove(self) -> bool:
         """Remove the worktree (the branch stays); False when there was none.
-        Never forced: a file no commit holds (a person's edit at the last
-        gate is approved but not committed) makes git refuse, and the
-        worktree is kept. Ignored files go with it."""
+        Never forced: a file no commit holds (a person's edit after the
+        task finished) makes git refuse, and the worktree is kept. Ignored
+        files go with it."""
         if self.real_workspace not in self._listed():
             return False
         run_git(self.repository, ["worktree", "remove", str(self.workspace)])

@@ -438,7 +438,10 @@ def test_what_a_reviewer_changes_at_the_gate_is_committed_when_approved(
     assert project.state("fix") == "code_review:awaiting_approval"
     before = git(repo, "rev-parse", "task/fix").strip()
     (project.dir / "tasks" / "fix" / "keep.txt").write_text("the reviewer's fix\n")
-    assert project.run("approve", "fix", "--by", "rev").returncode == 0
+    # An edit beyond the stage commit is approved only as seen (its hash).
+    assert project.run("approve", "fix", "--by", "rev").returncode == 1
+    seen = json.loads(project.run("show", "fix", "--json").stdout)["approval_hash"]
+    assert project.run("approve", "fix", "--by", "rev", "--expect", seen).returncode == 0
     assert project.run("tick").returncode == 0
     assert project.state("fix") == "complete"
     assert git(repo, "log", "--format=%s", "-n", "1", "task/fix").strip() == (

@@ -154,7 +154,8 @@ def prepare(project: Project, kind: str) -> None:
         # A reviewer edits the worktree at the gate, then approves.
         tick(project)
         (project.dir / "tasks" / "t1" / "reviewer.txt").write_text("fixed at the gate\n")
-        assert project.cli("approve", "t1").exit_code == 0
+        shown = json.loads(project.cli("show", "t1", "--json").stdout)
+        assert project.cli("approve", "t1", "--expect", shown["approval_hash"]).exit_code == 0
     if kind == "unknown":
         # A task ahead of t1 in a pipeline the config does not have: the
         # claim halts it (unknown_stage) before it takes t1.

@@ -21,6 +21,7 @@ from orchestrator.storage.repo.attempt_rows import LastAttempt as LastAttempt
 from orchestrator.storage.repo.attempt_rows import any_unfinished as any_unfinished
 from orchestrator.storage.repo.attempt_rows import attempt_with_token as attempt_with_token
 from orchestrator.storage.repo.attempt_rows import close_attempt as close_attempt
+from orchestrator.storage.repo.attempt_rows import judged_commits as judged_commits
 from orchestrator.storage.repo.attempt_rows import last_attempt as last_attempt
 from orchestrator.storage.repo.attempt_rows import lease_expiry as lease_expiry
 from orchestrator.storage.repo.attempt_rows import open_attempt as open_attempt
@@ -71,6 +72,7 @@ from orchestrator.storage.repo.transition import _INSERT_TRANSITION as _INSERT_T
 from orchestrator.storage.repo.transition import actor_of as actor_of
 from orchestrator.storage.repo.transition import apply_transition as apply_transition
 from orchestrator.storage.repo.transition import last_event as last_event
+from orchestrator.storage.repo.transition import last_reason as last_reason
 from orchestrator.storage.repo.transition import transitions_of as transitions_of
 from orchestrator.storage.repo.waits import family as family
 from orchestrator.storage.repo.waits import link_tasks as link_tasks

@@ -179,6 +179,20 @@ def stage_start_commit(conn: Connection, task_id: int, stage: str, run: int) -> 
     return None
 
 
+def judged_commits(conn: Connection, task_id: int, stage: str, run: int) -> set[str]:
+    """The commits a verifier passed in the stage's run (its stage commits;
+    best of N: each candidate's), which a gate may move on without a look."""
+    rows = conn.execute(
+        select(attempts.c.commit_sha).where(
+            attempts.c.task_id == task_id,
+            attempts.c.stage == stage,
+            attempts.c.run == run,
+            attempts.c.commit_sha.is_not(None),
+        )
+    )
+    return {str(sha) for (sha,) in rows}
+
+
 def record_late_result(conn: Connection, attempt_id: int, result: dict[str, Any]) -> None:
     conn.execute(
         update(attempts)

@@ -145,6 +145,17 @@ def last_event(conn: Connection, task_id: int, event: str) -> tuple[int, str | N
     return None if row is None else (int(row[0]), row[1])
 
 
+def last_reason(conn: Connection, task_id: int, event: str) -> str | None:
+    """The reason of the task's newest transition of this event (None: none,
+    or no reason)."""
+    return conn.execute(
+        select(transitions.c.reason)
+        .where(and_(transitions.c.task_id == task_id, transitions.c.event == event))
+        .order_by(transitions.c.seq.desc())
+        .limit(1)
+    ).scalar()
+
+
 def actor_of(conn: Connection, task_id: int, seq: int) -> str | None:
     """Who made the task's transition `seq` (None: there is no such one)."""
     return conn.execute(
