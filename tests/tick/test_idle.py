@@ -89,7 +89,6 @@ def remember(
         db_given=db_given,
         database_url=loaded.database_url,
         environ=environ,
-        cwd=project.dir,
     )
 
 
@@ -551,3 +550,23 @@ def test_every_spelling_cron_uses_is_answered(template: Path, tmp_path: Path) ->
         (["--config", config], {}, elsewhere),
     ):
         assert try_idle_tick(argv, env, cwd) is None, (argv, env, cwd)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///orchestrator.db",
+        "sqlite:///../p/o.db?timeout=5",
+        "sqlite+pysqlite:///sub/./x.db",
+        "sqlite:////abs/o.db",
+        "sqlite://",
+        "sqlite:///:memory:",
+        "sqlite:///file:o.db?uri=true",
+        "postgresql+psycopg://u@h/db",
+    ],
+)
+def test_the_idle_path_anchors_a_database_url_as_the_cli_does(url: str) -> None:
+    from orchestrator.config.files import resolve_database_url
+
+    for base in ("/home/u", "/srv/odd%20?folder", "/"):
+        assert idle.anchored_url(url, base) == resolve_database_url(url, Path(base)), (url, base)
