@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,3 +79,82 @@ def test_bubblewrap_that_cannot_make_namespaces_says_what_to_do(
     assert code == 1
     assert "No permissions to creating new namespace" in out[0]
     assert "unprivileged_userns_clone" in out[0] and 'sandbox = "none"' in out[0]
+
+
+@pytest.fixture
+def tmp_venv() -> Iterator[Path]:
+    """A virtualenv's `bin` under /tmp, where such folders are often made,
+    and which the sandbox covers with its own private /tmp."""
+    folder = Path(tempfile.mkdtemp(prefix="venv-", dir="/tmp"))
+    try:
+        (folder / "bin").mkdir()
+        agent = folder / "bin" / "agent"
+        agent.write_text("#!/bin/sh\nexit 0\n")
+        agent.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def _needs_bwrap() -> None:
+    if bwrap_program() is None and not os.environ.get("CI"):
+        pytest.skip("bubblewrap (bwrap) is not installed")
+
+
+def test_a_program_the_sandbox_cannot_see_fails_doctor(
+    sqlite_project: Project, tmp_venv: Path
+) -> None:
+    """A worker in a folder the sandbox does not mount would spend every
+    attempt on `bwrap: execvp ...: No such file or directory`: doctor says
+    so, and which key binds it back; with that key it passes."""
+    _needs_bwrap()
+    agent = json.dumps(str(tmp_venv / "bin" / "agent"))
+    stage = STAGE.format(mode="bwrap").replace('worker = ["true"]', f"worker = [{agent}]")
+    sqlite_project.write_config(stage)
+    code, out = sandbox_lines(sqlite_project)
+    assert code == 1, out
+    failed = [line for line in out if line.startswith("fail")]
+    assert len(failed) == 1, out
+    assert "default.implement" in failed[0] and str(tmp_venv / "bin" / "agent") in failed[0]
+    assert "not visible inside the sandbox" in failed[0] and "sandbox_ro" in failed[0]
+    ro = f"sandbox_ro = [{json.dumps(str(tmp_venv))}]\n"
+    sqlite_project.write_config(stage + ro)
+    code, out = sandbox_lines(sqlite_project)
+    assert code == 0 and not [line for line in out if not line.startswith("ok")], out
+
+
+def test_visible_agrees_with_bubblewrap(tmp_path: Path, tmp_venv: Path) -> None:
+    """`sandbox.visible` answers what bubblewrap itself shows inside the
+    same walls, path by path."""
+    _needs_bwrap()
+    from orchestrator.runner import sandbox
+
+    project = tmp_path / "proj"
+    (project / "state").mkdir(parents=True)
+    (tmp_venv / "lib").mkdir()
+    walls = sandbox.Walls(
+        writable=(project / "state",),
+        readable=(project,),
+        ro=(str(tmp_venv / "lib"),),
+        network=False,
+        tmp_mb=1,
+    )
+    env = {"HOME": str(Path.home()), "PATH": "/usr/bin:/bin"}
+    paths = [
+        Path("/bin/sh"),
+        Path("/usr/bin/env"),
+        project / "orchestrator.toml",
+        project,
+        project / "state",
+        tmp_venv / "bin" / "agent",
+        tmp_venv / "lib",
+        tmp_venv,
+        Path.home(),
+    ]
+    (project / "orchestrator.toml").write_text("")
+    for path in paths:
+        argv = sandbox.wrap(
+            ["test", "-e", str(path)], walls, cwd=project, env=env, base_dir=project
+        )
+        seen = subprocess.run(argv, capture_output=True, check=False).returncode == 0
+        assert sandbox.visible(path, walls, env=env, base_dir=project) == seen, path
