@@ -6,12 +6,15 @@ namespaces fails only at run time, with a message of its own."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from orchestrator.config import Settings
+from orchestrator.config import PipelineConfig, Settings
+from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.doctor.report import Check, Level
 from orchestrator.runner import sandbox
 
@@ -45,7 +48,78 @@ def sandbox_checks(settings: Settings) -> list[Check]:
     problem = _try(program)
     if problem is not None:
         return [Check(Level.FAIL, NAME, f"bwrap cannot run here ({where}): {problem}; {_USERNS}")]
-    return [Check(Level.OK, NAME, f"bubblewrap runs here ({program}; {where})")]
+    unseen = [
+        Check(Level.FAIL, NAME, problem)
+        for pipeline in settings.pipelines.values()
+        for problem in _unseen_programs(settings, pipeline)
+    ]
+    return [Check(Level.OK, NAME, f"bubblewrap runs here ({program}; {where})"), *unseen]
+
+
+def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
+    """A sandboxed command whose program (or its `#!` interpreter) is on the
+    host but not inside its walls would spend every attempt on `bwrap:
+    execvp ...: No such file or directory`: one line for each."""
+    commands: list[tuple[str, tuple[str, ...] | None, SandboxConfig, dict[str, str]]] = [
+        ("setup", pipeline.setup, pipeline.sandbox, {})
+    ]
+    for stage in pipeline.stages:
+        env = dict(stage.env)
+        commands += [(stage.name, stage.worker, stage.sandbox, env)]
+        commands += [(stage.name, stage.verifier, stage.sandbox, env)]
+    problems: list[str] = []
+    for name, argv, config, extra in commands:
+        if argv is None or not argv or not config.enabled:
+            continue
+        env = {**os.environ, **extra}
+        readable = [settings.base_dir]
+        if pipeline.repository is not None:
+            readable.append(pipeline.repository)
+        walls = sandbox.Walls(
+            # A task's worktree and its attempt's folder, as the tick binds them.
+            writable=(settings.workspace_root, settings.state_root),
+            readable=tuple(readable),
+            ro=config.ro,
+            rw=config.rw,
+            network=config.network,
+            tmp_mb=config.tmp_mb,
+        )
+        for path in _programs(argv[0], env.get("PATH", os.defpath)):
+            if not sandbox.visible(path, walls, env=env, base_dir=settings.base_dir):
+                problems.append(
+                    f"{pipeline.name}.{name}: {path} is not visible inside the sandbox "
+                    f"(its folder is not mounted there; bwrap would fail with `execvp "
+                    f"{argv[0]}: No such file or directory`): move it, or bind its folder "
+                    f"back with sandbox_ro = [{json.dumps(str(path.parent))}]"
+                )
+                break
+    return problems
+
+
+def _programs(program: str, path: str) -> list[Path]:
+    """The file the command runs, as the sandbox's execvp would find it,
+    then its `#!` interpreter; nothing for a program that is not on the
+    host at all (or named by a placeholder or a relative path, which only
+    the attempt knows)."""
+    if "{" in program or ("/" in program and not program.startswith("/")):
+        return []
+    if program.startswith("/"):
+        found: Path | None = Path(program)
+    else:
+        where = shutil.which(program, path=path)
+        found = None if where is None else Path(where)
+    if found is None or not found.is_file():
+        return []
+    try:
+        with found.open("rb") as file:
+            head = file.read(256)
+    except OSError:
+        return [found]
+    if head.startswith(b"#!"):
+        words = head[2:].split(b"\n", 1)[0].split()
+        if words and words[0].startswith(b"/"):
+            return [found, Path(os.fsdecode(words[0]))]
+    return [found]
 
 
 def _try(program: str) -> str | None:

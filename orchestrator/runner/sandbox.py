@@ -126,3 +126,49 @@ def _ordered(binds: Iterable[tuple[str, Path]]) -> list[tuple[str, Path]]:
 
 def _under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
+
+
+# bubblewrap's options as `wrap` may write them, by how many paths or
+# values follow each; what a mount option does to the paths under it.
+_ARGS = {"--size": 1, "--chdir": 1, "--uid": 1, "--gid": 1, "--hostname": 1, "--perms": 1}
+_SHOWS = {"--ro-bind", "--bind", "--ro-bind-try", "--bind-try", "--dev-bind", "--dev-bind-try"}
+_COVERS = {"--tmpfs", "--dir", "--mqueue"}
+_SYSTEM = {"--dev", "--proc", "--remount-ro"}
+_FLAGS = {"--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--as-pid-1"}
+
+
+def visible(path: Path, walls: Walls, *, env: Mapping[str, str], base_dir: Path) -> bool:
+    """Whether `path` of the host is there, at its own path, for a command
+    run inside `walls`. Answered by replaying the mounts `wrap` itself
+    writes, in order (a later mount covers an earlier one), so it follows
+    whatever `wrap` hides or binds back; an option it does not know makes
+    it answer True (it cannot tell, so it does not accuse). Links are
+    followed as bubblewrap follows them."""
+    argv = wrap(["true"], walls, cwd=Path("/"), env=env, base_dir=base_dir)
+    real = Path(os.path.realpath(path))
+    source: Path | None = None  # where the path's contents come from; None: hidden
+    made = False  # hidden, but bubblewrap made it a folder to mount something under
+    words = list(argv[1 : argv.index("--")])
+    index = 0
+    while index < len(words):
+        option = words[index]
+        if option in _SHOWS:
+            src, dst = Path(words[index + 1]), Path(words[index + 2])
+            if not (option.endswith("-try") and not src.exists()):  # else it binds nothing
+                if _under(real, dst):
+                    source, made = src / real.relative_to(dst), False
+                elif _under(dst, real) and source is None:
+                    made = True
+            index += 3
+        elif option in _COVERS or option in _SYSTEM:
+            place = Path(words[index + 1])
+            if _under(real, place):  # a tmpfs is an empty folder at its own path
+                source, made = (real if option in _SYSTEM else None), real == place
+            index += 2
+        elif option in _ARGS:
+            index += 1 + _ARGS[option]
+        elif option in _FLAGS:
+            index += 1
+        else:
+            return True
+    return made or (source is not None and source.exists())
