@@ -158,3 +158,25 @@ def test_visible_agrees_with_bubblewrap(tmp_path: Path, tmp_venv: Path) -> None:
         )
         seen = subprocess.run(argv, capture_output=True, check=False).returncode == 0
         assert sandbox.visible(path, walls, env=env, base_dir=project) == seen, path
+
+
+def test_the_tick_holds_a_task_whose_program_the_sandbox_cannot_see(
+    sqlite_project: Project, tmp_venv: Path
+) -> None:
+    """The tick does not spend attempts on it: the attempt is not started
+    and counts toward nothing (`host_error`), the tick stops claiming and
+    exits 78 with the reason, the task waits, ready, for the config."""
+    _needs_bwrap()
+    agent = json.dumps(str(tmp_venv / "bin" / "agent"))
+    stage = STAGE.format(mode="bwrap").replace('worker = ["true"]', f"worker = [{agent}]")
+    sqlite_project.write_config(stage)
+    assert sqlite_project.run("add", "t1", "--title", "t").returncode == 0
+    assert sqlite_project.run("add", "t2", "--title", "t").returncode == 0
+    done = sqlite_project.run("tick")
+    assert done.returncode == 78, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "not visible inside the sandbox" in said and str(tmp_venv / "bin" / "agent") in said
+    assert "execvp" not in said.replace("`execvp", "")
+    rows = sqlite_project.query("SELECT outcome FROM attempts")
+    assert rows == [("host_error",)]  # one, uncharged; the tick stopped claiming
+    assert sqlite_project.state("t1") == "implement" and sqlite_project.state("t2") == "implement"
