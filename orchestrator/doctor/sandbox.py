@@ -6,9 +6,7 @@ namespaces fails only at run time, with a message of its own."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -84,42 +82,10 @@ def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
             network=config.network,
             tmp_mb=config.tmp_mb,
         )
-        for path in _programs(argv[0], env.get("PATH", os.defpath)):
-            if not sandbox.visible(path, walls, env=env, base_dir=settings.base_dir):
-                problems.append(
-                    f"{pipeline.name}.{name}: {path} is not visible inside the sandbox "
-                    f"(its folder is not mounted there; bwrap would fail with `execvp "
-                    f"{argv[0]}: No such file or directory`): move it, or bind its folder "
-                    f"back with sandbox_ro = [{json.dumps(str(path.parent))}]"
-                )
-                break
+        unseen = sandbox.unseen_program(argv[0], walls, env=env, base_dir=settings.base_dir)
+        if unseen is not None:
+            problems.append(f"{pipeline.name}.{name}: {sandbox.unseen_reason(argv[0], unseen)}")
     return problems
-
-
-def _programs(program: str, path: str) -> list[Path]:
-    """The file the command runs, as the sandbox's execvp would find it,
-    then its `#!` interpreter; nothing for a program that is not on the
-    host at all (or named by a placeholder or a relative path, which only
-    the attempt knows)."""
-    if "{" in program or ("/" in program and not program.startswith("/")):
-        return []
-    if program.startswith("/"):
-        found: Path | None = Path(program)
-    else:
-        where = shutil.which(program, path=path)
-        found = None if where is None else Path(where)
-    if found is None or not found.is_file():
-        return []
-    try:
-        with found.open("rb") as file:
-            head = file.read(256)
-    except OSError:
-        return [found]
-    if head.startswith(b"#!"):
-        words = head[2:].split(b"\n", 1)[0].split()
-        if words and words[0].startswith(b"/"):
-            return [found, Path(os.fsdecode(words[0]))]
-    return [found]
 
 
 def _try(program: str) -> str | None:

@@ -19,6 +19,7 @@ runner's group stop (SIGTERM, then SIGKILL) to reach it.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -172,3 +173,43 @@ def visible(path: Path, walls: Walls, *, env: Mapping[str, str], base_dir: Path)
         else:
             return True
     return made or (source is not None and source.exists())
+
+
+def unseen_program(
+    program: str, walls: Walls, *, env: Mapping[str, str], base_dir: Path
+) -> Path | None:
+    """The file `program` runs (as the sandbox's execvp finds it on the
+    command's PATH), or its `#!` interpreter, when it is on the host but not
+    inside `walls`; None when all of it is seen, or when only the attempt
+    can tell (a relative path, a placeholder, a program not on the host)."""
+    for path in _programs(program, env.get("PATH", os.defpath)):
+        if not visible(path, walls, env=env, base_dir=base_dir):
+            return path
+    return None
+
+
+def _programs(program: str, search: str) -> list[Path]:
+    if "{" in program or ("/" in program and not program.startswith("/")):
+        return []
+    where = program if program.startswith("/") else shutil.which(program, path=search)
+    found = None if where is None else Path(where)
+    if found is None or not found.is_file():
+        return []
+    try:
+        with found.open("rb") as file:
+            head = file.read(256)
+    except OSError:
+        return [found]
+    words = head[2:].split(b"\n", 1)[0].split() if head.startswith(b"#!") else []
+    if words and words[0].startswith(b"/"):
+        return [found, Path(os.fsdecode(words[0]))]
+    return [found]
+
+
+def unseen_reason(program: str, unseen: Path) -> str:
+    """What doctor and the tick say of a program the sandbox cannot see."""
+    return (
+        f"{unseen} is not visible inside the sandbox (its folder is not mounted there; "
+        f"bwrap would fail with `execvp {program}: No such file or directory`): move it, "
+        f"or bind its folder back with sandbox_ro = [{json.dumps(str(unseen.parent))}]"
+    )
