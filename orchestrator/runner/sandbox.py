@@ -178,32 +178,40 @@ def visible(path: Path, walls: Walls, *, env: Mapping[str, str], base_dir: Path)
 def unseen_program(
     program: str, walls: Walls, *, env: Mapping[str, str], base_dir: Path
 ) -> Path | None:
-    """The file `program` runs (as the sandbox's execvp finds it on the
-    command's PATH), or its `#!` interpreter, when it is on the host but not
-    inside `walls`; None when all of it is seen, or when only the attempt
-    can tell (a relative path, a placeholder, a program not on the host)."""
-    for path in _programs(program, env.get("PATH", os.defpath)):
-        if not visible(path, walls, env=env, base_dir=base_dir):
-            return path
+    """The file `program` runs, or its `#!` interpreter, when it is on the
+    host but not inside `walls`; None when all of it is seen, or when only
+    the attempt can tell (a relative path, a placeholder, a program not on
+    the host). A bare name is looked for as the sandbox's execvp looks: the
+    first folder of the command's PATH that holds it inside the walls."""
+    if "{" in program or ("/" in program and not program.startswith("/")):
+        return None
+    if program.startswith("/"):
+        candidates = [Path(program)]
+    else:
+        search = env.get("PATH", os.defpath).split(os.pathsep)
+        # A relative folder is the sandbox's working folder's: only the attempt knows.
+        candidates = [Path(folder) / program for folder in search if folder.startswith("/")]
+    found = [path for path in candidates if path.is_file() and os.access(path, os.X_OK)]
+    if not found:
+        return None
+    runs = next((p for p in found if visible(p, walls, env=env, base_dir=base_dir)), None)
+    if runs is None:
+        return found[0]
+    interpreter = _interpreter(runs)
+    if interpreter is not None and not visible(interpreter, walls, env=env, base_dir=base_dir):
+        return interpreter
     return None
 
 
-def _programs(program: str, search: str) -> list[Path]:
-    if "{" in program or ("/" in program and not program.startswith("/")):
-        return []
-    where = program if program.startswith("/") else shutil.which(program, path=search)
-    found = None if where is None else Path(where)
-    if found is None or not found.is_file():
-        return []
+def _interpreter(path: Path) -> Path | None:
+    """The absolute `#!` interpreter of a script, if it names one."""
     try:
-        with found.open("rb") as file:
+        with path.open("rb") as file:
             head = file.read(256)
     except OSError:
-        return [found]
+        return None
     words = head[2:].split(b"\n", 1)[0].split() if head.startswith(b"#!") else []
-    if words and words[0].startswith(b"/"):
-        return [found, Path(os.fsdecode(words[0]))]
-    return [found]
+    return Path(os.fsdecode(words[0])) if words and words[0].startswith(b"/") else None
 
 
 def unseen_reason(program: str, unseen: Path) -> str:

@@ -180,3 +180,30 @@ def test_the_tick_holds_a_task_whose_program_the_sandbox_cannot_see(
     rows = sqlite_project.query("SELECT outcome FROM attempts")
     assert rows == [("host_error",)]  # one, uncharged; the tick stopped claiming
     assert sqlite_project.state("t1") == "implement" and sqlite_project.state("t2") == "implement"
+
+
+def test_a_bare_name_is_looked_for_as_execvp_looks_inside(tmp_path: Path, tmp_venv: Path) -> None:
+    """The first PATH folder that holds the program inside the walls is the
+    one that runs: a copy in a hidden folder earlier on PATH is no fault."""
+    from orchestrator.runner import sandbox
+
+    true = tmp_venv / "bin" / "true"
+    true.write_text("#!/bin/sh\nexit 0\n")
+    true.chmod(0o755)
+    project = tmp_path / "proj"
+    project.mkdir()
+    walls = sandbox.Walls(writable=(project,), network=False, tmp_mb=1)
+    env = {"HOME": str(Path.home()), "PATH": f"{tmp_venv / 'bin'}:/usr/bin:/bin"}
+
+    def unseen(program: str) -> Path | None:
+        return sandbox.unseen_program(program, walls, env=env, base_dir=project)
+
+    assert unseen("true") is None  # /usr/bin/true or /bin/true runs
+    assert unseen("agent") == tmp_venv / "bin" / "agent"  # only in the hidden folder
+    assert unseen(str(true)) == true
+    assert unseen("./agent") is None and unseen("{workspace}/agent") is None
+    assert unseen("no-such-program-here") is None  # not on the host: the attempt says so
+    script = project / "uses-hidden-python"
+    script.write_text(f"#!{tmp_venv / 'bin' / 'agent'}\n")
+    script.chmod(0o755)
+    assert unseen(str(script)) == tmp_venv / "bin" / "agent"  # its interpreter
