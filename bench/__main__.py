@@ -15,7 +15,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
   pg        two PostgreSQL hosts / one host, 16 tasks sleeping 1 s, --jobs 2      <= 0.6
   land      landing one task (lock, rebase, ref move, record; no check) /
             a hand-written `git rebase && git update-ref` of the same branch      <= 3
-  idle      idle cron tick, 100 gates waiting / python -c pass                   <= 5
+  idle      the line `orchestrator cron` prints, as cron runs it (home folder,
+            cron's environment), idle, 100 gates waiting / python -c pass       <= 3
   wake      approve -> next stage starts under run --interval 60 (median, s)     <= 1 s
             on SQLite, and on PostgreSQL with --pg (bench/wake.py)
   candidates  a round of 4 trivial candidates, --jobs 4 /

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,24 @@ def read_usage_file(path: Path) -> Usage:
         return Usage()
 
 
+# What each agent format's own output carries. The usage file is written by
+# the command, that is by the agent itself, so it is never read for these:
+# the envelope's or the events' figure is the one charged, and where the
+# output is missing or cut the figure is unknown (which a budget halts on),
+# never the file's $0. Codex's events carry tokens but no dollar figure, so
+# a Codex stage's cost can only come from its usage file.
+OUTPUT_CARRIES: Mapping[OutputFormat, frozenset[str]] = {
+    "text": frozenset(),
+    "claude-json": frozenset(f.name for f in fields(Usage)),
+    "codex-jsonl": frozenset({"input_tokens", "output_tokens", "turns", "session_id"}),
+}
+
+
 def _command_usage(state_dir: Path, name: str, fmt: OutputFormat) -> Usage:
     reported = read_usage_file(usage_file(state_dir, name))
     if fmt == "text":
         return reported
+    reported = replace(reported, **dict.fromkeys(OUTPUT_CARRIES[fmt]))
     try:
         # The command could have swapped its capture for a FIFO or a link
         # (to /dev/zero, say): only a regular file, and only so much of it.

@@ -210,6 +210,7 @@ def _remember_for_idle_ticks(app: App, settings: Settings) -> None:
         env_file=settings.env_file,
         best=any(s.on_halt == "best" for p in settings.pipelines.values() for s in p.stages),
         db_given=app.db,
+        database_url=settings.database_url,
     )
 
 

@@ -11,7 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from orchestrator.config import Settings
+from orchestrator.config import PipelineConfig, Settings
+from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.doctor.report import Check, Level
 from orchestrator.runner import sandbox
 
@@ -45,7 +46,46 @@ def sandbox_checks(settings: Settings) -> list[Check]:
     problem = _try(program)
     if problem is not None:
         return [Check(Level.FAIL, NAME, f"bwrap cannot run here ({where}): {problem}; {_USERNS}")]
-    return [Check(Level.OK, NAME, f"bubblewrap runs here ({program}; {where})")]
+    unseen = [
+        Check(Level.FAIL, NAME, problem)
+        for pipeline in settings.pipelines.values()
+        for problem in _unseen_programs(settings, pipeline)
+    ]
+    return [Check(Level.OK, NAME, f"bubblewrap runs here ({program}; {where})"), *unseen]
+
+
+def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
+    """A sandboxed command whose program (or its `#!` interpreter) is on the
+    host but not inside its walls would spend every attempt on `bwrap:
+    execvp ...: No such file or directory`: one line for each."""
+    commands: list[tuple[str, tuple[str, ...] | None, SandboxConfig, dict[str, str]]] = [
+        ("setup", pipeline.setup, pipeline.sandbox, {})
+    ]
+    for stage in pipeline.stages:
+        env = dict(stage.env)
+        commands += [(stage.name, stage.worker, stage.sandbox, env)]
+        commands += [(stage.name, stage.verifier, stage.sandbox, env)]
+    problems: list[str] = []
+    for name, argv, config, extra in commands:
+        if argv is None or not argv or not config.enabled:
+            continue
+        env = {**os.environ, **extra}
+        readable = [settings.base_dir]
+        if pipeline.repository is not None:
+            readable.append(pipeline.repository)
+        walls = sandbox.Walls(
+            # A task's worktree and its attempt's folder, as the tick binds them.
+            writable=(settings.workspace_root, settings.state_root),
+            readable=tuple(readable),
+            ro=config.ro,
+            rw=config.rw,
+            network=config.network,
+            tmp_mb=config.tmp_mb,
+        )
+        unseen = sandbox.unseen_program(argv[0], walls, env=env, base_dir=settings.base_dir)
+        if unseen is not None:
+            problems.append(f"{pipeline.name}.{name}: {sandbox.unseen_reason(argv[0], unseen)}")
+    return problems
 
 
 def _try(program: str) -> str | None:

@@ -26,6 +26,7 @@ runner's group stop (SIGTERM, then SIGKILL) to reach it.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -171,3 +172,97 @@ def _hidden(wanted: Iterable[Path], tmpfs: list[Path], bound: set[Path]) -> list
 
 def _under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
+
+
+# bubblewrap's options as `wrap` may write them, by how many paths or
+# values follow each; what a mount option does to the paths under it.
+_ARGS = {"--size": 1, "--chdir": 1, "--uid": 1, "--gid": 1, "--hostname": 1, "--perms": 1}
+_SHOWS = {"--ro-bind", "--bind", "--ro-bind-try", "--bind-try", "--dev-bind", "--dev-bind-try"}
+_COVERS = {"--tmpfs", "--dir", "--mqueue"}
+_SYSTEM = {"--dev", "--proc", "--remount-ro"}
+_FLAGS = {"--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--as-pid-1"}
+
+
+def visible(path: Path, walls: Walls, *, env: Mapping[str, str], base_dir: Path) -> bool:
+    """Whether `path` of the host is there, at its own path, for a command
+    run inside `walls`. Answered by replaying the mounts `wrap` itself
+    writes, in order (a later mount covers an earlier one), so it follows
+    whatever `wrap` hides or binds back; an option it does not know makes
+    it answer True (it cannot tell, so it does not accuse). Links are
+    followed as bubblewrap follows them."""
+    argv = wrap(["true"], walls, cwd=Path("/"), env=env, base_dir=base_dir)
+    real = Path(os.path.realpath(path))
+    source: Path | None = None  # where the path's contents come from; None: hidden
+    made = False  # hidden, but bubblewrap made it a folder to mount something under
+    words = list(argv[1 : argv.index("--")])
+    index = 0
+    while index < len(words):
+        option = words[index]
+        if option in _SHOWS:
+            src, dst = Path(words[index + 1]), Path(words[index + 2])
+            if not (option.endswith("-try") and not src.exists()):  # else it binds nothing
+                if _under(real, dst):
+                    source, made = src / real.relative_to(dst), False
+                elif _under(dst, real) and source is None:
+                    made = True
+            index += 3
+        elif option in _COVERS or option in _SYSTEM:
+            place = Path(words[index + 1])
+            if _under(real, place):  # a tmpfs is an empty folder at its own path
+                source, made = (real if option in _SYSTEM else None), real == place
+            index += 2
+        elif option in _ARGS:
+            index += 1 + _ARGS[option]
+        elif option in _FLAGS:
+            index += 1
+        else:
+            return True
+    return made or (source is not None and source.exists())
+
+
+def unseen_program(
+    program: str, walls: Walls, *, env: Mapping[str, str], base_dir: Path
+) -> Path | None:
+    """The file `program` runs, or its `#!` interpreter, when it is on the
+    host but not inside `walls`; None when all of it is seen, or when only
+    the attempt can tell (a relative path, a placeholder, a program not on
+    the host). A bare name is looked for as the sandbox's execvp looks: the
+    first folder of the command's PATH that holds it inside the walls."""
+    if "{" in program or ("/" in program and not program.startswith("/")):
+        return None
+    if program.startswith("/"):
+        candidates = [Path(program)]
+    else:
+        search = env.get("PATH", os.defpath).split(os.pathsep)
+        # A relative folder is the sandbox's working folder's: only the attempt knows.
+        candidates = [Path(folder) / program for folder in search if folder.startswith("/")]
+    found = [path for path in candidates if path.is_file() and os.access(path, os.X_OK)]
+    if not found:
+        return None
+    runs = next((p for p in found if visible(p, walls, env=env, base_dir=base_dir)), None)
+    if runs is None:
+        return found[0]
+    interpreter = _interpreter(runs)
+    if interpreter is not None and not visible(interpreter, walls, env=env, base_dir=base_dir):
+        return interpreter
+    return None
+
+
+def _interpreter(path: Path) -> Path | None:
+    """The absolute `#!` interpreter of a script, if it names one."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(256)
+    except OSError:
+        return None
+    words = head[2:].split(b"\n", 1)[0].split() if head.startswith(b"#!") else []
+    return Path(os.fsdecode(words[0])) if words and words[0].startswith(b"/") else None
+
+
+def unseen_reason(program: str, unseen: Path) -> str:
+    """What doctor and the tick say of a program the sandbox cannot see."""
+    return (
+        f"{unseen} is not visible inside the sandbox (its folder is not mounted there; "
+        f"bwrap would fail with `execvp {program}: No such file or directory`): move it, "
+        f"or bind its folder back with sandbox_ro = [{json.dumps(str(unseen.parent))}]"
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, Settings, StageConfig
-from orchestrator.errors import host_error
+from orchestrator.errors import ConfigError, host_error
 from orchestrator.runner import sandbox
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt_context import AttemptContext
@@ -20,7 +20,7 @@ from orchestrator.tick.model import PROCESS_NOTE_AFTER
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import Progress
 from orchestrator.tick.started import mark_started
-from orchestrator.tick.steps import host_folder
+from orchestrator.tick.steps import HostFault, host_folder
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.walls import command_walls
 
@@ -63,6 +63,14 @@ class CommandRunner:
         command: list[str] | tuple[str, ...] = runner.render_argv(argv, context.placeholders())
         walls = self._walls(name, guard, cwd, state_dir, argv)
         if walls is not None:
+            # A program the walls hide would fail every attempt the same way
+            # (`bwrap: execvp`): not started, not charged; the tick stops (78).
+            unseen = sandbox.unseen_program(
+                command[0], walls, env=env, base_dir=self.settings.base_dir
+            )
+            if unseen is not None:
+                reason = sandbox.unseen_reason(command[0], unseen)
+                raise HostFault(ConfigError(f"{name} of stage {guard.claim.stage.name}: {reason}"))
             command = sandbox.wrap(
                 command, walls, cwd=cwd, env=env, base_dir=self.settings.base_dir
             )

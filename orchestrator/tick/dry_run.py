@@ -14,6 +14,7 @@ from orchestrator.storage.db import db_now, read_tx
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.lookups import attempt_folder, stage_of
 from orchestrator.tick.model import TickOptions
+from orchestrator.tick.pools import PoolGate
 from orchestrator.tick.recovery import Recovery
 from orchestrator.tick.tick_run import TickRun
 
@@ -36,6 +37,7 @@ class DryRun:
         self.tick = tick
         self.me = me
         self.recovery = recovery  # its own test of an orphan
+        self.pools = PoolGate(settings)  # the claim's own refusal, asked read-only
 
     def show(self, options: TickOptions) -> None:
         """What a tick would do now, read through the claim's own query (same
@@ -49,6 +51,7 @@ class DryRun:
             for task in repo.tasks_with_status(conn, Status.APPROVED):
                 self.tick.say(f"{task.slug}: would move {task.state} to its next stage")
             seen: list[int] = []
+            refused: list[tuple[str, str]] = []  # (pipeline, stage) of pools that said no
             shown = 0  # attempts, as --max-tasks counts them (a halt is none)
             while options.max_tasks is None or shown < options.max_tasks:
                 found = repo.find_claimable(
@@ -57,6 +60,7 @@ class DryRun:
                     any_host=self.settings.affinity == "any",
                     exclude=seen,
                     slug=options.task,
+                    skip_stages=refused,
                     lock=False,
                 )
                 if found is None:
@@ -69,6 +73,14 @@ class DryRun:
                 budget = agent_budget.budget_of(conn, found, stage)
                 if budget is not None and budget.reached:
                     self.tick.say(f"{found.slug}: would halt (budget: {budget.describe()})")
+                    continue
+                # The claim's own pool check, read-only; like the claim, the
+                # pool's other tasks are then passed over.
+                pool_says = self.pools.would_refuse(conn, stage, now)
+                if pool_says is not None:
+                    refused.extend(self.pools.members(stage.pool or ""))
+                    others = "nor would the pool's other tasks"
+                    self.tick.say(f"{found.slug}: would not run ({pool_says}; {others})")
                     continue
                 shown += 1
                 prev = repo.last_attempt(conn, found.id, found.stage)

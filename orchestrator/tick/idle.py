@@ -9,13 +9,18 @@ of this module, all of it here), and when every answer is "nothing" it
 moves this host's idle row in `ticks` forward exactly as a real idle tick
 does (`storage.repo.tick_rows.note_idle_tick`) and exits 0, printing nothing.
 
+It serves every spelling cron uses: `[--config FILE] [--db URL] tick [-q]`
+(`--quiet`, `--config=FILE`; the config given, or ORCHESTRATOR_CONFIG, or
+the working folder's), from any working folder, as the CLI finds them.
+
 It is conservative by construction: anything it does not vouch for returns
 None, and the caller runs the full tick, which then does whatever is due
-and reports whatever is wrong. That covers every option but `-q`, a
+and reports whatever is wrong. That covers every other option, a
 database that is not a SQLite file, a schema revision or a table or column
 it does not know (`IDLE_REVISION`, `KNOWN_SCHEMA`), a config a full tick
-has not validated in this very form (`remember`: the full tick writes what
-it read, keyed by the config's hash, into the state folder), hooks with an
+has not validated in this very form, or another database URL than the one
+it was given (`remember`: the full tick writes what it read, keyed by the
+config's path and hash, into the state folder), hooks with an
 event or a delivery waiting, `keep_worktree_days` (a sweep is due at each
 tick), a changed env file, the lock held (`-q`: 75, as a full tick exits),
 and any SQLite error.
@@ -300,16 +305,41 @@ def try_idle_tick(
 ) -> int | None:
     """The exit status of this `orchestrator` command when it is a tick with
     nothing due, answered and recorded; None when the full program must run."""
-    if len(argv) not in (1, 2) or argv[0] != "tick" or not set(argv[1:]) <= _QUIET:
+    words = _words(argv)
+    if words is None:
         return None
+    config, db, quiet = words
     env = os.environ if environ is None else environ
     if any(env.get(name) for name in _OFF_ENV):
         return None
     try:
-        facts = _facts(env, os.getcwd() if cwd is None else str(cwd))
-        return None if facts is None else _tick(facts, env, quiet=len(argv) == 2)
+        facts = _facts(env, os.getcwd() if cwd is None else str(cwd), config, db)
+        return None if facts is None else _tick(facts, env, quiet=quiet)
     except Exception:  # whatever it is, the full tick says it properly
         return None
+
+
+def _words(argv: Sequence[str]) -> tuple[str, str, bool] | None:
+    """(--config, --db, quiet) of `[--config FILE] [--db URL] tick [-q]`, as
+    click reads them (`--name VALUE` or `--name=VALUE`, the last one given
+    wins, "" when absent); None for any other command line."""
+    given = {"--config": "", "--db": ""}
+    index = 0
+    while index < len(argv) and argv[index] != "tick":
+        name, eq, value = argv[index].partition("=")
+        if name not in given:
+            return None
+        if not eq:
+            index += 1
+            if index == len(argv):
+                return None
+            value = argv[index]
+        given[name] = value
+        index += 1
+    rest = argv[index + 1 :]
+    if index == len(argv) or len(rest) > 1 or not set(rest) <= _QUIET:
+        return None
+    return given["--config"], given["--db"], bool(rest)
 
 
 def _tick(facts: Mapping[str, str], env: Mapping[str, str], *, quiet: bool) -> int | None:
@@ -431,19 +461,41 @@ def _absolute(path: str, base: str) -> str:
     return os.path.normpath(os.path.join(os.path.abspath(base), os.path.expanduser(path)))
 
 
-def _config_path(env: Mapping[str, str], cwd: str) -> str:
-    """config.files.find_config, for a command line without --config."""
-    return _absolute(env.get(CONFIG_ENV, "") or "orchestrator.toml", cwd)
+def _config_path(given: str, env: Mapping[str, str], cwd: str) -> str:
+    """config.files.find_config: --config, else ORCHESTRATOR_CONFIG, else
+    the working folder's (an empty value counts as unset)."""
+    return _absolute(given or env.get(CONFIG_ENV, "") or "orchestrator.toml", cwd)
 
 
-def _facts(env: Mapping[str, str], cwd: str) -> Mapping[str, str] | None:
+def _database_given(given: str, env: Mapping[str, str], cwd: str) -> str:
+    """The database URL given outside the config (--db, else
+    ORCHESTRATOR_DB_URL), anchored as config.loader anchors it; "" for none."""
+    url = given or env.get(DB_URL_ENV, "")
+    return anchored_url(url, os.path.abspath(cwd)) if url else ""
+
+
+def anchored_url(url: str, base: str) -> str:
+    """config.files.resolve_database_url, on strings (tests hold the two to
+    one answer): a relative SQLite path is anchored at `base`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+", 1)[0].lower() != "sqlite" or not rest.startswith("/"):
+        return url
+    location, qmark, query = rest[1:].partition("?")
+    if location in ("", ":memory:") or location.startswith(("/", "file:")):
+        return url
+    anchor = base.replace("%", "%25").replace("?", "%3F").rstrip("/")
+    absolute = os.path.normpath(f"{anchor}/{location}")
+    return f"{scheme}:///{absolute}{qmark}{query}"
+
+
+def _facts(env: Mapping[str, str], cwd: str, config: str, db: str) -> Mapping[str, str] | None:
     """What the full tick read of this config (`remember`), when it still holds.
 
     The marker is looked for in the default state folder first, where the
     config's hash alone vouches for it (a config with those bytes puts its
     state there); only a config that moved its state folder is parsed, for
     the `state_root` it names (tomllib costs this path a third of its time)."""
-    path = _config_path(env, cwd)
+    path = _config_path(config, env, cwd)
     with open(path, "rb") as file:
         raw = file.read()
     fingerprint = _sha256(raw)
@@ -464,8 +516,7 @@ def _facts(env: Mapping[str, str], cwd: str) -> Mapping[str, str] | None:
     expected = {
         "config": path,
         "fingerprint": fingerprint,
-        "db_env": env.get(DB_URL_ENV, ""),
-        "cwd": os.path.abspath(cwd),
+        "db": _database_given(db, env, cwd),
         "state_root": state_root,
         "version": MARKER_VERSION,
     }
@@ -493,7 +544,7 @@ def _sha256(raw: bytes) -> str:
 
 # The marker is lines of `key<TAB>value`: json would import `re`, a tenth
 # of this path. Bump the version when a key changes meaning.
-MARKER_VERSION = "2"
+MARKER_VERSION = "3"
 
 
 def _read_marker(state_root: str) -> dict[str, str] | None:
@@ -533,26 +584,27 @@ def remember(
     env_file: Path | None,
     best: bool = True,
     db_given: str | None,
+    database_url: str | None = None,
     environ: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
 ) -> None:
     """Note what a full tick read of its config, for the next idle tick.
 
-    Written only when it changed, and only for a tick started without
-    --config or --db of its own (what the fast path can be); a failure to
-    write it merely leaves the next idle ticks on the full path."""
+    Written only when it changed; whichever way the tick was told its config
+    (--config, ORCHESTRATOR_CONFIG, the working folder), the note is keyed
+    by the config's absolute path, so the project folder's `tick -q` and
+    cron's line share it. A database URL given outside the config (--db or
+    ORCHESTRATOR_DB_URL) is noted as the tick resolved it (`database_url`):
+    an idle tick given another is not vouched for. A failure to write it
+    merely leaves the next idle ticks on the full path."""
     env = os.environ if environ is None else environ
-    here = os.path.abspath(os.getcwd() if cwd is None else str(cwd))
-    if config is None or (db_given or "") != env.get(DB_URL_ENV, ""):
-        return
-    if str(config) != _config_path(env, here):
+    outside = db_given or env.get(DB_URL_ENV, "")
+    if config is None or (outside and not database_url):
         return
     facts = {
         "version": MARKER_VERSION,
         "config": str(config),
         "fingerprint": fingerprint,
-        "db_env": env.get(DB_URL_ENV, ""),
-        "cwd": here,
+        "db": (database_url or "") if outside else "",
         "state_root": str(state_root),
         "database": database or "",
         "lock_file": str(lock_file),

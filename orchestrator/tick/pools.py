@@ -84,12 +84,28 @@ class PoolGate:
             return refused.reason
         return None
 
+    def would_refuse(self, conn: Connection, stage: StageConfig, now: datetime) -> str | None:
+        """The refusal a claim of `stage` would meet now, read without a lock
+        or a write (the dry run): the same rules as `refusal`, in one place."""
+        if stage.pool is None:
+            return None
+        pool = self.settings.pools[stage.pool]
+        row = pool_rows.get_pool(conn, pool.name) or pool_rows.PoolRow(pool.name)
+        return self._reason(conn, pool, row, now)
+
     def _check(self, conn: Connection, pool: PoolConfig, now: datetime) -> str | None:
         row = pool_rows.lock_pool(conn, pool.name)
-        if row.paused_until is not None:
-            if row.paused_until > now:
-                return f"pool {pool.name} paused until {row.paused_until.isoformat()}"
+        if row.paused_until is not None and row.paused_until <= now:
             self._resume(conn, row, now, "the pause ended", reset_streak=False)
+        return self._reason(conn, pool, row, now)
+
+    def _reason(
+        self, conn: Connection, pool: PoolConfig, row: pool_rows.PoolRow, now: datetime
+    ) -> str | None:
+        """Why the pool admits no attempt now, from its row as read; None
+        when it admits one (a pause that has ended admits)."""
+        if row.paused_until is not None and row.paused_until > now:
+            return f"pool {pool.name} paused until {row.paused_until.isoformat()}"
         if pool.max_running is not None and pool_rows.running(conn, pool.name) >= pool.max_running:
             return f"pool {pool.name} has {pool.max_running} attempts running"
         if pool.max_usd_per_day is not None:

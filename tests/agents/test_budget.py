@@ -384,3 +384,57 @@ def test_an_unknown_cost_halts_a_budgeted_task_until_resumed(tmp_path: Path, db_
     assert project.run("tick").returncode == 0
     assert len(project.query("SELECT id FROM attempts")) == 2
     assert halt_reason(project, "t1") == ("halted", "budget")
+
+
+SELF_REPORTING = """\
+import json, os, sys
+verdict = json.dumps({"pass": False, "score": 0.1})
+with open(os.environ["ORCHESTRATOR_USAGE_FILE"], "w") as report:
+    report.write(json.dumps({"cost_usd": 0.0, "input_tokens": 1, "output_tokens": 1}))
+if sys.argv[1] == "claude":
+    envelope = {"type": "result", "result": verdict, "usage": {"input_tokens": 900}}
+    if sys.argv[2] != "-":
+        envelope["total_cost_usd"] = float(sys.argv[2])
+    print(json.dumps(envelope))
+else:
+    print(json.dumps({"type": "thread.started", "thread_id": "th-1"}))
+    item = {"type": "agent_message", "text": verdict}
+    print(json.dumps({"type": "item.completed", "item": item}))
+    usage = {"input_tokens": 900, "output_tokens": 80}
+    print(json.dumps({"type": "turn.completed", "usage": usage}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "cost", "recorded"),
+    [
+        ("claude", "0.8", (0.8, 900, None)),
+        ("claude", "-", (None, 900, None)),  # the envelope says no cost: unknown, not $0
+        ("codex", "-", (0.0, 900, 80)),  # Codex's events carry tokens, not dollars
+    ],
+)
+def test_the_agents_own_output_is_charged_not_the_usage_file_it_writes(
+    tmp_path: Path, db_url: str, kind: str, cost: str, recorded: tuple[object, ...]
+) -> None:
+    """The worker is the agent, and it can write $ORCHESTRATOR_USAGE_FILE:
+    where the agent's output carries a figure (Claude Code's envelope: its
+    cost and tokens; Codex's events: its tokens), that figure is recorded
+    and charged, and the file's claim is not read for it. An envelope with
+    no cost is an unknown cost, which halts a budgeted task."""
+    script = tmp_path / "agent.py"
+    script.write_text(SELF_REPORTING)
+    fmt = "claude-json" if kind == "claude" else "codex-jsonl"
+    worker = json.dumps([sys.executable, str(script), kind, cost])
+    project = make_project(
+        tmp_path / "p", db_url, stages(worker, f'output = "{fmt}"\nmax_cost_usd = 1.0')
+    )
+    assert project.run("db", "upgrade").returncode == 0
+    assert project.run("add", "t1", "--title", "Self-reporting").returncode == 0
+    done = project.run("tick", "--max-tasks", "1")
+    assert done.returncode == 0, done.stderr
+    [row] = project.query("SELECT cost_usd, input_tokens, output_tokens FROM attempts")
+    assert row == pytest.approx(recorded), row
+    if recorded[0] is None:
+        assert project.run("tick").returncode == 0
+        assert halt_reason(project, "t1") == ("halted", "budget")
+        assert len(project.query("SELECT id FROM attempts")) == 1

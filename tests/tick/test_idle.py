@@ -61,9 +61,20 @@ def env_of(project: Project) -> dict[str, str]:
     return {"ORCHESTRATOR_CONFIG": str(project.config), "ORCHESTRATOR_DB_URL": project.db_url}
 
 
-def remember(project: Project) -> None:
-    """What `orchestrator tick` notes before it ticks (cli.ticking)."""
-    loaded = load_settings(config=project.config, db_url=project.db_url, require_config=True)
+def remember(
+    project: Project, environ: dict[str, str] | None = None, db_given: str | None = "-"
+) -> None:
+    """What `orchestrator tick` notes before it ticks (cli.ticking), by
+    default in the project's folder with its config and database exported."""
+    db_given = project.db_url if db_given == "-" else db_given
+    environ = env_of(project) if environ is None else environ
+    loaded = load_settings(
+        config=project.config,
+        db_url=db_given,
+        environ=environ,
+        cwd=project.dir,
+        require_config=True,
+    )
     idle.remember(
         config=loaded.config_path,
         fingerprint=loaded.fingerprint,
@@ -75,9 +86,9 @@ def remember(project: Project) -> None:
         sweep=any(p.keep_worktree_days is not None for p in loaded.pipelines.values()),
         env_file=loaded.env_file,
         best=any(s.on_halt == "best" for p in loaded.pipelines.values() for s in p.stages),
-        db_given=project.db_url,
-        environ=env_of(project),
-        cwd=project.dir,
+        db_given=db_given,
+        database_url=loaded.database_url,
+        environ=environ,
     )
 
 
@@ -436,3 +447,126 @@ def test_what_a_full_tick_leaves_as_it_found_it_is_not_due_for_ever(
     )
     remember(full)
     assert try_idle_tick(["tick", "-q"], env_of(full), full.dir) == 0, name
+
+
+def _cron_line(project: Project, *, with_db: bool) -> str:
+    """What `orchestrator cron` prints for this project, as cron hands it to
+    the shell (the schedule off, `\\%` back to `%`)."""
+    env = project.process_env()
+    if not with_db:
+        del env["ORCHESTRATOR_DB_URL"]
+    printed = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "cron"],
+        cwd=project.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    line = printed.stdout.strip()
+    assert ("--db" in line) == with_db, line
+    return line.split(None, 5)[5].replace("\\%", "%")
+
+
+@pytest.mark.parametrize("with_db", [False, True], ids=["config-only", "with-db"])
+def test_the_cron_line_takes_the_idle_path(template: Path, tmp_path: Path, with_db: bool) -> None:
+    """The exact line `orchestrator cron` prints, run as cron runs it (`sh -c`
+    in the home folder, cron's minimal environment): the first tick is a
+    full one, the next is answered without SQLAlchemy or click, as Python's
+    own import log (appended to the line's log) shows."""
+    project = copy(template, tmp_path / "p")
+    execute(project, *[sql for slug in SLUGS for sql in task_sql(slug, "halted", None)])
+    command = _cron_line(project, with_db=with_db)
+    home = tmp_path / "home"
+    home.mkdir()
+    cron = {"HOME": str(home), "LOGNAME": "cron", "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}
+    log = project.dir / "orchestrator.log"
+    imported = []
+    for _ in range(2):
+        log.write_text("")
+        done = subprocess.run(
+            ["/bin/sh", "-c", command],
+            cwd=home,
+            env={**cron, "PYTHONPROFILEIMPORTTIME": "1"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, log.read_text()[-2000:]
+        modules = {line.rpartition("|")[2].strip() for line in log.read_text().splitlines()}
+        assert "orchestrator.tick.idle" in modules  # the import log is there
+        imported.append(modules)
+    assert "sqlalchemy" in imported[0]  # the first: a full tick, which notes the config
+    assert "sqlalchemy" not in imported[1] and "click" not in imported[1], sorted(imported[1])
+    assert project.query("SELECT count(*) FROM ticks")[0][0] == 1
+
+
+def test_every_spelling_cron_uses_is_answered(template: Path, tmp_path: Path) -> None:
+    """A full tick in the project's folder notes the config; the idle path
+    then answers it however cron spells it: --config absolute or relative
+    (or `--config=`), ORCHESTRATOR_CONFIG, -q or --quiet, from any folder,
+    and --db when it names the database the full tick used."""
+    project = copy(template, tmp_path / "p")
+    execute(project, *[sql for slug in SLUGS for sql in task_sql(slug, "halted", None)])
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    config = str(project.config)
+    remember(project, environ={}, db_given=None)
+    spellings: list[tuple[list[str], dict[str, str], Path]] = [
+        (["tick", "-q"], {}, project.dir),
+        (["--config", config, "tick", "--quiet"], {}, elsewhere),
+        (["--config", "p/orchestrator.toml", "tick", "-q"], {}, tmp_path),
+        (["--config", "../p/orchestrator.toml", "tick", "--quiet"], {}, elsewhere),
+        ([f"--config={config}", "tick", "-q"], {}, elsewhere),
+        (["tick", "--quiet"], {"ORCHESTRATOR_CONFIG": config}, elsewhere),
+        (["tick", "-q"], {"ORCHESTRATOR_CONFIG": "p/orchestrator.toml"}, tmp_path),
+        (["--config", config, "tick", "-q"], {"ORCHESTRATOR_CONFIG": "/nowhere.toml"}, elsewhere),
+    ]
+    for argv, env, cwd in spellings:
+        assert try_idle_tick(argv, env, cwd) == 0, (argv, env, cwd)
+    # Another database than the one the full tick used is not vouched for.
+    for argv, env in (
+        (["--db", project.db_url, "--config", config, "tick", "-q"], {}),
+        (["tick", "-q"], {"ORCHESTRATOR_CONFIG": config, "ORCHESTRATOR_DB_URL": project.db_url}),
+    ):
+        assert try_idle_tick(argv, env, elsewhere) is None, argv
+    # A tick given the database's URL (the cron line with --db) notes it; a
+    # relative one is anchored at the folder it was given in, as the CLI does.
+    remember(project)
+    relative = "sqlite:///p/orchestrator.db"
+    for argv, env, cwd in (
+        (["--db", project.db_url, "--config", config, "tick", "--quiet"], {}, elsewhere),
+        ([f"--db={project.db_url}", f"--config={config}", "tick", "-q"], {}, elsewhere),
+        (["--config", config, "tick", "-q"], {"ORCHESTRATOR_DB_URL": project.db_url}, elsewhere),
+        (["--db", relative, "--config", config, "tick", "-q"], {}, tmp_path),
+    ):
+        assert try_idle_tick(argv, env, cwd) == 0, (argv, env, cwd)
+    for argv, env, cwd in (
+        (["--config", config, "tick", "-q"], {}, elsewhere),  # no --db: not the one noted
+        (["--db", relative, "--config", config, "tick", "-q"], {}, elsewhere),
+        (["--config", config, "-v", "tick", "-q"], {}, elsewhere),
+        (["--config", config, "tick", "-q", "--jobs", "1"], {}, elsewhere),
+        (["--config", "tick", "-q"], {}, elsewhere),
+        (["--config", config], {}, elsewhere),
+    ):
+        assert try_idle_tick(argv, env, cwd) is None, (argv, env, cwd)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///orchestrator.db",
+        "sqlite:///../p/o.db?timeout=5",
+        "sqlite+pysqlite:///sub/./x.db",
+        "sqlite:////abs/o.db",
+        "sqlite://",
+        "sqlite:///:memory:",
+        "sqlite:///file:o.db?uri=true",
+        "postgresql+psycopg://u@h/db",
+    ],
+)
+def test_the_idle_path_anchors_a_database_url_as_the_cli_does(url: str) -> None:
+    from orchestrator.config.files import resolve_database_url
+
+    for base in ("/home/u", "/srv/odd%20?folder", "/"):
+        assert idle.anchored_url(url, base) == resolve_database_url(url, Path(base)), (url, base)

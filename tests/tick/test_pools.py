@@ -299,3 +299,42 @@ def test_a_round_of_candidates_counts_each_candidate_against_the_pool(
     assert most == 2  # the cap was reached by the round, never passed
     assert states(project) == {"fix": "complete"}
     assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_dry_run_asks_the_pools_and_writes_nothing(tmp_path: Path, migrated_url: str) -> None:
+    """`tick --dry-run` says what the real tick then does: a pool whose
+    daily spend is reached, or that is paused, runs nothing; another pool
+    runs; the dry run writes no pool row, pause or event."""
+    config = (
+        "[pools.paid]\nmax_usd_per_day = 1.0\n\n[pools.held]\nmax_running = 4\n\n"
+        "[pools.other]\nmax_running = 4\n\n"
+        + stages("paid", SPEND_WORKER, "paid")
+        + stages("held", SPEND_WORKER, "held")
+        + stages("other", SPEND_WORKER, "free")
+    )
+    project = make_project(tmp_path / "proj", migrated_url, config)
+    add(project, "paid", 2, "paid")
+    tick(project, "--jobs", "1")  # 0.6 + 0.6: the day's 1.0 is spent
+    add(project, "later", 5, "paid")
+    add(project, "held", 2, "held")
+    add(project, "free", 1, "free")
+    engine = create_engine(migrated_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO pools (name, paused_until, paused_at, pause_reason, pause_streak) "
+                "VALUES ('held', :until, :at, 'usage limit', 1)"
+            ),
+            {"until": datetime(2999, 1, 1), "at": datetime(2026, 1, 1)},
+        )
+    engine.dispose()
+    before = project.query("SELECT * FROM pools ORDER BY name"), project.counts()
+    said = tick(project, "--dry-run")
+    assert "free-0: would run work attempt 1" in said, said
+    assert "would run" not in said.replace("free-0: would run", ""), said
+    assert "pool paid spent $1.2000 of $1.0000 today (UTC)" in said, said
+    assert "pool held paused until 2999-01-01" in said, said
+    assert (project.query("SELECT * FROM pools ORDER BY name"), project.counts()) == before
+    tick(project, "--jobs", "1")
+    done = {slug for slug, s in states(project).items() if s == "complete"}
+    assert done == {"paid-0", "paid-1", "free-0"}
