@@ -5,9 +5,10 @@ pipeline is sandboxed (the check runs the branch's code: a planted
 `conftest.py` must reach no more than the worker that wrote it).
 
 A tick killed during the check leaves it running; before the next check
-of the task starts, and at every tick's recovery while its dead holder's
-lock is there, what the dead one started is ended by its note and its tag
-(`end_land_check`). The landing's git steps stay in `landing/merge.py`.
+of the task starts, and before any command of an attempt runs in the
+task's worktree (`end_left_check`: a halt, resume or send-back after the
+kill), what the dead one started is ended by its note and its tag.
+The landing's git steps stay in `landing/merge.py`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,19 @@ def end_land_check(settings: Settings, task_id: int, slug: str) -> None:
     runner.kill_tagged(land_tag(settings, task_id, slug), grace=grace)
 
 
+def end_left_check(settings: Settings, task_id: int, slug: str) -> None:
+    """Before anything runs in the task's worktree: a check a killed tick
+    left (its note is still there; a check that ended removed it) is ended
+    first, so no worker or verifier shares the worktree with it. One stat
+    when there is none, so an attempt pays nothing for landings."""
+    note = land_folder(settings, slug) / NOTE
+    if not note.exists():
+        return
+    end_land_check(settings, task_id, slug)
+    with contextlib.suppress(OSError):
+        note.unlink()
+
+
 def check_sandbox(pipeline: PipelineConfig, stage: str) -> SandboxConfig:
     """The walls the check runs in: the landing stage's, else the first
     sandboxed stage's (its worker wrote the code), else the setup's."""
@@ -86,7 +100,7 @@ class LandCheck:
                 self.settings, self.pipeline, config, workspace=cwd, state_dir=folder, template=argv
             )
             command = sandbox.wrap(argv, walls, cwd=cwd, env=env, base_dir=self.settings.base_dir)
-        return runner.run_command(
+        result = runner.run_command(
             command,
             cwd=cwd,
             env=env,
@@ -98,6 +112,11 @@ class LandCheck:
             on_start=lambda ident: _note(ident, folder / NOTE),
             on_start_after=PROCESS_NOTE_AFTER,
         )
+        # Ended (its group and escaped descendants are gone): nothing of it
+        # is left for `end_left_check` to find.
+        with contextlib.suppress(OSError):
+            (folder / NOTE).unlink()
+        return result
 
 
 def _note(ident: runner.ProcessIdentity, path: Path) -> None:

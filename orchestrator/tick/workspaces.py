@@ -12,7 +12,7 @@ from pathlib import Path
 from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
-from orchestrator.tick import branches, round_branches, round_claims
+from orchestrator.tick import branches, land_check, round_branches, round_claims
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
@@ -128,6 +128,7 @@ class WorkspacePreparer:
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
     ) -> AttemptRun | None:
         workspace = self.settings.workspace_root / claim.task.slug
+        land_check.end_left_check(self.settings, claim.task.id, claim.task.slug)
         made = branches.prepare(self.tx.engine, self.tx.retrying, claim, workspace)
         if made is not None:
             return made

@@ -445,6 +445,59 @@ def test_a_killed_ticks_land_check_is_ended_before_the_next_check_starts(
     assert not running(marker)
 
 
+def test_a_killed_ticks_land_check_is_ended_before_a_worker_runs_beside_it(
+    project: Project, tmp_path: Path
+) -> None:
+    """kill -9 of the tick while its land_check runs, then a person halts
+    and resumes the task: the resumed stage's worker runs in the same
+    worktree, and the dead landing's check is ended before it starts (not
+    only before the next check)."""
+    make_repo(project.dir)
+    log, release, seen = tmp_path / "checked.log", tmp_path / "release", tmp_path / "seen"
+    marker = f"land-check-{os.getpid()}"
+    script = (
+        f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
+        f'echo end >> "{log}"'
+    )
+    # The worker looks for the check by its marker, built at run time so
+    # that its own command line does not hold it.
+    head, tail = marker[:5], marker[5:]
+    look = (
+        f'm="{head}"; m="${{m}}{tail}"; '
+        'for p in /proc/[0-9]*; do '
+        'case "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" in '
+        f'*"$m"*) echo alive >> "{seen}";; esac; done; '
+        f'echo looked >> "{seen}"'
+    )
+    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "merge"']
+    lines.append(f"land_check = {json.dumps(['sh', '-c', script, marker])}")
+    stages = stage("implement", worker=["sh", "-c", OWN_FILE], verifier=PASS)
+    stages += stage("review", worker=["sh", "-c", look], verifier=PASS)
+    write_config(project.config, "\n".join(lines) + "\n\n" + stages)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    first = project.popen("tick")
+    try:
+        wait_for(lambda: log.exists() and log.read_text() == "start\n", timeout=120, what="check")
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+        assert seen.read_text() == "looked\n"  # the review ran once, before the landing
+        seen.unlink()
+        halted = project.run("halt", "a")
+        assert halted.returncode == 0, halted.stderr
+        resumed = project.run("resume", "a")
+        assert resumed.returncode == 0, resumed.stderr
+        release_later = project.popen("tick")
+        wait_for(seen.exists, timeout=120, what="the resumed worker")
+        release.write_text("")
+        _, err = release_later.communicate(timeout=120)
+        assert release_later.returncode == 0, err
+    finally:
+        release.write_text("")
+        kill_quietly([p.pid for p in (first,) if p.poll() is None])
+    assert seen.read_text().split()[0] == "looked", seen.read_text()
+    assert not running(marker)
+
+
 def running(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
