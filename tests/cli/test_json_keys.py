@@ -44,7 +44,8 @@ NESTED: dict[str, tuple[str, ...]] = {
 }
 # `sql` prints the query's own columns, which no row can list.
 FREE = {"sql"}
-IDENTIFIER = re.compile(r"`([a-z_]+)`")
+# A name in backticks; `list`'s (another command's) is not a key.
+IDENTIFIER = re.compile(r"`([a-z_]+)`(?!'s)")
 
 
 def json_commands() -> set[str]:
