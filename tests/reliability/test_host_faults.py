@@ -202,7 +202,7 @@ def test_full_disk_leaves_no_holder_note_litter(
     assert sorted(p.name for p in folder.iterdir()) == ["filler", "orchestrator.lock"]
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 120) -> None:
     """Poll a file or row until it shows up (never a fixed sleep)."""
     deadline = time.monotonic() + timeout
     while not predicate():
