@@ -21,6 +21,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             on SQLite, and on PostgreSQL with --pg (bench/wake.py)
   candidates  a round of 4 trivial candidates, --jobs 4 /
             (one trivial attempt + stdlib minimum of 4 parallel spawns)           <= 1.5
+  approve   approve while a tick holds 4 attempts / approve, no tick             <= 1.5
+            (bench/approve.py; the tests prove it never waits, this times it)
 """
 
 from __future__ import annotations
@@ -496,7 +498,18 @@ def compile_package() -> None:
     subprocess.run([PY, "-m", "compileall", "-q", str(package)], check=True)
 
 
-LANES = ["noop", "attempt", "growth", "pg", "land", "idle", "wake", "sandbox", "candidates"]
+LANES = [
+    "noop",
+    "attempt",
+    "growth",
+    "pg",
+    "land",
+    "idle",
+    "wake",
+    "sandbox",
+    "candidates",
+    "approve",
+]
 
 
 def main() -> None:
@@ -532,6 +545,10 @@ def main() -> None:
             results += bench_sandbox(work, max(3, args.rounds))
         if "candidates" in chosen:
             results += bench_candidates(work, max(3, args.rounds))
+        if "approve" in chosen:
+            from bench.approve import bench_approve
+
+            results += bench_approve(work, args.rounds)
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

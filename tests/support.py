@@ -76,11 +76,12 @@ class Project:
     def run(
         self,
         *args: str,
-        timeout: float = 60,
+        timeout: float = 300,
         extra_env: Mapping[str, str] | None = None,
         input: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command as a real process (`python -m orchestrator`)."""
+        """Run a command as a real process (`python -m orchestrator`); the
+        timeout is a safety net against a hang, generous for a loaded machine."""
         return subprocess.run(  # noqa: PLW1510 - callers assert on returncode
             [sys.executable, "-m", "orchestrator", *args],
             cwd=self.dir,

@@ -117,7 +117,7 @@ def expire_leases(url: str) -> None:
         engine.dispose()
 
 
-def wait_for(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"

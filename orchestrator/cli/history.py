@@ -32,7 +32,7 @@ def history(app: App, slug: str | None, limit: int | None, fmt: str | None) -> N
 def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
     """Print SLUG's score history: one row per attempt with a valid verdict."""
     rows = app.project().scores(slug, stage)
-    columns = ["stage", "attempt", "score", "pass", "cost_usd", "at"]
+    columns = ["stage", "attempt", "run", "score", "pass", "outcome", "cost_usd", "at"]
     table = [[r[c] for c in columns] for r in rows]
     if not fmt:  # the one time format of tables; JSON and CSV keep the full ISO time
         table = [[*row[:-1], short_time(row[-1])] for row in table]

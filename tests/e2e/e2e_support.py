@@ -55,8 +55,9 @@ def stage(
 PASS = agent("--pass", "--score", "1.0")
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
-    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 120.0, what: str = "") -> Any:
+    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds
+    (a safety net against a hang: generous, since a loaded machine is slow)."""
     deadline = time.monotonic() + timeout
     delay = 0.01
     while True:
@@ -138,7 +139,7 @@ class Finished:
 
 
 def reap(
-    proc: subprocess.Popen[str], timeout: float = 30.0, since: float | None = None
+    proc: subprocess.Popen[str], timeout: float = 120.0, since: float | None = None
 ) -> Finished:
     """Wait for a tick started with `Project.popen`, with a deadline, and take its
     resource usage from wait4 (ru_maxrss is KiB on Linux, bytes on macOS)."""
@@ -167,7 +168,7 @@ def reap(
 
 
 def reap_all(
-    procs: list[subprocess.Popen[str]], since: Callable[[], float], timeout: float = 30.0
+    procs: list[subprocess.Popen[str]], since: Callable[[], float], timeout: float = 120.0
 ) -> list[Finished]:
     """`reap` for many processes at once: each exit time is taken when that
     process ends, not when the caller gets round to it. `since()` gives the

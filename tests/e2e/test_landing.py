@@ -464,7 +464,7 @@ def test_a_killed_ticks_land_check_is_ended_before_a_worker_runs_beside_it(
     head, tail = marker[:5], marker[5:]
     look = (
         f'm="{head}"; m="${{m}}{tail}"; '
-        'for p in /proc/[0-9]*; do '
+        "for p in /proc/[0-9]*; do "
         'case "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" in '
         f'*"$m"*) echo alive >> "{seen}";; esac; done; '
         f'echo looked >> "{seen}"'

@@ -24,6 +24,7 @@ from e2e_support import (
     outcomes,
     read_pid,
     reap,
+    records,
     stage,
     wait_for,
 )
@@ -36,11 +37,29 @@ from orchestrator.runner import pid_alive
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 
 
-def sleeping_stage(pidfile: Path, sleep: str = "30,0", *extra: str) -> str:
-    """A stage whose first attempt sleeps (long) and whose later ones pass at once."""
-    return stage(
-        "work", worker=agent("--pidfile", str(pidfile), "--sleep", sleep, *extra), verifier=PASS
-    )
+# A worker's long sleep outlasts any test, and PATIENCE is the safety net
+# for a process that must end: what ended it is read from what it wrote
+# (no `end` in its dump: killed in its sleep), never from a stopwatch.
+LONG = "600"
+PATIENCE = 300.0
+
+
+def sleeping_stage(pidfile: Path, sleep: str = f"{LONG},0", *extra: str) -> str:
+    """A stage whose first attempt sleeps (long) and whose later ones pass at
+    once; each worker notes its start and end in `dumped(pidfile)`."""
+    worker = agent("--pidfile", str(pidfile), "--dump", str(dumped(pidfile)), "--sleep", sleep)
+    return stage("work", worker=[*worker, *extra], verifier=PASS)
+
+
+def dumped(pidfile: Path) -> Path:
+    return pidfile.with_suffix(".jsonl")
+
+
+def cut_short(pidfile: Path) -> bool:
+    """The first worker started and never reached its end."""
+    return len(records(dumped(pidfile), "start")) >= 1 and not [
+        r for r in records(dumped(pidfile), "end") if r["attempt"] == "1"
+    ]
 
 
 def wait_running(project: Project, pidfile: Path, slug: str = "t1") -> int:
@@ -139,7 +158,7 @@ def test_signalled_tick_interrupts_the_attempt(
     pidfile, grandchild = tmp_path / "worker.pid", tmp_path / "grandchild.pid"
     extra = ["--grandchild", str(grandchild)] + (["--ignore-term"] if stubborn else [])
     project.write_config(
-        sleeping_stage(pidfile, "30,0", *extra), retry_interval=60, kill_grace_seconds=1
+        sleeping_stage(pidfile, f"{LONG},0", *extra), retry_interval=60, kill_grace_seconds=1
     )
     assert project.cli("add", "t1", "--title", "Stopped").exit_code == 0
     tick = project.popen("tick")
@@ -149,10 +168,10 @@ def test_signalled_tick_interrupts_the_attempt(
         wait_for(lambda: read_pid(grandchild), what="the grandchild")
         sent = time.monotonic()
         tick.send_signal(sig)
-        done = reap(tick, timeout=15, since=sent)
+        done = reap(tick, timeout=PATIENCE, since=sent)
         assert done.rc == code, done.stderr
-        print(f"{sig.name}: tick exited {done.elapsed:.2f}s after the signal")
-        assert done.elapsed < 1 + 3  # grace + a little
+        print(f"{sig.name}: tick exited {done.elapsed:.2f}s after the signal")  # not asserted
+        assert cut_short(pidfile)  # the signal ended the worker, not its sleep
         assert "Traceback" not in done.stderr
         assert gone(worker)
         assert gone(read_pid(grandchild))
@@ -176,7 +195,7 @@ def test_signalled_tick_interrupts_the_attempt(
 def test_max_interrupts_in_a_row_halt_the_task(project: Project, tmp_path: Path) -> None:
     pidfile = tmp_path / "worker.pid"
     project.write_config(
-        sleeping_stage(pidfile, "30"), retry_interval=60, max_interrupts=2, kill_grace_seconds=1
+        sleeping_stage(pidfile, LONG), retry_interval=60, max_interrupts=2, kill_grace_seconds=1
     )
     assert project.cli("add", "t1", "--title", "Killed by an outer timeout").exit_code == 0
     for round_ in (1, 2):
@@ -186,7 +205,7 @@ def test_max_interrupts_in_a_row_halt_the_task(project: Project, tmp_path: Path)
             wait_for(lambda n=round_: len(attempts(project, "t1")) == n, what="the attempt")
             wait_running(project, pidfile)
             tick.send_signal(signal.SIGTERM)
-            assert reap(tick, timeout=15).rc == 143
+            assert reap(tick, timeout=PATIENCE).rc == 143
         finally:
             kill_quietly([tick.pid, read_pid(pidfile)])
     assert outcomes(project, "t1") == ["interrupted", "interrupted"]
@@ -195,9 +214,9 @@ def test_max_interrupts_in_a_row_halt_the_task(project: Project, tmp_path: Path)
     assert check_invariants(project.db_url, allow_running=False) == []
 
 
-def test_halt_stops_a_running_attempt_within_seconds(project: Project, tmp_path: Path) -> None:
+def test_halt_stops_a_running_attempt(project: Project, tmp_path: Path) -> None:
     pidfile = tmp_path / "worker.pid"
-    project.write_config(sleeping_stage(pidfile, "30"), retry_interval=60, lease_seconds=3)
+    project.write_config(sleeping_stage(pidfile, LONG), retry_interval=60, lease_seconds=3)
     assert project.cli("add", "t1", "--title", "Halted by a person").exit_code == 0
     tick = project.popen("tick")
     worker = None
@@ -206,10 +225,10 @@ def test_halt_stops_a_running_attempt_within_seconds(project: Project, tmp_path:
         halted_at = time.monotonic()
         result = project.cli("halt", "t1")
         assert result.exit_code == 0, result.output
-        done = reap(tick, timeout=15, since=halted_at)
+        done = reap(tick, timeout=PATIENCE, since=halted_at)
         assert done.rc == 0, done.stderr
-        print(f"halt: the tick ended {done.elapsed:.2f}s later")
-        assert done.elapsed < 5 + 1
+        print(f"halt: the tick ended {done.elapsed:.2f}s later")  # not asserted
+        assert cut_short(pidfile)  # the halt ended the worker, not its sleep
         assert gone(worker)
         [row] = attempts(project, "t1")
         assert row["outcome"] == "interrupted"
@@ -237,10 +256,9 @@ def test_run_ticks_repeatedly_and_exits_cleanly_on_sigterm(project: Project, bac
             assert held <= 2
         sent = time.monotonic()
         loop.send_signal(signal.SIGTERM)
-        done = reap(loop, timeout=10, since=sent)
+        done = reap(loop, timeout=PATIENCE, since=sent)
         assert done.rc == 0, done.stderr
-        print(f"run: exited {done.elapsed:.2f}s after SIGTERM")
-        assert done.elapsed < 3
+        print(f"run: exited {done.elapsed:.2f}s after SIGTERM")  # not asserted
         assert done.stderr == ""
         assert check_invariants(project.db_url, allow_running=False) == []
     finally:

@@ -14,8 +14,8 @@ fixed sleeps. Options are applied in this order:
   --sleep LIST       seconds to sleep, by attempt: "30,0" sleeps 30 at attempt
                      1 and 0 from then on (ORCHESTRATOR_ATTEMPT picks; the last
                      entry repeats)
-  --wait-file F      then wait (up to 60 s) until F exists: the test decides
-                     when we finish
+  --wait-file F      then wait (up to --wait-limit seconds, 60 by default)
+                     until F exists: the test decides when we finish
   --noise N          print N bytes of filler to stdout first (in small chunks,
                      so our own memory stays small)
   --sequence F       print the next line of F (a score such as 0.4 becomes a
@@ -100,6 +100,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--grandchild")
     parser.add_argument("--sleep", default="0")
     parser.add_argument("--wait-file")
+    parser.add_argument("--wait-limit", type=float, default=60.0)
     parser.add_argument("--noise", type=int, default=0)
     parser.add_argument("--sequence")
     parser.add_argument("--verdict")
@@ -144,7 +145,7 @@ def main(argv: list[str]) -> int:
         time.sleep(delay)
 
     if args.wait_file:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + args.wait_limit
         while not Path(args.wait_file).exists() and time.monotonic() < deadline:
             time.sleep(0.01)
 

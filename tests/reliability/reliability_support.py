@@ -224,7 +224,7 @@ def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
         engine.dispose()
 
 
-def wait_for_dead_sessions(db_url: str, timeout: float = 30.0) -> None:
+def wait_for_dead_sessions(db_url: str, timeout: float = 120.0) -> None:
     """PostgreSQL: wait until no other session is open on the database. A
     client killed just after sending COMMIT leaves its server session to
     finish that commit on its own; a recovery tick that looked before it

@@ -35,7 +35,7 @@ def with_idle_timeout(url: str, ms: int = IDLE_MS) -> str:
     return f"{url}?options={quote(f'-c idle_in_transaction_session_timeout={ms}')}"
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

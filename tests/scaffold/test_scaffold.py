@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -145,23 +144,22 @@ def test_demo_refuses_a_file(tmp_path: Path) -> None:
     assert "is a file" in result.stderr
 
 
-def test_demo_as_a_real_process_is_quick(tmp_path: Path) -> None:
+def test_demo_as_a_real_process(tmp_path: Path) -> None:
+    """What the demo does, not how fast: its time is its own line in the
+    output, for people; a loaded machine must not fail it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator", "demo"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a safety net against a hang
         check=False,
     )
-    elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "Demo finished in" in done.stdout
-    assert elapsed < 20
     assert_demo_outcomes(tmp_path / scaffold.DEMO_DIR)
 
 

@@ -177,10 +177,20 @@ def test_driver_errors_come_out_as_sqlalchemy_errors(conn: Connection) -> None:
     assert "INSERT INTO transitions" in str(caught.value)
 
 
-def test_db_now_is_aware_utc(conn: Connection) -> None:
-    now = db_now(conn)
+def test_db_now_is_aware_utc(migrated_url: str) -> None:
+    engine = make_engine(migrated_url)
+    try:
+        # Bracketed by the test's reads around the whole transaction (on
+        # PostgreSQL now() is the transaction's start), a second each side
+        # for another clock's rounding on this machine.
+        before = datetime.now(UTC)
+        with write_tx(engine) as conn:
+            now = db_now(conn)
+        after = datetime.now(UTC)
+    finally:
+        engine.dispose()
     assert now.tzinfo is UTC
-    assert abs((now - datetime.now(UTC)).total_seconds()) < 60
+    assert before - timedelta(seconds=1) <= now <= after + timedelta(seconds=1)
 
 
 def test_every_execution_is_counted_for_the_crash_sweep(

@@ -30,6 +30,32 @@ def library(tmp_path: Path) -> Library:
     return opened
 
 
+# An interval no test outlives: a wake is told from a slept-out interval by
+# what `wait` returns, never by how long it took. PATIENCE is the safety net
+# for a wake that never comes: then a timer sets `stop`, and the test fails.
+FOREVER = 3600.0
+PATIENCE = 120.0
+
+
+def _wait(wake: Wake, stop: threading.Event) -> bool:
+    """`wake.wait(stop, FOREVER)` in this thread (SQLite's handle is this
+    thread's), which must end by itself, before the safety net stops it."""
+    late = threading.Event()
+
+    def give_up() -> None:
+        late.set()
+        stop.set()
+
+    net = threading.Timer(PATIENCE, give_up)
+    net.start()
+    try:
+        woken = wake.wait(stop, FOREVER)
+    finally:
+        net.cancel()
+    assert not late.is_set(), "the wait ended only when the safety net stopped it"
+    return woken
+
+
 def _gate(library: Library, slug: str) -> None:
     """Put `slug` at the first stage's gate, as a tick would."""
     path = library.engine.url.database
@@ -59,22 +85,18 @@ def test_what_wakes_run_and_what_does_not(library: Library) -> None:
         wake.arm()
         wake.settled()
         library.add("t3", "T3")  # added after the tick ended: wakes
-        started = time.monotonic()
-        assert wake.wait(stop, 30) is True
-        assert time.monotonic() - started < 15
+        assert _wait(wake, stop) is True  # woken, not the interval's end
 
         _gate(library, "t1")
         wake.arm()
         library.approve("t1")  # approved while the tick ran, after its last look
         wake.settled()
-        assert wake.wait(stop, 30) is True
+        assert _wait(wake, stop) is True
 
         wake.arm()
         wake.settled()
         stop.set()  # a signal ends the wait at once
-        started = time.monotonic()
-        assert wake.wait(stop, 30) is False
-        assert time.monotonic() - started < 15
+        assert _wait(wake, stop) is False  # ended, with an hour of interval left
     finally:
         wake.close()
         library.close()
@@ -88,6 +110,6 @@ def test_a_database_that_is_not_there_sleeps_out_the_interval(tmp_path: Path) ->
     wake.settled()
     started = time.monotonic()
     assert wake.wait(threading.Event(), 0.2) is False
-    assert time.monotonic() - started >= 0.2
+    assert time.monotonic() - started >= 0.2  # a floor: load only adds to it
     assert said and "no wake on approval" in said[0]
     assert not (tmp_path / "missing.db").exists()

@@ -168,14 +168,14 @@ def test_show_json(project: Project) -> None:
 def test_scores(project: Project) -> None:
     populated(project)
     rows = cli_json(project.cli("scores", "t3", "--json"))
-    assert all(set(r) == {"stage", "attempt", "score", "pass", "cost_usd", "at"} for r in rows), (
-        rows
-    )
-    assert [(r["stage"], r["attempt"], r["score"], r["pass"]) for r in rows] == [
-        ("research", 1, 0.9, True),
-        ("research", 2, 0.9, True),
-        ("implement", 1, 1.0, True),
+    keys = {"stage", "attempt", "run", "score", "pass", "outcome", "cost_usd", "at"}
+    assert all(set(r) == keys for r in rows), rows
+    assert [(r["stage"], r["attempt"], r["score"], r["pass"], r["outcome"]) for r in rows] == [
+        ("research", 1, 0.9, True, "passed"),
+        ("research", 2, 0.9, True, "passed"),
+        ("implement", 1, 1.0, True, "passed"),
     ]
+    assert [r["run"] for r in rows] == [1, 2, 3], rows  # rejected: a new run; the next stage's
     for row in rows:
         aware(row["at"])
     research = cli_json(project.cli("scores", "t3", "--stage", "research", "--json"))
