@@ -159,6 +159,13 @@ def commit_approved(
             return True
         settled = approval.settle(tree, task.slug, commit, author(pipeline))
         fault_point("after_approval_commit")
+    except approval.ApprovedCommitGone as exc:
+        warn(
+            f"{task.slug}: the approved {task.stage} gate cannot move on: {exc}; "
+            f"`orchestrator halt {task.slug}` then `orchestrator resume {task.slug}` "
+            "runs the stage again for a new look"
+        )
+        return False
     except GitError as exc:
         warn(f"{task.slug}: the approved {task.stage} gate waits to move on: {exc}")
         return False

@@ -55,6 +55,7 @@ from orchestrator.tick.land_check import LandCheck
 from orchestrator.tick.model import ACTOR
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
+from orchestrator.workspace.gitrun import GIT_TIMEOUT, SafeGit
 
 Mode = Callable[[LandRequest], LandOutcome]
 LOCK_POLL = 0.05  # seconds between looks at a busy landing lock
@@ -125,7 +126,7 @@ class Lander:
             return
         config = pipeline.landing
         if not config.lands:  # the config stopped landing: finish as without it
-            self._record(task, pipeline, Landed())
+            self._record(task, pipeline, self._moved_before(task, pipeline))
             return
         mode = self.modes.get(config.mode)
         if mode is None:
@@ -150,6 +151,20 @@ class Lander:
         # The record frees the lock in its own transaction: one commit less.
         self._record(task, pipeline, outcome, lock=key)
 
+    def _moved_before(self, task: repo.TaskSnapshot, pipeline: PipelineConfig) -> Landed:
+        """What a task finishing without landing has landed: nothing, unless
+        a landing killed past its commit point moved the base to its intent
+        (`landed_commit` on a `landing` task) before the config stopped
+        landing; then that move, so it is recorded as it happened. An
+        intent the base does not hold is dropped by the record."""
+        intent = task.landed_commit
+        if intent is None or pipeline.repository is None:
+            return Landed()
+        base = task.base_branch or pipeline.base or "main"
+        git = SafeGit(pipeline.repository, timeout=GIT_TIMEOUT)
+        held = git.run("merge-base", "--is-ancestor", intent, f"refs/heads/{base}")
+        return Landed(commit=intent) if held.ok else Landed()
+
     def request(
         self, task: repo.TaskSnapshot, pipeline: PipelineConfig, config: LandConfig
     ) -> LandRequest:
@@ -173,7 +188,7 @@ class Lander:
             timeout=config.timeout,
             check=config.check,
             committer=pipeline.commit_author,
-            commit_point=_MoveFence(self.tx, task),
+            commit_point=_MoveFence(self.tx, task, str(pipeline.repository), self.owner),
             run_check=LandCheck(self.settings, pipeline, task.id, task.slug, task.stage),
         )
 
@@ -267,8 +282,10 @@ class Lander:
                 return  # a person's halt or cancel came first (the version check above)
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
-            if not isinstance(outcome, Landed):
-                repo.abandon_move(conn, current.id)  # an intent a dead landing left
+            if not isinstance(outcome, Landed) or outcome.commit is None:
+                # An intent a dead landing left, which nothing moved the base to
+                # (a landing without a commit lands nothing on the base).
+                repo.abandon_move(conn, current.id)
             if isinstance(outcome, Landed):
                 after = repo.apply_transition(
                     conn,
@@ -342,11 +359,16 @@ class Lander:
 class _MoveFence:
     """The landing's `CommitPoint` (landing/model.py): the intent to move
     the base, written only while the task is `landing` at the version this
-    landing read, in a transaction of its own (`repo.begin_move`)."""
+    landing read and while this tick holds the repository's landing lock,
+    in a transaction of its own (`repo.begin_move`); withdrawn only if it is
+    still this landing's own."""
 
-    def __init__(self, tx: Transactions, task: repo.TaskSnapshot) -> None:
+    def __init__(self, tx: Transactions, task: repo.TaskSnapshot, lock: str, owner: str) -> None:
         self.tx = tx
         self.task = task
+        self.lock = lock
+        self.owner = owner
+        self.commit: str | None = None
 
     def begin(self, commit: str) -> bool:
         return self.tx.retrying(functools.partial(self._begin, commit))
@@ -356,11 +378,21 @@ class _MoveFence:
 
     def _begin(self, commit: str, _again: bool) -> bool:
         with self.tx.write() as conn:
-            return repo.begin_move(conn, self.task.id, self.task.version, commit)
+            # A landing whose lease another tick took over (a check past its
+            # bound) no longer holds the repository: it must not move it.
+            if repo.land_lock(conn, self.lock).owner != self.owner:
+                return False
+            if not repo.begin_move(conn, self.task.id, self.task.version, commit):
+                return False
+        self.commit = commit
+        return True
 
     def _abandon(self, _again: bool) -> None:
+        if self.commit is None:
+            return
         with self.tx.write() as conn:
-            repo.abandon_move(conn, self.task.id)
+            repo.abandon_move(conn, self.task.id, self.commit)
+        self.commit = None
 
 
 def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:

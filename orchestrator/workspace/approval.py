@@ -77,9 +77,18 @@ class Settled:
     kept: str | None  # the commit holding what was set aside, on `after_approval_ref`
 
 
+class ApprovedCommitGone(GitError):
+    """The commit an approval fixed is no longer in the repository (its
+    hidden ref deleted, then collected): nothing can move on without a look
+    at a tree again, and no later tick will find it."""
+
+
 def settle(tree: Worktree, slug: str, approved: str, identity: Identity) -> Settled:
     """Put the task's branch, and its worktree if there is one, at exactly
     the approved commit; keep aside anything beyond it."""
+    present = GitSteps(tree.repository).git.run("cat-file", "-e", approved)
+    if present.status == 1:  # git said so; anything else is git failing, for a retry
+        raise ApprovedCommitGone(f"the approved commit {approved[:12]} is gone from the repository")
     if not tree.exists():
         return _settle_branch(tree, slug, approved, identity)
     with tempfile.TemporaryDirectory(prefix="orchestrator-approved-") as scratch:

@@ -124,3 +124,28 @@ def test_an_edit_after_an_approval_with_expect_does_not_land(project: Project) -
     )
     approved = str(history[0][0]).split()[-1]
     assert git(repo, "show", f"{approved}:feature.txt") == "good\nseen by the reviewer\n"
+
+
+def test_an_approved_commit_that_vanished_says_how_to_go_on(project: Project) -> None:
+    """The commit an approval fixed is collected (its hidden ref deleted, a
+    gc): no tick can move the gate on, and each says why and what to do
+    (halt, resume: the stage runs again) instead of a bare git error."""
+    repo = gated_landing(project)
+    append(project, "reviewer\n")
+    ok = project.run("approve", "fix", "--expect", shown_hash(project))
+    assert ok.returncode == 0, ok.stderr
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/orchestrator/").split()
+    pinned = [ref for ref in refs if "/_approved/" in ref]
+    assert len(pinned) == 1, refs
+    git(repo, "update-ref", "-d", pinned[0])
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "--prune=now", "-q")
+    stuck = project.run("tick")
+    assert "is gone from the repository" in stuck.stderr, stuck.stderr
+    assert "orchestrator halt fix" in stuck.stderr
+    assert project.state("fix") == "implement:approved"
+    assert project.run("halt", "fix").returncode == 0
+    assert project.run("resume", "fix").returncode == 0
+    again = project.run("tick")
+    assert again.returncode == 0, again.stderr
+    assert project.state("fix") == "implement:awaiting_approval"

@@ -100,3 +100,53 @@ def test_a_stop_after_the_moves_intent_is_refused_and_it_lands_once(
     again = project.run(command, "a")
     assert again.returncode == 1 and "already landed" in again.stderr
     assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_an_intent_a_killed_landing_left_is_dropped_when_landing_is_turned_off(
+    project: Project,
+) -> None:
+    """kill -9 past the commit point, before the ref moved; then the config
+    stops landing: the task finishes as without it, and no `landed_commit`
+    claims a commit the base never held (a halt would say "already landed")."""
+    from e2e.e2e_support import PASS, stage
+    from support import write_config
+
+    repo = make_repo(project.dir)
+    land_config(project, OWN_FILE)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "land_before_ref_move"})
+    assert killed.returncode == 137, killed.stderr
+    base = tip(repo)
+    stages = stage("implement", worker=["sh", "-c", OWN_FILE], verifier=PASS)
+    stages += stage("review", worker=["true"], verifier=PASS)
+    write_config(project.config, '[pipelines.default]\nrepository = "repo"\n\n' + stages)
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    assert project.state("a") == "complete"
+    assert tip(repo) == base and moves(repo) == 0
+    assert project.query("SELECT landed_commit FROM tasks WHERE slug = 'a'") == [(None,)]
+    assert check_invariants(project.db_url, allow_running=False) == []
+
+
+def test_an_intent_whose_move_happened_is_recorded_when_landing_is_turned_off(
+    project: Project,
+) -> None:
+    """kill -9 just after the ref moved; then the config stops landing: the
+    move that happened is recorded as landed, at the commit the base holds."""
+    from e2e.e2e_support import PASS, stage
+    from support import write_config
+
+    repo = make_repo(project.dir)
+    land_config(project, OWN_FILE)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    killed = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "land_after_ref_move"})
+    assert killed.returncode == 137, killed.stderr
+    moved = tip(repo)
+    stages = stage("implement", worker=["sh", "-c", OWN_FILE], verifier=PASS)
+    stages += stage("review", worker=["true"], verifier=PASS)
+    write_config(project.config, '[pipelines.default]\nrepository = "repo"\n\n' + stages)
+    done = project.run("tick")
+    assert done.returncode == 0, done.stderr
+    assert project.state("a") == "complete"
+    assert project.query("SELECT landed_commit FROM tasks WHERE slug = 'a'") == [(moved,)]
+    assert check_invariants(project.db_url, allow_running=False) == []

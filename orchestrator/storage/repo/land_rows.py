@@ -93,11 +93,11 @@ def begin_move(conn: Connection, task_id: int, version: int, commit: str) -> boo
     return done.rowcount == 1
 
 
-def abandon_move(conn: Connection, task_id: int) -> None:
+def abandon_move(conn: Connection, task_id: int, commit: str | None = None) -> None:
     """The move did not happen (the base moved, or the landing ended
-    otherwise): a landing task holds no intent any more."""
-    conn.execute(
-        update(tables.tasks)
-        .where(tables.tasks.c.id == task_id, tables.tasks.c.status == Status.LANDING.value)
-        .values(landed_commit=None)
-    )
+    otherwise): a landing task holds no intent any more. With `commit`,
+    only that intent (a landing withdraws its own, never another's)."""
+    where = [tables.tasks.c.id == task_id, tables.tasks.c.status == Status.LANDING.value]
+    if commit is not None:
+        where.append(tables.tasks.c.landed_commit == commit)
+    conn.execute(update(tables.tasks).where(*where).values(landed_commit=None))
