@@ -1,15 +1,17 @@
 """The bubblewrap argv a sandboxed command runs under.
 
 The system is bound read-only (`--ro-bind / /`), then overlaid: a private
-size-limited `/tmp` and `/dev/shm`, the user's home (and `/run/user`,
-where agent and session sockets live) hidden under empty tmpfs, the
-project's folders (`Walls.hidden`: the config's folder, workspace_root,
-state_root, the repository) hidden under empty read-only tmpfs, its loose
-files elsewhere (`Walls.masked`: an env file, a database) under
-/dev/null, then the paths the command needs bound back, parents before
-children, the writable ones last: the files its argv names and the git
-data of its worktree read-only, the stage's `sandbox_ro`, its
-`sandbox_rw`, and the worktree and the attempt's state folder writable.
+size-limited `/tmp` and `/dev/shm`, the user's home and `/run` (where
+the host's sockets live: connect() ignores a read-only mount) hidden
+under empty tmpfs, the project's folders (`Walls.hidden`: the config's
+folder, workspace_root, state_root, the repository) hidden under empty
+read-only tmpfs, then the paths the command needs bound back, parents
+before children, the writable ones last: the files its argv names and
+the git data of its worktree read-only, the stage's `sandbox_ro`, its
+`sandbox_rw`, and the worktree and the attempt's state folder writable;
+last the protected files (`Walls.masked`: the config, the env file, a
+database) under /dev/null wherever they are. No capability is left to
+the command (a root tick's would otherwise keep CAP_SYS_ADMIN).
 An allow-list: what is not bound back is not there
 (`tick/walls.py` decides the lists; docs/how-to/sandbox.md).
 
@@ -37,6 +39,8 @@ from pathlib import Path
 BWRAP = "bwrap"
 PRIVATE_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a file in the host's
 SHM = "/dev/shm"  # noqa: S108 - the sandbox's own tmpfs, as /tmp
+RUNTIME = (Path("/run"), Path("/var/run"))  # a link to /run on most systems: skipped
+RESOLV_CONF = "/etc/resolv.conf"
 HIDDEN_BYTES = 1024 * 1024  # an empty hidden folder holds only the mount points bound back
 
 
@@ -104,19 +108,25 @@ def wrap(
     # `--dev` brings a /dev/shm of half the host's memory: bounded as /tmp.
     out += ["--size", size, "--tmpfs", PRIVATE_TMP, "--size", size, "--tmpfs", SHM]
     hidden = [Path(PRIVATE_TMP)]
-    for place in [*homes(env), Path("/run/user")]:
-        if any(_under(place, h) for h in hidden) or not place.is_dir():
+    # /run holds the host's sockets (a database's, a session bus): a
+    # read-only mount does not stop connect(), so it is hidden whole.
+    for place in [*homes(env), *RUNTIME]:
+        if any(_under(place, h) for h in hidden) or not place.is_dir() or place.is_symlink():
             continue  # under /tmp already hidden; a tmpfs needs a folder to sit on
         out += ["--size", size, "--tmpfs", str(place)]
         hidden.append(place)
     binds: list[tuple[str, Path]] = []
+    # Name lookups still work where /etc/resolv.conf leads into /run.
+    resolver = Path(os.path.realpath(RESOLV_CONF))
+    if resolver != Path(RESOLV_CONF) and any(_under(resolver, h) for h in hidden[1:]):
+        binds.append(("--ro-bind-try", resolver))
     binds += [("--ro-bind-try", path) for path in walls.readable]
     binds += [("--ro-bind-try", expand(path, home, base_dir)) for path in walls.ro]
     binds += [("--bind-try", expand(path, home, base_dir)) for path in walls.rw]
     binds += [("--bind", path) for path in walls.writable]
     ordered = _ordered(binds)
     bound = {path for _, path in ordered}
-    covers = _hidden(walls.hidden, hidden, bound)
+    covers = _hidden(walls.hidden, bound)
     # One list by depth: a folder hidden inside a bound one (the other
     # worktrees' git folders in the repository's) after it, a path bound
     # back inside a hidden folder after the hiding.
@@ -126,14 +136,18 @@ def wrap(
             out += ["--size", str(HIDDEN_BYTES), "--tmpfs", str(path)]
         else:
             out += [flag, str(path), str(path)]
+    # Masked wherever they are, last: a `sandbox_ro` folder holding one
+    # (`~/.config` with the env file in it) must not bring it back.
     for path in walls.masked:
         real = Path(os.path.realpath(path))
-        if real.is_file() and not any(_under(real, h) for h in [*hidden, *covers]):
+        if real.is_file():
             out += ["--ro-bind", os.devnull, str(real)]
     for path in covers:
         out += ["--remount-ro", str(path)]  # nothing new in a hidden folder
     out += ["--chdir", os.path.realpath(cwd)]
-    out += ["--unshare-all", "--die-with-parent"]
+    # No capability inside: a root tick's sandbox would otherwise keep
+    # CAP_SYS_ADMIN in its namespace and unmount its own walls.
+    out += ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
     if walls.network:
         out.append("--share-net")
     out += ["--", *argv]
@@ -155,17 +169,16 @@ def _ordered(binds: Iterable[tuple[str, Path]]) -> list[tuple[str, Path]]:
     return sorted(((f, p) for p, f in chosen.items()), key=lambda fp: len(fp[1].parts))
 
 
-def _hidden(wanted: Iterable[Path], tmpfs: list[Path], bound: set[Path]) -> list[Path]:
-    """The folders to hide, real, each once: not one under a tmpfs already
-    (the private /tmp, a home), not one bound back as itself, and only
-    folders (a tmpfs needs one to sit on)."""
+def _hidden(wanted: Iterable[Path], bound: set[Path]) -> list[Path]:
+    """The folders to hide, real, each once: not one bound back as itself,
+    and only folders (a tmpfs needs one to sit on)."""
     found: list[Path] = []
     for path in wanted:
         real = Path(os.path.realpath(path))
         if real == Path("/") or real in found or real in bound or not real.is_dir():
             continue
-        if any(_under(real, h) for h in tmpfs):
-            continue
+        # One under a tmpfs (a home) is hidden too: a `sandbox_ro` of a
+        # folder above it (`~/.config`) would bring it back otherwise.
         found.append(real)
     return found
 
@@ -176,10 +189,20 @@ def _under(path: Path, parent: Path) -> bool:
 
 # bubblewrap's options as `wrap` may write them, by how many paths or
 # values follow each; what a mount option does to the paths under it.
-_ARGS = {"--size": 1, "--chdir": 1, "--uid": 1, "--gid": 1, "--hostname": 1, "--perms": 1}
+_ARGS = {
+    "--size": 1,
+    "--chdir": 1,
+    "--cap-drop": 1,
+    "--uid": 1,
+    "--gid": 1,
+    "--hostname": 1,
+    "--perms": 1,
+    "--remount-ro": 1,  # the same contents, read-only: shows nothing new
+}
+_MAX_LINKS = 40  # as the kernel's own bound on links followed in one lookup
 _SHOWS = {"--ro-bind", "--bind", "--ro-bind-try", "--bind-try", "--dev-bind", "--dev-bind-try"}
 _COVERS = {"--tmpfs", "--dir", "--mqueue"}
-_SYSTEM = {"--dev", "--proc", "--remount-ro"}
+_SYSTEM = {"--dev", "--proc"}
 _FLAGS = {"--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--as-pid-1"}
 
 
@@ -191,10 +214,45 @@ def visible(path: Path, walls: Walls, *, env: Mapping[str, str], base_dir: Path)
     it answer True (it cannot tell, so it does not accuse). Links are
     followed as bubblewrap follows them."""
     argv = wrap(["true"], walls, cwd=Path("/"), env=env, base_dir=base_dir)
-    real = Path(os.path.realpath(path))
+    words = list(argv[1 : argv.index("--")])
+    # Inside, the kernel follows each link where the sandbox shows it: every
+    # link on the way must be there as well as what it leads to.
+    return all(_replay(step, words) for step in _lookups(path))
+
+
+def _lookups(path: Path) -> list[Path]:
+    """Each place the kernel looks at to resolve `path`: every link on the
+    way (at its own place, its folder resolved), then the file itself."""
+    seen: list[Path] = []
+    here = Path("/")
+    todo = list((path if path.is_absolute() else Path.cwd() / path).parts[1:])
+    hops = 0
+    while todo:
+        name = todo.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            here = here.parent
+            continue
+        step = here / name
+        if step.is_symlink() and hops < _MAX_LINKS:
+            hops += 1
+            seen.append(step)
+            target = step.readlink()
+            if target.is_absolute():
+                here = Path("/")
+            todo = [*target.parts[1 if target.is_absolute() else 0 :], *todo]
+            continue
+        here = step
+    seen.append(here)
+    return seen
+
+
+def _replay(real: Path, words: Sequence[str]) -> bool:
+    """Whether `real` (resolved as `_lookups` resolves it) is there after
+    the mounts `words` make, in order."""
     source: Path | None = None  # where the path's contents come from; None: hidden
     made = False  # hidden, but bubblewrap made it a folder to mount something under
-    words = list(argv[1 : argv.index("--")])
     index = 0
     while index < len(words):
         option = words[index]
@@ -217,7 +275,7 @@ def visible(path: Path, walls: Walls, *, env: Mapping[str, str], base_dir: Path)
             index += 1
         else:
             return True
-    return made or (source is not None and source.exists())
+    return made or (source is not None and (source.exists() or source.is_symlink()))
 
 
 def unseen_program(

@@ -39,7 +39,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 server = json.load(open(sys.argv[1]))["mcpServers"]["orchestrator"]
 calls = json.load(open(sys.argv[2]))
-seen = {"database_visible": os.path.exists(sys.argv[3]), "results": []}
+# Masked as /dev/null (a character device), or absent: not the database.
+seen = {"database_visible": os.path.isfile(sys.argv[3]), "results": []}
 
 async def main():
     params = StdioServerParameters(

@@ -284,6 +284,15 @@ def repo_config(project: Project, stages: str, extra: str = "") -> None:
     write_config(project.config, head + stages, env_deny=[], env_file="secrets.env")
 
 
+PROTECTED = (
+    "secrets.env",
+    "orchestrator.toml",
+    "orchestrator.db",
+    "orchestrator.db-wal",
+    "orchestrator.db-shm",
+)
+
+
 def test_a_worker_reaches_no_file_of_the_project_but_its_workspace(
     outside_project: Project, home: Path
 ) -> None:
@@ -319,6 +328,9 @@ def test_a_worker_reaches_no_file_of_the_project_but_its_workspace(
             str(root / "tasks" / slug), str(root / "state" / slug / "peek-001"),
             str(root / "repo" / ".git"), str(root / "repo" / ".git" / "worktrees"),
             str(root / "repo" / ".git" / "worktrees" / slug),
+            "/run",  # the host's sockets, hidden under an empty tmpfs
+            # The protected files, each shown as /dev/null wherever it is.
+            *(str(root / name) for name in PROTECTED),
         }  # fmt: skip
         mounts = {line.removeprefix("mount ") for line in lines if line.startswith("mount ")}
         # The system's own mounts come along read-only with `/`.
@@ -329,7 +341,12 @@ def test_a_worker_reaches_no_file_of_the_project_but_its_workspace(
         files = [Path(line.removeprefix("file ")) for line in lines if line.startswith("file ")]
         assert files, out
         mine = (root / "tasks" / slug, root / "state" / slug / "peek-001", root / "repo" / ".git")
-        strays = [f for f in files if not any(p == f or p in f.parents for p in mine)]
+        # The protected files' names are there (their mount points), their
+        # contents not: /dev/null, as the reads below show.
+        masked = {root / name for name in PROTECTED}
+        strays = [
+            f for f in files if f not in masked and not any(p == f or p in f.parents for p in mine)
+        ]
         assert strays == [], strays
         assert not [f for f in files if root / "repo" / ".git" / "worktrees" / other in f.parents]
         assert "the-env-file-secret" not in out
