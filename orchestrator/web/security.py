@@ -338,7 +338,8 @@ async def _trade_for_cookie(scope: Scope, send: Send, token: str) -> None:
     query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
     query.pop("token", None)
     rest = urlencode(query, doseq=True)
-    location = quote(scope["path"]) + (f"?{rest}" if rest else "")
+    # One leading slash: `//host/` would send the browser to another site.
+    location = "/" + quote(scope["path"].lstrip("/\\")) + (f"?{rest}" if rest else "")
     cookie = f"{access_cookie_name(scope)}={token}; Path=/; HttpOnly; SameSite=Strict"
     extra = [(b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode())]
     await _plain(send, 303, b"signed in\n", extra)

@@ -304,6 +304,9 @@ def test_loopback_without_login_asks_for_the_printed_token(tmp_path: Path) -> No
         assert get("/task/doc", Cookie=f"orch_access_{port}={'x' * 43}")[0] == 403
         code, headers = get(f"/task/doc?token={base.token}&x=1")
         assert code == 303 and headers["location"] == "/task/doc?x=1"
+        # A path that starts `//` stays on this server (not a redirect off-site).
+        code, headers = get(f"//evil.example/?token={base.token}")
+        assert code == 303 and headers["location"] == "/evil.example/"
         cookie = headers["set-cookie"].split(";")[0]
         assert cookie == f"orch_access_{port}={base.token}"
         assert "HttpOnly" in headers["set-cookie"]
