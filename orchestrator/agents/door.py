@@ -43,6 +43,11 @@ def as_text(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False, default=str)
 
 
+# An agent's subtasks are more agent runs on its own pipeline, each free to
+# add its own: a bound, so one answer cannot flood the queue.
+MAX_SUBTASKS = 20
+
+
 class Source(Protocol):
     """What the door reads through: `api.Project`, or the tick's own views
     (`door_socket`), which may not import the library face."""
@@ -103,6 +108,13 @@ class Door:
         if priority > parent.priority:
             raise RefusedError(
                 f"a subtask's priority is at most its parent's ({parent.priority}), not {priority}"
+            )
+        with read_tx(self.project.engine) as conn:
+            _, children = repo.family(conn, parent.id)
+        if len(children) >= MAX_SUBTASKS:
+            raise RefusedError(
+                f"{parent.slug!r} has {len(children)} subtasks already, the most a task may "
+                "have: ask a person to add more"
             )
         name = slug or self._next_slug(parent)
         spec = TaskSpec(

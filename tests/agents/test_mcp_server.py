@@ -163,3 +163,30 @@ def test_add_subtask_from_inside_a_running_attempt(project: Project, tmp_path: P
     )
     assert actor == [("agent:parent",)]
     assert check_invariants(project.db_url) == []
+
+
+def test_a_task_adds_at_most_max_subtasks(project: Project, tmp_path: Path) -> None:
+    """One answer cannot flood the queue: the door refuses a subtask beyond
+    the bound, saying so, and adds nothing for it."""
+    from orchestrator.agents.door import MAX_SUBTASKS
+
+    release, pidfile = tmp_path / "release", tmp_path / "pid"
+    project.write_config(
+        stage("slow", [*AGENT, "--pidfile", str(pidfile), "--wait-file", str(release)]),
+        database=project.db_url,
+    )
+    assert project.run("add", "parent", "--title", "Big", "--pipeline", "slow").returncode == 0
+    tick = project.popen("tick", "--max-tasks", "1")
+    try:
+        wait_for_file(pidfile)
+        calls = [("add_subtask", {"title": f"Part {n}"}) for n in range(MAX_SUBTASKS + 1)]
+        _, results = call(project, calls, ORCHESTRATOR_TASK="parent")
+    finally:
+        release.write_text("go")
+        _, err = tick.communicate(timeout=60)
+    assert tick.returncode == 0, err
+    *added, refused = results
+    assert not any(result.is_error for result in added)
+    assert refused.is_error and "the most a task may have" in text_of(refused)
+    shown = json.loads(project.run("show", "parent", "--json").stdout)
+    assert len(shown["subtasks"]) == MAX_SUBTASKS
