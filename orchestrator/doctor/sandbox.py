@@ -57,7 +57,12 @@ def sandbox_checks(settings: Settings) -> list[Check]:
 def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
     """A sandboxed command whose program (or its `#!` interpreter) is on the
     host but not inside its walls would spend every attempt on `bwrap:
-    execvp ...: No such file or directory`: one line for each."""
+    execvp ...: No such file or directory`: one line for each. The walls
+    are the tick's own (`tick/walls.py`), for a task's worktree and
+    attempt folder; the land check's are the landing's."""
+    from orchestrator.tick.land_check import check_sandbox
+    from orchestrator.tick.walls import command_walls
+
     commands: list[tuple[str, tuple[str, ...] | None, SandboxConfig, dict[str, str]]] = [
         ("setup", pipeline.setup, pipeline.sandbox, {})
     ]
@@ -65,27 +70,29 @@ def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
         env = dict(stage.env)
         commands += [(stage.name, stage.worker, stage.sandbox, env)]
         commands += [(stage.name, stage.verifier, stage.sandbox, env)]
+    if pipeline.landing.lands and pipeline.landing.check and pipeline.stages:
+        config = check_sandbox(pipeline, pipeline.stages[-1].name)
+        commands += [("land_check", pipeline.landing.check, config, {})]
     problems: list[str] = []
     for name, argv, config, extra in commands:
         if argv is None or not argv or not config.enabled:
             continue
         env = {**os.environ, **extra}
-        readable = [settings.base_dir]
-        if pipeline.repository is not None:
-            readable.append(pipeline.repository)
-        walls = sandbox.Walls(
-            # A task's worktree and its attempt's folder, as the tick binds them.
-            writable=(settings.workspace_root, settings.state_root),
-            readable=tuple(readable),
-            ro=config.ro,
-            rw=config.rw,
-            network=config.network,
-            tmp_mb=config.tmp_mb,
+        walls = command_walls(
+            settings,
+            pipeline,
+            config,
+            workspace=settings.workspace_root / PROBE,
+            state_dir=settings.state_root / PROBE / "stage-001",
+            template=argv,
         )
         unseen = sandbox.unseen_program(argv[0], walls, env=env, base_dir=settings.base_dir)
         if unseen is not None:
             problems.append(f"{pipeline.name}.{name}: {sandbox.unseen_reason(argv[0], unseen)}")
     return problems
+
+
+PROBE = "doctor-probe"  # a task's folders, as a task's would be named
 
 
 def _try(program: str) -> str | None:

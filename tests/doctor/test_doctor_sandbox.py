@@ -207,3 +207,24 @@ def test_a_bare_name_is_looked_for_as_execvp_looks_inside(tmp_path: Path, tmp_ve
     script.write_text(f"#!{tmp_venv / 'bin' / 'agent'}\n")
     script.chmod(0o755)
     assert unseen(str(script)) == tmp_venv / "bin" / "agent"  # its interpreter
+
+
+def test_a_land_check_the_sandbox_cannot_see_fails_doctor(sqlite_project: Project) -> None:
+    """The land check runs inside the walls too: one naming the project's own
+    virtualenv (a link in the hidden project folder) would send the task
+    back at every landing with `bwrap: execvp ...`; doctor names it."""
+    _needs_bwrap()
+    from support import make_repo
+
+    make_repo(sqlite_project.dir)
+    venv = sqlite_project.dir / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python3").symlink_to(os.path.realpath("/usr/bin/python3"))
+    check = json.dumps([str(venv / "python3"), "-c", "print(1)"])
+    head = f'[pipelines.default]\nrepository = "repo"\nland = "merge"\nland_check = {check}\n'
+    sqlite_project.write_config(head + STAGE.format(mode="bwrap"))
+    code, out = sandbox_lines(sqlite_project)
+    assert code == 1, out
+    failed = [line for line in out if line.startswith("fail")]
+    assert len(failed) == 1 and "default.land_check" in failed[0], out
+    assert "not visible inside the sandbox" in failed[0]
