@@ -84,11 +84,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def board_of(url: str, deadline: float) -> str:
-    """The board's HTML, once `serve` answers (polled, no fixed wait)."""
+def board_of(log: Path, deadline: float) -> str:
+    """The board's HTML, once `serve` answers at the address it wrote to its
+    log (polled, no fixed wait); its access token is sent as a Bearer."""
     while True:
+        found = re.search(r"(http://\S+)/\?token=([A-Za-z0-9_-]+)", log.read_text())
+        if found is None:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"serve wrote no address: {log.read_text()!r}")
+            time.sleep(0.1)
+            continue
+        board = urllib.request.Request(
+            found.group(1) + "/", headers={"Authorization": f"Bearer {found.group(2)}"}
+        )
         try:
-            with urllib.request.urlopen(url, timeout=5) as answer:
+            with urllib.request.urlopen(board, timeout=5) as answer:
                 return str(answer.read().decode("utf-8"))
         except (urllib.error.URLError, OSError):
             if time.monotonic() > deadline:
@@ -154,7 +164,7 @@ def test_the_quickstart_runs_verbatim_in_a_fresh_home(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, (done.stdout[-4000:], done.stderr[-4000:])
         # `serve`, started by the Quickstart, answers with the board.
-        board = board_of(f"http://127.0.0.1:{port}/", time.monotonic() + 60)
+        board = board_of(project / "web.log", time.monotonic() + 60)
         assert 'data-slug="fix-login"' in board and "research:approved" in board
         assert re.search(r"last tick \d+ s ago", board), board
     finally:

@@ -11,12 +11,13 @@ import urllib.request
 
 from e2e.test_approved_tree import append, gated_landing, land
 from support import Project, git
-from web_support import serving
+from web_support import Served, serving
 
 
-def _look(base: str) -> tuple[str, str]:
+def _look(base: Served) -> tuple[str, str]:
     """The gate page's form fields (csrf, expect) and its cookie."""
-    with urllib.request.urlopen(base + "/gate/fix", timeout=30) as answer:
+    look = urllib.request.Request(base + "/gate/fix", headers=base.headers)
+    with urllib.request.urlopen(look, timeout=30) as answer:
         cookie = answer.headers["Set-Cookie"].split(";")[0]
         page = answer.read().decode()
     csrf = re.search(r'name="csrf" value="([^"]+)"', page)
@@ -25,9 +26,9 @@ def _look(base: str) -> tuple[str, str]:
     return f"csrf={csrf.group(1)}&expect={digest.group(1)}", cookie
 
 
-def _approve(base: str, form: str, cookie: str) -> int:
+def _approve(base: Served, form: str, cookie: str) -> int:
     post = urllib.request.Request(
-        base + "/gate/fix/approve", data=form.encode(), headers={"Cookie": cookie}
+        base + "/gate/fix/approve", data=form.encode(), headers={"Cookie": cookie, **base.headers}
     )
     try:
         with urllib.request.urlopen(post, timeout=30) as answer:
