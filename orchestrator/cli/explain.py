@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @click.pass_obj
 def explain(app: App, slug: str, as_json: bool) -> None:
     """Say why SLUG is where it is and what the next tick will do with it."""
-    data = app.project().explain(slug)
+    data = app.project().explain(slug).to_dict()
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
