@@ -41,6 +41,7 @@ from orchestrator.api.types import (
     ScoreRow,
     TaskRow,
     TaskView,
+    Transition,
     Wait,
     WaitOn,
     of_json,
@@ -289,6 +290,7 @@ class Project:
             TaskView,
             data,
             after=tuple(Wait(w["slug"], w["state"]) for w in data["after"]),
+            transitions=tuple(of_json(Transition, t) for t in data["transitions"]),
             change=self._branch(slug),
             gate=gate,
         )

@@ -118,6 +118,26 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
+class Transition:
+    """One transition of a task, as `show --json` lists them (oldest first)."""
+
+    seq: int
+    from_state: str | None
+    to_state: str
+    event: str
+    actor: str | None
+    reason: str | None
+    note: str | None
+    attempt_id: int | None
+    at: str | None
+
+    __getitem__ = _deprecated_getitem
+
+    def to_dict(self) -> dict[str, object]:
+        return _fields(self)
+
+
+@dataclass(frozen=True, slots=True)
 class WaitOn:
     """A task this one waits on, as `explain` names it: with its status and
     why it halted (a halted one holds this task back until resumed)."""
@@ -171,7 +191,7 @@ class GateFacts:
 @dataclass(frozen=True, slots=True)
 class TaskView:
     """One task of `task()`, as `show --json`: its transitions and attempts
-    (JSON objects, docs/reference/commands.md), where a branch task's change
+    (each attempt a JSON object, docs/reference/commands.md), where a branch task's change
     is (`change`), and at a gate what `approve` needs (`gate`)."""
 
     slug: str
@@ -194,7 +214,7 @@ class TaskView:
     after: tuple[Wait, ...]
     parent: str | None
     subtasks: tuple[str, ...]
-    transitions: tuple[JsonObject, ...]
+    transitions: tuple[Transition, ...]
     attempts: tuple[JsonObject, ...]
     change: JsonObject | None
     gate: GateFacts | None = None
@@ -211,7 +231,6 @@ class TaskView:
 
     def to_dict(self) -> dict[str, object]:
         out = _fields(self, skip=frozenset({"gate"}))
-        out["transitions"] = [dict(t) for t in self.transitions]
         out["attempts"] = [dict(a) for a in self.attempts]
         if self.gate is not None:
             out.update(self.gate.to_dict())
@@ -498,6 +517,7 @@ __all__ = [
     "ScoreRow",
     "TaskRow",
     "TaskView",
+    "Transition",
     "Wait",
     "WaitOn",
     "of_json",

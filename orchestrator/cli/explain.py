@@ -1,4 +1,4 @@
-"""The `explain` command: renders `explain.explain_task` as text or JSON.
+"""The `explain` command: renders `Project.explain` as text or JSON.
 
 Kept out of `cli` (one `add_command` line there); SQLAlchemy is imported
 only when the command runs, as for every other command.

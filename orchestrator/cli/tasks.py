@@ -322,17 +322,16 @@ def _wrapped(text: str, width: int) -> list[str]:
 
 
 def _transitions(view: TaskView) -> list[list[Any]]:
-    rows: list[dict[str, Any]] = [dict(row) for row in view.transitions]
     return [
         [
-            t["seq"],
-            short_time(t["at"]),
-            t["from_state"],
-            t["to_state"],
-            t["actor"],
-            _reason_and_note(t["reason"], t["note"]),
+            t.seq,
+            short_time(t.at),
+            t.from_state,
+            t.to_state,
+            t.actor,
+            _reason_and_note(t.reason, t.note),
         ]
-        for t in rows
+        for t in view.transitions
     ]
 
 

@@ -77,7 +77,7 @@ def test_every_human_decision_through_the_library(project: ProjectDir) -> None:
         assert [t.slug for t in face.tasks("halted")] == ["b"]
         assert face.resume("b", note="go on").state == "research"
         assert face.cancel("b", by="bob").state == "research:cancelled"
-        assert face.task("b").transitions[-1]["actor"] == "bob"
+        assert face.task("b").transitions[-1].actor == "bob"
         events = [row.event for row in face.history("a")]
         assert events == ["add", "claim", "await_approval", "approve"]
         assert len(face.history(limit=2)) == 2
