@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from orchestrator.agents.output import Usage
+from orchestrator.agents.usage import Usage
 from orchestrator.domain.money import money
 from orchestrator.storage import repo
 
