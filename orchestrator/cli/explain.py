@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.views.money import money
+from orchestrator.domain.money import money
 
 if TYPE_CHECKING:
     from orchestrator.cli.app import App

@@ -282,14 +282,14 @@ class AttemptRunner:
     def _door(self, claim: Claim, state_dir: Path, env: dict[str, str]) -> Iterator[None]:
         """A sandboxed stage's commands reach the orchestrator (`orchestrator
         mcp`) only through the door the tick serves for this task while they
-        run (`agents.door_socket`), named in their `ORCHESTRATOR_DOOR`: the
+        run (`mcp.door_socket`), named in their `ORCHESTRATOR_DOOR`: the
         sandbox sees neither the config nor the database."""
         if not claim.stage.sandbox.enabled:
             yield
             return
         # Imported here: the library's writes and the read side cost a tick
         # ~0.1 s to import, and only a sandboxed attempt needs them.
-        from orchestrator.agents import door_socket
+        from orchestrator.mcp import door_socket
 
         with door_socket.serving(self.settings, self.tx.engine, claim.task.slug, state_dir) as path:
             env[door_socket.DOOR_ENV] = str(path)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from support import FAKES, Project, check_invariants, make_project
 
-from orchestrator.agents.mcp_recipe import mcp_config
+from orchestrator.mcp.recipe import mcp_config
 from orchestrator.runner.sandbox import bwrap_program
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,4 @@
-"""The door (`agents.door`) over a Unix socket the tick serves for one attempt.
+"""The door (`mcp.door`) over a Unix socket the tick serves for one attempt.
 
 Inside bubblewrap an agent's `orchestrator mcp` sees neither the config
 nor the database, and must not: the database is every task's, and write
@@ -30,9 +30,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from orchestrator.agents.door import MAX_ROWS, Door
 from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError, RefusedError
+from orchestrator.mcp.door import MAX_ROWS, Door
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.views import reports

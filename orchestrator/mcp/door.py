@@ -12,7 +12,7 @@ attempt now, so a stale variable in some other shell cannot add work.
 A subtask stays on its parent's pipeline, at no higher priority than its
 parent's (its default): an agent must not add work that skips the walls or
 gates its own stage runs under, or jumps the queue. Inside a sandbox the
-door is the tick's socket (`agents.door_socket`), which runs these same
+door is the tick's socket (`mcp.door_socket`), which runs these same
 methods with the tick's database, for that one task.
 """
 

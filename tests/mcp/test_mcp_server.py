@@ -168,7 +168,7 @@ def test_add_subtask_from_inside_a_running_attempt(project: Project, tmp_path: P
 def test_a_task_adds_at_most_max_subtasks(project: Project, tmp_path: Path) -> None:
     """One answer cannot flood the queue: the door refuses a subtask beyond
     the bound, saying so, and adds nothing for it."""
-    from orchestrator.agents.door import MAX_SUBTASKS
+    from orchestrator.mcp.door import MAX_SUBTASKS
 
     release, pidfile = tmp_path / "release", tmp_path / "pid"
     project.write_config(

@@ -1,4 +1,4 @@
-"""`orchestrator mcp`: the door (`agents.door`) as a Model Context Protocol
+"""`orchestrator mcp`: the door (`mcp.door`) as a Model Context Protocol
 server on stdio, with the official `mcp` SDK.
 
 Imported only by the `mcp` command: the SDK (pydantic, anyio) costs more
@@ -15,10 +15,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from orchestrator.agents.door import Door, as_text
-from orchestrator.agents.door_socket import DOOR_ENV, DoorClient
 from orchestrator.api.project import Project
 from orchestrator.errors import OrchestratorError
+from orchestrator.mcp.door import Door, as_text
+from orchestrator.mcp.door_socket import DOOR_ENV, DoorClient
 
 INSTRUCTIONS = (
     "The orchestrator that runs this attempt. Read its tasks (list_tasks, show_task, "

@@ -1,4 +1,4 @@
-"""The tick's door socket (`agents.door_socket`) on its wire: a real socket
+"""The tick's door socket (`mcp.door_socket`) on its wire: a real socket
 over a real database, asked what an agent in a sandbox could ask, right
 and wrong. What reaches it through `orchestrator mcp` in bubblewrap is in
 test_mcp_sandbox."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from support import Project
 
-from orchestrator.agents.door_socket import MAX_REQUEST, DoorClient, serving
 from orchestrator.api.project import Project as Library
 from orchestrator.errors import RefusedError
+from orchestrator.mcp.door_socket import MAX_REQUEST, DoorClient, serving
 
 
 @pytest.fixture

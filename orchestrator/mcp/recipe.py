@@ -6,7 +6,8 @@ the config file by absolute path: Claude Code starts the server in the
 task's workspace, with the attempt's environment, which holds no
 `ORCHESTRATOR_CONFIG` or database URL (the tick passes none of its own
 `ORCHESTRATOR_*` names on). The server reads the database from that config
-and knows its task from the attempt's `ORCHESTRATOR_TASK`.
+and knows its task from the attempt's `ORCHESTRATOR_TASK`. Which agent
+CLIs can be told of it, and how, is their kind's (`AgentKind.mcp`).
 
 In a sandbox it sees neither: the tick's door socket (`ORCHESTRATOR_DOOR`)
 answers for it. What it needs to start is this Python, its environment
@@ -22,28 +23,24 @@ import os
 import sys
 from pathlib import Path
 
+from orchestrator.agents import kinds
 from orchestrator.errors import RefusedError
 
 MCP_FILE = "mcp.json"
 SERVER = "orchestrator"
-# Claude Code runs `-p` without asking: its tools outside the permission mode
-# must be allowed by name, and `mcp__<server>` allows the server's tools.
-_CLAUDE = '["claude", "-p",'
-_CLAUDE_MCP = (
-    f'["claude", "-p", "--mcp-config", "{{config_dir}}/{MCP_FILE}", "--strict-mcp-config", '
-    f'"--allowedTools", "mcp__{SERVER}",'
-)
 
 
 def with_mcp(text: str, agent: str | None) -> str:
-    """The recipe with every Claude Code command given the MCP config.
-
-    Claude Code connects MCP servers in the background and offers the
-    model `WaitForMcpServers` meanwhile; a tool called before the server is
-    up answers "still connecting", and the model waits and calls again."""
-    if agent != "claude":
-        raise RefusedError("--mcp registers the MCP server with Claude Code: use --agent claude")
-    return text.replace(_CLAUDE, _CLAUDE_MCP)
+    """The recipe with every command of the agent's CLI given the MCP
+    config; only a kind that says how (`AgentKind.mcp`) can be."""
+    kind = None if agent is None else kinds.named(agent)
+    if kind is None or kind.mcp is None:
+        able = [k for k in kinds.KINDS if k.mcp is not None]
+        raise RefusedError(
+            f"--mcp registers the MCP server with {' or '.join(k.label for k in able)}: "
+            f"use --agent {' or '.join(k.name for k in able)}"
+        )
+    return kind.mcp(text, f"{{config_dir}}/{MCP_FILE}", SERVER)
 
 
 def mcp_config(config_path: Path) -> str:

@@ -21,14 +21,14 @@ def mcp_command(app: App) -> None:
     """
     import os
 
-    from orchestrator.agents.door_socket import DOOR_ENV
+    from orchestrator.mcp.door_socket import DOOR_ENV
 
     if os.environ.get(DOOR_ENV):
-        from orchestrator.agents.mcp_server import serve_socket
+        from orchestrator.mcp.server import serve_socket
 
         serve_socket()
         return
-    from orchestrator.agents.mcp_server import serve
+    from orchestrator.mcp.server import serve
 
     project = app.project()
     try:
