@@ -10,15 +10,15 @@ TYPE_CHECKING = False  # not typing's: importing typing is what idle.py saves
 if TYPE_CHECKING:
     from typing import Any
 
+    from orchestrator.ext.model import Claim, TickOptions, TickReport
     from orchestrator.tick.attempt_context import AttemptContext
-    from orchestrator.tick.model import Claim, TickOptions, TickReport
     from orchestrator.tick.ticker import Ticker
 
 _LAZY = {
     "AttemptContext": "orchestrator.tick.attempt_context",
-    "Claim": "orchestrator.tick.model",
-    "TickOptions": "orchestrator.tick.model",
-    "TickReport": "orchestrator.tick.model",
+    "Claim": "orchestrator.ext.model",
+    "TickOptions": "orchestrator.ext.model",
+    "TickReport": "orchestrator.ext.model",
     "Ticker": "orchestrator.tick.ticker",
 }
 

@@ -16,10 +16,10 @@ from sqlalchemy import Engine
 
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.decide import Outcome
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.steps import HostFault
 from orchestrator.workspace import approval
 from orchestrator.workspace.gitfaults import unwritable

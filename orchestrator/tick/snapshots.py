@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.testing import fault_point
 from orchestrator.tick.branches import attempt_key, author, task_worktree
-from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.workspace.attempt_refs import attempt_ref, snapshot
 from orchestrator.workspace.gitrun import GitError
 

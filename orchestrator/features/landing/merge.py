@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.landing.model import (
+from orchestrator.features.landing.model import (
     Landed,
     LandOutcome,
     LandRequest,
