@@ -34,9 +34,8 @@ class TickHooks:
 
     after_claims: Callable[[TickOptions], None] | None = None
     """After the claim loop ended and every attempt of this tick was
-    recorded; outside any transaction, before the engine's own closing
-    steps (the `best` restore). May write and run commands as
-    `before_claims`."""
+    recorded; outside any transaction, before the tick's row is closed.
+    May write and run commands as `before_claims`."""
 
     before_workspace: Callable[[Claim], None] | None = None
     """On the attempt's thread, before the task's worktree is made and

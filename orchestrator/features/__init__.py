@@ -6,6 +6,8 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import landing
+from orchestrator.features import landing, restore
 
-FEATURES: tuple[Feature, ...] = (landing.FEATURE,)
+# Landing before restore: what a tick's attempts finished lands before a
+# halted `best` stage gets its best attempt back, as the tick always did.
+FEATURES: tuple[Feature, ...] = (landing.FEATURE, restore.FEATURE)

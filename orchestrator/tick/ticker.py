@@ -33,7 +33,6 @@ from orchestrator.guards import watch as guards
 from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.attempt import AttemptRunner
-from orchestrator.tick.best_restore import BestRestorer
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.claims import Claimer
@@ -106,7 +105,6 @@ class Ticker:
         self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
         self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
-        self.best = BestRestorer(settings, tx, self.state, me)  # on_halt = "best"
 
     @property
     def report(self) -> TickReport:
@@ -125,8 +123,8 @@ class Ticker:
             self.claimer.advance_approved()
             self.registry.before_claims(options)  # e.g. what earlier ticks left to land
             self.scheduler.claim_and_run(options)
-            self.registry.after_claims(options)  # e.g. what this tick's attempts finished
-            self.best.restore_halted()
+            # e.g. what this tick's attempts finished lands, then `best` restores
+            self.registry.after_claims(options)
             fault = self.report.host_fault
             status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:

@@ -37,7 +37,7 @@ ENGINE_EDGES_ALLOWED = {
     ("orchestrator.config.pipelines", "orchestrator.features.landing.config"),
 }
 # Identifiers in tick/ that name a feature, per file, as features still
-# live there (pools, candidates, restore, sandbox, worktrees). A file may
+# live there (pools, candidates, sandbox, worktrees). A file may
 # only go down; a file not listed has none. Lower a number once a move
 # lowers it.
 FEATURE_WORDS = ("pool", "candidate", "land", "worktree", "sandbox", "restore")
@@ -45,8 +45,7 @@ TICK_FEATURE_WORDS = {
     "applier.py": 6,
     "attempt.py": 7,
     "attempt_context.py": 5,
-    "best_restore.py": 11,
-    "branches.py": 8,
+    "branches.py": 5,
     "claims.py": 14,
     "commands.py": 9,
     "dry_run.py": 9,
@@ -55,13 +54,11 @@ TICK_FEATURE_WORDS = {
     "live_output.py": 3,
     "pools.py": 69,
     "recording.py": 8,
-    "restoring.py": 16,
     "round_branches.py": 32,
     "round_claims.py": 17,
     "rounds.py": 6,
     "scheduler.py": 6,
     "snapshots.py": 2,
-    "ticker.py": 4,
     "wake.py": 6,
     "walls.py": 13,
     "workspaces.py": 8,
