@@ -10,15 +10,11 @@ TYPE_CHECKING = False  # not typing's: importing typing is what idle.py saves
 if TYPE_CHECKING:
     from typing import Any
 
-    from orchestrator.ext.model import Claim, TickOptions, TickReport
     from orchestrator.tick.attempt_context import AttemptContext
     from orchestrator.tick.ticker import Ticker
 
 _LAZY = {
     "AttemptContext": "orchestrator.tick.attempt_context",
-    "Claim": "orchestrator.ext.model",
-    "TickOptions": "orchestrator.ext.model",
-    "TickReport": "orchestrator.ext.model",
     "Ticker": "orchestrator.tick.ticker",
 }
 
@@ -31,4 +27,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'orchestrator.tick' has no attribute {name!r}")
 
 
-__all__ = ["AttemptContext", "Claim", "TickOptions", "TickReport", "Ticker"]
+__all__ = ["AttemptContext", "Ticker"]
