@@ -65,7 +65,7 @@ def _wait_lines(data: dict[str, Any]) -> list[str]:
 
 def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
-    from orchestrator.views.landing import lines as landing_lines
+    from orchestrator.features.landing.views import lines as landing_lines
 
     lines = [f"{data['slug']}: {data['state']}", *_halt_lines(data["halt"])]
     lines.append(f"  next tick {data['next_tick']}")

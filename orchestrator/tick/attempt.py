@@ -20,6 +20,7 @@ from orchestrator.domain.decide import IGNORED, NOT_COUNTED, Outcome, verdict_ou
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
+from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
@@ -30,7 +31,6 @@ from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.kept import database_fault, forget_kept, keep_result, reserve_kept
 from orchestrator.tick.lookups import attempt_folder
-from orchestrator.tick.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import Progress
 from orchestrator.tick.recording import Recorder

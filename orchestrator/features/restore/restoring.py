@@ -33,9 +33,9 @@ from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
 from orchestrator.storage.repo import restores
 from orchestrator.testing import fault_point
-from orchestrator.tick.branches import author, sealed_key, task_worktree
 from orchestrator.workspace.attempt_refs import RESTORE_TRAILER, attempt_ref, read_snapshot
 from orchestrator.workspace.attempt_refs import restore as git_restore
+from orchestrator.workspace.task_branch import author, sealed_key, task_worktree
 
 
 @dataclass(frozen=True)

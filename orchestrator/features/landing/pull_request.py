@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.domain.text import clean_text, one_line
-from orchestrator.landing.model import Landed, LandOutcome, LandRequest, Refused
+from orchestrator.features.landing.model import Landed, LandOutcome, LandRequest, Refused
 from orchestrator.testing import fault_point
 from orchestrator.workspace.gitrun import SafeGit
 

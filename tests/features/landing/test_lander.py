@@ -3,7 +3,7 @@ answer a mode gives, the `pr` mode absent, and the repository's lock (held
 by a live tick elsewhere, expired, or held by a dead process here). The
 modes here are stand-ins that answer at once, so the step is tested apart
 from git; `land_merge` itself is tested on real repositories in
-tests/landing/test_merge.py and through real ticks in tests/e2e."""
+tests/features/landing/test_merge.py and through real ticks in tests/e2e."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, text
 from support import Project, check_invariants, make_repo
 from tick.tick_support import Bench
 
-from orchestrator.landing.model import Landed, LandOutcome, LandRequest, Refused, SendBack
+from orchestrator.features.landing.model import Landed, LandOutcome, LandRequest, Refused, SendBack
 
 STAGES = stage("implement", worker=["true"], verifier=PASS) + stage(
     "review", worker=["true"], verifier=PASS, gate=True
@@ -97,7 +97,7 @@ def test_pr_without_its_module_is_refused_not_a_crash(
 
     b = landing_bench(bench, project, mode="pr")
     b.lander().land_all()
-    if importlib.util.find_spec("orchestrator.landing.pull_request") is None:
+    if importlib.util.find_spec("orchestrator.features.landing.pull_request") is None:
         assert project.state("t1") == "review:halted"
         explained = project.cli("explain", "t1").output
         assert "pr landing is not available" in explained

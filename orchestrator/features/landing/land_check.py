@@ -8,7 +8,7 @@ A tick killed during the check leaves it running; before the next check
 of the task starts, and before any command of an attempt runs in the
 task's worktree (`end_left_check`: a halt, resume or send-back after the
 kill), what the dead one started is ended by its note and its tag.
-The landing's git steps stay in `landing/merge.py`.
+The landing's git steps stay in `merge.py`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 from orchestrator import runner
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.config.sandbox import SandboxConfig
+from orchestrator.ext.model import PROCESS_NOTE_AFTER
+from orchestrator.ext.ports import Kernel
 from orchestrator.runner import sandbox
-from orchestrator.tick.model import PROCESS_NOTE_AFTER
-from orchestrator.tick.walls import command_walls
 
 FOLDER = "land"  # under state_root/<slug>; no stage's attempt folder is named so
 NOTE = "check.proc"
@@ -78,9 +78,10 @@ class LandCheck:
     """`LandRequest.run_check` for one task's landing."""
 
     def __init__(
-        self, settings: Settings, pipeline: PipelineConfig, task_id: int, slug: str, stage: str
+        self, kernel: Kernel, pipeline: PipelineConfig, task_id: int, slug: str, stage: str
     ) -> None:
-        self.settings = settings
+        self.kernel = kernel  # the engine's walls, for a sandboxed check
+        self.settings = kernel.settings
         self.pipeline = pipeline
         self.task_id = task_id
         self.slug = slug
@@ -96,8 +97,8 @@ class LandCheck:
         command: Sequence[str] = argv
         config = check_sandbox(self.pipeline, self.stage)
         if config.enabled:
-            walls = command_walls(
-                self.settings, self.pipeline, config, workspace=cwd, state_dir=folder, template=argv
+            walls = self.kernel.walls(
+                self.pipeline, config, workspace=cwd, state_dir=folder, template=argv
             )
             command = sandbox.wrap(argv, walls, cwd=cwd, env=env, base_dir=self.settings.base_dir)
         result = runner.run_command(

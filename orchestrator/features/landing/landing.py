@@ -31,14 +31,18 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from orchestrator import runner
-from orchestrator.config import PipelineConfig, Settings
+from orchestrator.config import PipelineConfig
 from orchestrator.domain.decide import HaltReason
 from orchestrator.domain.pipeline import COMPLETE, Event, State, Status
 from orchestrator.events import outbox
 from orchestrator.events.kinds import LANDED
-from orchestrator.landing.config import LandConfig
-from orchestrator.landing.merge import land_merge
-from orchestrator.landing.model import (
+from orchestrator.ext.hooks import TickHooks
+from orchestrator.ext.model import ACTOR, Claim, TickOptions
+from orchestrator.ext.ports import Kernel, TxPort
+from orchestrator.features.landing.config import LandConfig
+from orchestrator.features.landing.land_check import LandCheck, end_left_check
+from orchestrator.features.landing.merge import land_merge
+from orchestrator.features.landing.model import (
     Landed,
     LandOutcome,
     LandRequest,
@@ -46,15 +50,18 @@ from orchestrator.landing.model import (
     SendBack,
     Stopped,
 )
+from orchestrator.features.landing.store import (
+    LandLock,
+    abandon_move,
+    begin_move,
+    land_lock,
+    record_landed,
+    release_land_lock,
+    take_land_lock,
+)
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick.applier import Applier
-from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.land_check import LandCheck
-from orchestrator.tick.model import ACTOR
-from orchestrator.tick.tick_run import TickRun
-from orchestrator.tick.transactions import Transactions
 from orchestrator.workspace.gitrun import GIT_TIMEOUT, SafeGit
 
 Mode = Callable[[LandRequest], LandOutcome]
@@ -64,7 +71,7 @@ LOCK_POLL = 0.05  # seconds between looks at a busy landing lock
 def _pull_request(request: LandRequest) -> LandOutcome:
     """`land = "pr"`, when its module is installed (`landing.pull_request`)."""
     try:
-        module: Any = importlib.import_module("orchestrator.landing.pull_request")
+        module: Any = importlib.import_module("orchestrator.features.landing.pull_request")
     except ImportError:
         return Refused("pr landing is not available")
     return cast(LandOutcome, module.open_pull_request(request))
@@ -78,23 +85,18 @@ LOCKED = frozenset({"merge"})
 
 class Lander:
     """Lands the `landing` tasks. Touches `tasks`, `transitions`, `events`
-    (through `repo.apply_transition` and the outbox) and `land_locks`; the
+    (through `repo.apply_transition` and the outbox) and `land_locks`
+    (`store.py`); the
     task's worktree and the repository's base branch through the mode."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        tx: Transactions,
-        tick: TickRun,
-        me: HostIdentity,
-        applier: Applier,
-        modes: dict[str, Mode] | None = None,
-    ) -> None:
-        self.settings = settings
-        self.tx = tx
-        self.tick = tick
-        self.me = me
-        self.applier = applier
+    def __init__(self, kernel: Kernel, modes: dict[str, Mode] | None = None) -> None:
+        self.kernel = kernel
+        self.settings = kernel.settings
+        self.tx = kernel.tx
+        self.tick = kernel.tick
+        self.me = kernel.me
+        self.applier = kernel.applier
+        me = kernel.me
         self.modes = MODES if modes is None else modes
         self.owner = f"{me.host}|{me.identity}|{me.pid}|{me.start_token or ''}"
 
@@ -189,7 +191,7 @@ class Lander:
             check=config.check,
             committer=pipeline.commit_author,
             commit_point=_MoveFence(self.tx, task, str(pipeline.repository), self.owner),
-            run_check=LandCheck(self.settings, pipeline, task.id, task.slug, task.stage),
+            run_check=LandCheck(self.kernel, pipeline, task.id, task.slug, task.stage),
         )
 
     # The lock: a lease row per repository.
@@ -215,16 +217,16 @@ class Lander:
     ) -> bool | None:
         with self.tx.write() as conn:
             now = db_now(conn)
-            held = repo.land_lock(conn, key)
+            held = land_lock(conn, key)
             if not self._free_for_us(held, now):
                 return None
             current = repo.get_task_by_id(conn, task.id)
             if current is None or current.version != task.version:
                 return False
-            repo.take_land_lock(conn, key, self.owner, task.id, now + lease)
+            take_land_lock(conn, key, self.owner, task.id, now + lease)
             return True
 
-    def _free_for_us(self, held: repo.LandLock, now: datetime) -> bool:
+    def _free_for_us(self, held: LandLock, now: datetime) -> bool:
         if held.owner is None or held.owner == self.owner:
             return True
         if held.expires_at is not None and held.expires_at <= now:
@@ -240,7 +242,7 @@ class Lander:
 
     def _free(self, key: str, _again: bool) -> None:
         with self.tx.write() as conn:
-            repo.release_land_lock(conn, key, self.owner)
+            release_land_lock(conn, key, self.owner)
 
     # The record.
 
@@ -274,7 +276,7 @@ class Lander:
     ) -> None:
         with self.tx.write() as conn:
             if lock is not None:
-                repo.release_land_lock(conn, lock, self.owner)
+                release_land_lock(conn, lock, self.owner)
             current = repo.get_task_by_id(conn, task.id)
             if current is None or current.version != task.version:
                 return  # recorded already (a retry whose first try committed), or moved on
@@ -285,7 +287,7 @@ class Lander:
             if not isinstance(outcome, Landed) or outcome.commit is None:
                 # An intent a dead landing left, which nothing moved the base to
                 # (a landing without a commit lands nothing on the base).
-                repo.abandon_move(conn, current.id)
+                abandon_move(conn, current.id)
             if isinstance(outcome, Landed):
                 after = repo.apply_transition(
                     conn,
@@ -296,7 +298,7 @@ class Lander:
                     actor=ACTOR,
                     reason=_landed_reason(current, outcome),
                 )
-                repo.record_landed(conn, current.id, outcome.commit, outcome.url)
+                record_landed(conn, current.id, outcome.commit, outcome.url)
                 outbox.record(
                     conn,
                     LANDED,
@@ -360,10 +362,10 @@ class _MoveFence:
     """The landing's `CommitPoint` (landing/model.py): the intent to move
     the base, written only while the task is `landing` at the version this
     landing read and while this tick holds the repository's landing lock,
-    in a transaction of its own (`repo.begin_move`); withdrawn only if it is
+    in a transaction of its own (`begin_move`); withdrawn only if it is
     still this landing's own."""
 
-    def __init__(self, tx: Transactions, task: repo.TaskSnapshot, lock: str, owner: str) -> None:
+    def __init__(self, tx: TxPort, task: repo.TaskSnapshot, lock: str, owner: str) -> None:
         self.tx = tx
         self.task = task
         self.lock = lock
@@ -380,9 +382,9 @@ class _MoveFence:
         with self.tx.write() as conn:
             # A landing whose lease another tick took over (a check past its
             # bound) no longer holds the repository: it must not move it.
-            if repo.land_lock(conn, self.lock).owner != self.owner:
+            if land_lock(conn, self.lock).owner != self.owner:
                 return False
-            if not repo.begin_move(conn, self.task.id, self.task.version, commit):
+            if not begin_move(conn, self.task.id, self.task.version, commit):
                 return False
         self.commit = commit
         return True
@@ -391,7 +393,7 @@ class _MoveFence:
         if self.commit is None:
             return
         with self.tx.write() as conn:
-            repo.abandon_move(conn, self.task.id, self.commit)
+            abandon_move(conn, self.task.id, self.commit)
         self.commit = None
 
 
@@ -406,3 +408,27 @@ def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "sent back"
     return line[:500]
+
+
+def tick_hooks(kernel: Kernel) -> TickHooks:
+    """The landing's points in a tick: what earlier ticks left lands before
+    the claims (without waiting on another host's lock), what this tick's
+    attempts finished lands after them; and before an attempt's commands
+    run in a worktree, a land check a killed tick left there is ended."""
+    lander = Lander(kernel)
+    settings = kernel.settings
+
+    def before_claims(options: TickOptions) -> None:
+        lander.land_all(options.task, wait=False)
+
+    def after_claims(options: TickOptions) -> None:
+        lander.land_all(options.task)
+
+    def before_workspace(claim: Claim) -> None:
+        end_left_check(settings, claim.task.id, claim.task.slug)
+
+    return TickHooks(
+        before_claims=before_claims,
+        after_claims=after_claims,
+        before_workspace=before_workspace,
+    )

@@ -72,7 +72,7 @@ class LandRequest:
     # a mode's own tests).
     commit_point: CommitPoint | None = None
     # How the check is run: the tick's (tagged, noted, in the stage's
-    # walls: `tick/land_check.py`); None runs it plainly (a mode alone).
+    # walls: `land_check.py`); None runs it plainly (a mode alone).
     run_check: CheckRunner | None = field(default=None, compare=False)
 
 

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from landing.github_api import FakeGitHub, github  # noqa: F401 - the fixture
-from landing.pr_support import (
+from features.landing.github_api import FakeGitHub, github  # noqa: F401 - the fixture
+from features.landing.pr_support import (
     crash_and_retry,
     land_env,
     landing_repo,
@@ -20,8 +20,8 @@ from landing.pr_support import (
 )
 from support import git
 
-from orchestrator.landing.model import Landed, Refused
-from orchestrator.landing.pull_request import (
+from orchestrator.features.landing.model import Landed, Refused
+from orchestrator.features.landing.pull_request import (
     github_repository,
     open_pull_request,
     pull_request_body,

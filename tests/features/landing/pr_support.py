@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from landing.github_api import FakeGitHub
+from features.landing.github_api import FakeGitHub
 from support import git, make_repo
 
-from orchestrator.landing.model import LandRequest, StageReasons
+from orchestrator.features.landing.model import LandRequest, StageReasons
 
 RUNNER = Path(__file__).with_name("run_pull_request.py")
 

@@ -14,13 +14,13 @@ halt is never undone by the job.
 from __future__ import annotations
 
 from orchestrator.config import Settings
+from orchestrator.ext.hooks import TickHooks
+from orchestrator.ext.model import TickOptions
+from orchestrator.ext.ports import HostPort, Kernel, RunPort, TxPort
+from orchestrator.features.restore.restoring import restore_attempt
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.storage.repo import restores
-from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.restoring import restore_attempt
-from orchestrator.tick.tick_run import TickRun
-from orchestrator.tick.transactions import Transactions
 
 
 class BestRestorer:
@@ -28,9 +28,7 @@ class BestRestorer:
     task's branch and worktree (through `restoring`). A restore that fails
     is a warning, tried again by the next tick; it fails no attempt."""
 
-    def __init__(
-        self, settings: Settings, tx: Transactions, tick: TickRun, me: HostIdentity
-    ) -> None:
+    def __init__(self, settings: Settings, tx: TxPort, tick: RunPort, me: HostPort) -> None:
         self.settings = settings
         self.tx = tx
         self.tick = tick
@@ -76,3 +74,14 @@ class BestRestorer:
             return
         what = "restored" if done.commit else "kept (the branch held it)"
         self.tick.say(f"{task.slug}: {task.stage} best attempt {best.number} {what}")
+
+
+def tick_hooks(kernel: Kernel) -> TickHooks:
+    """After the claims (and after the landing, `FEATURES` order): the
+    halted `best` stages get their best attempt back."""
+    best = BestRestorer(kernel.settings, kernel.tx, kernel.tick, kernel.me)
+
+    def after_claims(options: TickOptions) -> None:
+        best.restore_halted()
+
+    return TickHooks(after_claims=after_claims)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from support import git, make_repo
 
-from orchestrator.landing.merge import land_merge
-from orchestrator.landing.model import Landed, LandRequest, Refused, SendBack
+from orchestrator.features.landing.merge import land_merge
+from orchestrator.features.landing.model import Landed, LandRequest, Refused, SendBack
 
 
 def task_branch(repo: Path, slug: str, files: dict[str, str]) -> Path:

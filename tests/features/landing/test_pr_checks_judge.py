@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 from e2e.e2e_support import attempts, execute, outcomes, stage
-from landing.github_api import FakeGitHub, github  # noqa: F401 - the fixture
-from landing.pr_support import land_env, landing_repo, request
+from features.landing.github_api import FakeGitHub, github  # noqa: F401 - the fixture
+from features.landing.pr_support import land_env, landing_repo, request
 from support import Project, check_invariants
 
 import orchestrator
 from orchestrator.domain.verdict import parse_verdict
-from orchestrator.landing.model import Landed
-from orchestrator.landing.pull_request import open_pull_request
+from orchestrator.features.landing.model import Landed
+from orchestrator.features.landing.pull_request import open_pull_request
 
 JUDGE = Path(orchestrator.__file__).parent / "templates" / "init" / "judges" / "pr_checks_judge.py"
 

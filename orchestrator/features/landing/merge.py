@@ -2,7 +2,7 @@
 run `land_check` there, and move the base branch to the rebased tip only if
 it still points where it pointed before (`git update-ref BASE NEW OLD`).
 
-The caller holds the repository's landing lock (`tick/landing.py`); this
+The caller holds the repository's landing lock (`landing.py`); this
 module only speaks git, in the task's worktree and the main repository,
 through `SafeGit` (no hook, no user config, no command the repository's
 config names). Run again after a kill at any point, it finishes the
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.landing.model import (
+from orchestrator.features.landing.model import (
     Landed,
     LandOutcome,
     LandRequest,

@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from orchestrator.landing.model import LandRequest, StageReasons
-from orchestrator.landing.pull_request import open_pull_request
+from orchestrator.features.landing.model import LandRequest, StageReasons
+from orchestrator.features.landing.pull_request import open_pull_request
 
 
 def main() -> None:

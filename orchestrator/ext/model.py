@@ -1,8 +1,11 @@
-"""The tick's shared vocabulary: its options and report, a claim, what an
-attempt produced before it is recorded, and the constants its jobs share."""
+"""The vocabulary the engine and its features share: a tick's options and
+report, a claim, what an attempt produced before it is recorded, the retry
+wait, and the constants the tick's jobs share. Here, below both, so that a
+feature speaks it without importing `tick/`."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -13,7 +16,6 @@ from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
 from orchestrator.errors import OrchestratorError
 from orchestrator.storage import repo
-from orchestrator.tick.claim_limits import Cooldown
 
 ACTOR = "tick"
 LEASE_EXPIRED = "lease expired"
@@ -107,6 +109,26 @@ class AttemptRun:
     backoff_seconds: float | None = None
     commit_sha: str | None = None  # the task branch's tip after a passed stage
     usage_limit: UsageLimit | None = None  # met by the attempt: pauses its pool (`tick.pools`)
+
+
+class Cooldown:
+    """The retry wait: tasks whose last attempt ended less than `seconds` ago
+    are passed over by the claim, so a failing task does not spin."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._ended: dict[int, float] = {}  # task id -> when its last attempt ended
+
+    def ended(self, task_id: int) -> None:
+        self._ended[task_id] = time.monotonic()
+
+    def waiting(self) -> set[int]:
+        """The tasks still waiting (forgetting those that waited enough)."""
+        now = time.monotonic()
+        self._ended = {
+            task_id: ended for task_id, ended in self._ended.items() if now - ended < self.seconds
+        }
+        return set(self._ended)
 
 
 @dataclass(frozen=True)
