@@ -1,4 +1,4 @@
-"""The `explain` command: renders `explain.explain_task` as text or JSON.
+"""The `explain` command: renders `Project.explain` as text or JSON.
 
 Kept out of `cli` (one `add_command` line there); SQLAlchemy is imported
 only when the command runs, as for every other command.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @click.pass_obj
 def explain(app: App, slug: str, as_json: bool) -> None:
     """Say why SLUG is where it is and what the next tick will do with it."""
-    data = app.project().explain(slug)
+    data = app.project().explain(slug).to_dict()
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return

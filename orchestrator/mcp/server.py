@@ -99,9 +99,30 @@ def _answer(tool: Callable[..., Any], *args: Any) -> str:
         raise ToolError(str(exc)) from exc
 
 
+class _Plain:
+    """`Project` as the door reads it: its views as the JSON objects they print."""
+
+    def __init__(self, project: Project) -> None:
+        self.settings = project.settings
+        self.engine = project.engine
+        self.project = project
+
+    def tasks(self, state: str | None = None) -> list[dict[str, Any]]:
+        return [row.to_dict() for row in self.project.tasks(state)]
+
+    def task(self, slug: str) -> dict[str, Any]:
+        return self.project.task(slug).to_dict()
+
+    def history(self, slug: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        return [row.to_dict() for row in self.project.history(slug, limit)]
+
+    def explain(self, slug: str) -> dict[str, Any]:
+        return self.project.explain(slug).to_dict()
+
+
 def serve(project: Project) -> None:
     """The door over the database the config names (an unsandboxed attempt)."""
-    build_server(Door(project, os.environ)).run("stdio")
+    build_server(Door(_Plain(project), os.environ)).run("stdio")
 
 
 def serve_socket() -> None:
