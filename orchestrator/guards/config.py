@@ -54,20 +54,18 @@ class Backoff:
         return min(wait, MAX_BACKOFF)
 
 
-def _exit_codes(checks: Checks, value: object, key: str, inherited: Any) -> frozenset[int]:
-    what = "a list of exit statuses (integers 1-255)"
-    if not isinstance(value, list):
-        checks.expected(key, what, value)
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 255:
-            checks.expected(key, what, value)
-    return frozenset(value)
-
-
 @dataclass(frozen=True)
 class _ExitCodes:
+    """Exit statuses 1-255 (0 is success, never a reason to wait)."""
+
     def read(self, checks: Checks, value: object, key: str, inherited: Any) -> frozenset[int]:
-        return _exit_codes(checks, value, key, inherited)
+        what = "a list of exit statuses (integers 1-255)"
+        if not isinstance(value, list):
+            checks.expected(key, what, value)
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 255:
+                checks.expected(key, what, value)
+        return frozenset(value)
 
 
 def _backoff_check(checks: Checks, values: dict[str, Any], key: str) -> None:

@@ -128,3 +128,23 @@ def test_without_its_section_a_features_key_is_unknown(tmp_path: Path) -> None:
     others = tuple(s for s in FEATURE_SECTIONS if s.name != "restore")
     with pytest.raises(ConfigError, match=r"stages\[0\] \(s\)\.on_halt: unknown key"):
         load_settings(config=config, sections=others)
+
+
+def test_the_unknown_key_lists_keep_their_order() -> None:
+    """The order the unknown-key error lists a table's keys in is the
+    Sections' order: the engine's, then FEATURE_SECTIONS'."""
+    the_schema = schema(FEATURE_SECTIONS)
+    assert the_schema.top() == ("orchestrator", "defaults", "pipelines", "hooks", "pools")
+    assert the_schema.allowed("stage") == (
+        *("name", "gate", "worker", "verifier", "stdin", "prompt", "env", "max_attempts"),
+        *("timeout_seconds", "pass_score", "plateau", "worker_ok_exit", "pool", "candidates"),
+        *("output", "verifier_output", "max_cost_usd", "secrets", "strict_verdict"),
+        *("halt_after_no_change", "retry_exit_codes", "backoff", "pending_timeout", "sandbox"),
+        *("sandbox_ro", "sandbox_rw", "sandbox_network", "sandbox_tmp_mb", "resume"),
+        *("on_halt", "verifier_samples"),
+    )
+    assert the_schema.allowed("pipeline") == (
+        *("setup", "stages", "repository", "base", "commit_author", "keep_worktree_days"),
+        *("land", "land_check", "land_to", "land_timeout", "remote", "sandbox", "sandbox_ro"),
+        *("sandbox_rw", "sandbox_network", "sandbox_tmp_mb"),
+    )
