@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Literal
 from orchestrator.config.pools import PoolConfig
 from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.config.selection import OnHalt
+from orchestrator.domain.backoff import Backoff
 from orchestrator.domain.plateau import PlateauPolicy
-from orchestrator.guards.config import Backoff
 from orchestrator.landing.config import LandConfig
 
 if TYPE_CHECKING:
