@@ -19,7 +19,6 @@ from orchestrator.config.files import _absolute, _parse, _read, find_config, res
 from orchestrator.config.model import DB_URL_ENV, DEFAULT_DATABASE, Settings
 from orchestrator.config.pipelines import _PipelineReader
 from orchestrator.config.schema import Section, dotted, read_keys
-from orchestrator.config.sections import FEATURE_SECTIONS
 from orchestrator.errors import ConfigError
 
 
@@ -30,11 +29,18 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     require_config: bool = False,
-    sections: Sequence[Section[Any]] = FEATURE_SECTIONS,
+    sections: Sequence[Section[Any]] | None = None,
 ) -> Settings:
     """Find, read and validate the config; apply --db and the environment.
 
-    `sections` are the features' keys (the engine's own come first)."""
+    `sections` are the features' keys (the engine's own come first); None
+    is `config.sections.FEATURE_SECTIONS`, imported only here: the features'
+    config modules import `config.schema`, so importing the list with the
+    package would import a feature half-way through its own import."""
+    if sections is None:
+        from orchestrator.config.sections import FEATURE_SECTIONS
+
+        sections = FEATURE_SECTIONS
     env = os.environ if environ is None else environ
     here = _absolute(Path.cwd() if cwd is None else cwd, Path.cwd())
     path = find_config(config, env, here)

@@ -19,11 +19,11 @@ from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.config.selection import OnHalt
 from orchestrator.domain.backoff import Backoff
 from orchestrator.domain.plateau import PlateauPolicy
-from orchestrator.landing.config import LandConfig
 
 if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
     from orchestrator.events.hooks import HookConfig
+    from orchestrator.landing.config import LandConfig
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -80,6 +80,15 @@ class StageConfig:
     candidates: int = 1
 
 
+def _no_landing() -> LandConfig:
+    """A pipeline that does not land. Imported when called: landing's config
+    module imports `config.schema`, so importing it with this package would
+    start landing's import before this module is done."""
+    from orchestrator.landing.config import LandConfig
+
+    return LandConfig()
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineConfig:
     """An ordered list of stages; order is the only link between them."""
@@ -97,7 +106,7 @@ class PipelineConfig:
     # (its branch stays); None keeps worktrees until `prune --finished`.
     keep_worktree_days: float | None = None
     # What happens once the last stage passes (`land`, `landing.config`).
-    landing: LandConfig = field(default_factory=LandConfig)
+    landing: LandConfig = field(default_factory=_no_landing)
     # Where `setup` runs; the stages inherit it unless they set their own.
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 

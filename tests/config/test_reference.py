@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -148,3 +151,31 @@ def test_the_unknown_key_lists_keep_their_order() -> None:
         *("land", "land_check", "land_to", "land_timeout", "remote", "sandbox", "sandbox_ro"),
         *("sandbox_rw", "sandbox_network", "sandbox_tmp_mb"),
     )
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "orchestrator.agents.config",
+        "orchestrator.events.hooks",
+        "orchestrator.guards.config",
+        "orchestrator.landing.config",
+        "orchestrator.config.docs",
+    ],
+)
+def test_a_module_that_declares_keys_imports_first(module: str, tmp_path: Path) -> None:
+    """A Section's module imports `config.schema`, which runs the config
+    package first: nothing there may need the Section's module half-loaded."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import {module}; import orchestrator.config; orchestrator.config.load_settings()",
+        ],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
