@@ -69,9 +69,7 @@ def load_settings(
 class _Loader(_PipelineReader):
     """Walks the parsed TOML once, turning it into Settings or a ConfigError."""
 
-    def __init__(
-        self, path: Path | None, base_dir: Path, sections: Sequence[Section[Any]] = ()
-    ) -> None:
+    def __init__(self, path: Path | None, base_dir: Path, sections: Sequence[Section[Any]]) -> None:
         super().__init__(path, base_dir)
         self.schema = schema(tuple(sections))
 
@@ -86,8 +84,8 @@ class _Loader(_PipelineReader):
         top = self.table(data, "", self.schema.top())
         orch = self.table(top.get("orchestrator", {}), "orchestrator", ORCHESTRATOR_SECTION.names())
         for section in self.schema.tables():
-            assert section.table is not None and section.read_table is not None
-            self.read_tables[section.table] = section.read_table(self, top.get(section.table))
+            if section.table is not None and section.read_table is not None:
+                self.read_tables[section.table] = section.read_table(self, top.get(section.table))
         defaults = self.defaults(top.get("defaults", {}))
         pipelines = self.pipelines(top.get("pipelines", {}), defaults)
         database = self.database(orch, db_url, environ, cwd)

@@ -236,10 +236,7 @@ class Nested(Generic[S]):
     def read(self, checks: Checks, value: object, key: str, inherited: Any) -> S:
         table = checks.table(value, key, self.section.names())
         values = dict(self.fields(inherited))
-        for item in self.section.keys:
-            if item.name in table:
-                sub = dotted(key, item.name)
-                values[item.name] = item.kind.read(checks, table[item.name], sub, values[item.name])
+        read_keys(checks, self.section.keys, table, key, values)
         if self.section.check is not None:
             self.section.check(checks, values, key)
         return self.section.built(values)
@@ -274,8 +271,10 @@ def show(value: object) -> str:
         return f'"{value}"'
     if isinstance(value, float):
         return f"{value:g}"
-    if isinstance(value, tuple | frozenset | list):
-        return "[" + ", ".join(show(v) for v in sorted(value, key=str)) + "]"
+    if isinstance(value, frozenset):  # a set of statuses: in order, as one would write it
+        return show(tuple(sorted(value, key=str)))
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(show(v) for v in value) + "]"
     return str(value)
 
 
