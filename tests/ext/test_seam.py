@@ -34,7 +34,7 @@ ENGINE = ("tick", "storage", "config", "runner", "workspace", "domain", "ext")
 # keys from the composition root): may only shrink.
 ENGINE_EDGES_ALLOWED = {
     ("orchestrator.config.model", "orchestrator.features.landing.config"),
-    ("orchestrator.config.pipelines", "orchestrator.features.landing.config"),
+    ("orchestrator.config.sections", "orchestrator.features.landing.config"),
 }
 # Identifiers in tick/ that name a feature, per file, as features still
 # live there (pools, candidates, sandbox, worktrees). A file may

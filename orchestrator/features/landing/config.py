@@ -1,21 +1,32 @@
-"""The pipeline keys of landing, validated: `land`, `land_check`,
+"""The pipeline keys of landing, declared: `land`, `land_check`,
 `land_to`, `land_timeout`, `remote`.
 
-Kept apart from `config` and, like the guards' keys, on the standard
-library only (the busy-lock path loads the config).
+Declared by landing, read by the config's generic reader; like the
+guards' keys, on the standard library only (the busy-lock path loads the
+config).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Any, Literal
 
+from orchestrator.config.schema import (
+    PIPELINE_ONLY,
+    Argv,
+    Checked,
+    Checks,
+    Choice,
+    Key,
+    Number,
+    Section,
+    Text,
+)
 from orchestrator.domain.pipeline import land_to_stage
 
 LandMode = Literal["merge", "pr", "none"]
 LAND_MODES: tuple[LandMode, ...] = ("merge", "pr", "none")
-LAND_KEYS = ("land", "land_check", "land_to", "land_timeout", "remote")
 DEFAULT_LAND_TIMEOUT = 600.0
 
 
@@ -35,61 +46,96 @@ class LandConfig:
         return self.mode != "none"
 
 
-class _Checks(Protocol):
-    """The part of config's loader landing uses (for its error format)."""
-
-    def fail(self, key: str, problem: str) -> NoReturn: ...
-    def string(self, value: object, key: str) -> str: ...
-    def choice(self, value: object, key: str, choices: tuple[str, ...]) -> str: ...
-    def argv(self, value: object, key: str) -> tuple[str, ...]: ...
-    def number(
-        self,
-        value: object,
-        key: str,
-        *,
-        low: float,
-        high: float | None = None,
-        low_inclusive: bool = True,
-    ) -> float: ...
+def _remote_name(checks: Checks, remote: str, key: str) -> None:
+    if remote.startswith("-") or any(c.isspace() for c in remote):
+        checks.fail(key, f"{remote!r} is not a remote name")
 
 
-def read_land_keys(
-    loader: _Checks, table: dict[str, Any], key: str, stages: Sequence[tuple[str, bool]]
-) -> LandConfig:
-    """The landing keys of one pipeline table (`key` its dotted name);
-    `stages` is (name, gated) in order, for `land_to`."""
+def _stages(values: Mapping[str, Any]) -> tuple[tuple[str, bool], ...]:
+    """(name, gated) of the pipeline's stages, in order, for `land_to`."""
+    return tuple((stage.name, stage.gate) for stage in values["stages"])
 
-    def dotted(name: str) -> str:
-        return f"{key}.{name}"
 
-    mode: LandMode = "none"
-    if "land" in table:
-        chosen = loader.choice(table["land"], dotted("land"), LAND_MODES)
-        mode = "merge" if chosen == "merge" else "pr" if chosen == "pr" else "none"
-    if mode != "none" and "repository" not in table:
-        loader.fail(dotted("land"), f"land = {mode!r} needs `repository` in the same pipeline")
-    found: dict[str, Any] = {"mode": mode}
-    if "land_check" in table:
-        found["check"] = loader.argv(table["land_check"], dotted("land_check"))
-    named = None if "land_to" not in table else loader.string(table["land_to"], dotted("land_to"))
+def _check(checks: Checks, values: dict[str, Any], key: str) -> None:
+    """The rules that span keys: a landing needs a repository and a stage to go back to."""
+    mode = values["land"]
+    if mode != "none" and values["repository"] is None:
+        checks.fail(f"{key}.land", f"land = {mode!r} needs `repository` in the same pipeline")
+    stages = _stages(values)
+    named = values["land_to"]
     to = land_to_stage(stages, named)
     if named is not None and to is None:
         listed = ", ".join(name for name, _gated in stages)
-        loader.fail(dotted("land_to"), f"no stage {named!r} in this pipeline; one of: {listed}")
+        checks.fail(f"{key}.land_to", f"no stage {named!r} in this pipeline; one of: {listed}")
     if mode != "none" and to is None:
-        loader.fail(
-            dotted("land"),
+        checks.fail(
+            f"{key}.land",
             "a landing needs a stage to send a conflict back to: set `land_to`, or have a "
             "stage without a gate",
         )
-    found["to"] = to
-    if "land_timeout" in table:
-        found["timeout"] = loader.number(
-            table["land_timeout"], dotted("land_timeout"), low=0, high=86400, low_inclusive=False
-        )
-    if "remote" in table:
-        remote = loader.string(table["remote"], dotted("remote"))
-        if remote.startswith("-") or any(c.isspace() for c in remote):
-            loader.fail(dotted("remote"), f"{remote!r} is not a remote name")
-        found["remote"] = remote
-    return LandConfig(**found)
+
+
+def _build(values: Mapping[str, Any]) -> LandConfig:
+    chosen = values["land"]
+    mode: LandMode = "merge" if chosen == "merge" else "pr" if chosen == "pr" else "none"
+    return LandConfig(
+        mode=mode,
+        check=values["land_check"],
+        to=land_to_stage(_stages(values), values["land_to"]),
+        timeout=values["land_timeout"],
+        remote=values["remote"],
+    )
+
+
+LAND_SECTION: Section[LandConfig] = Section(
+    name="landing",
+    keys=(
+        Key(
+            "land",
+            Choice(LAND_MODES),
+            "none",
+            'what happens once the last stage passes: `"none"` (default: the task is '
+            '`complete`), `"merge"` (the task is `landing`: rebased onto the base branch\'s '
+            "tip, `land_check` run, the base branch moved there; [landing](../how-to/landing.md)) "
+            'or `"pr"` (pushed to `remote`, a pull request opened); anything but `none` needs '
+            "`repository` (else exit 78)",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "land_check",
+            Argv(),
+            None,
+            "argv run in the task's worktree on the rebased tip before the base branch moves "
+            "(`merge`); a non-zero exit sends the task back to `land_to` with its output's tail "
+            "as the hint. Default: no check",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "land_to",
+            Text(),
+            None,
+            "the stage a conflict or a failing check sends the task back to (default: the "
+            "pipeline's `implement`, else its first stage without a gate)",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "land_timeout",
+            Number(low=0, high=86400, low_inclusive=False),
+            DEFAULT_LAND_TIMEOUT,
+            "seconds (above 0, at most 86400) `land_check` may run, and the bound of the "
+            "landing's git steps before it and again after it (default 600); the repository's "
+            "landing lock is leased for three times this plus a minute",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "remote",
+            Checked(Text(), _remote_name),
+            "origin",
+            'the git remote `land = "pr"` pushes to (default `origin`)',
+            PIPELINE_ONLY,
+        ),
+    ),
+    build=_build,
+    field="landing",
+    check=_check,
+)
