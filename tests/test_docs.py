@@ -27,9 +27,10 @@ from orchestrator import errors
 from orchestrator.cli import cli
 from orchestrator.config import model
 from orchestrator.config import pools as pool_config
+from orchestrator.domain import event_kinds as kinds
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event
-from orchestrator.events import hooks, kinds
+from orchestrator.events import hooks
 from orchestrator.guards import config as guard_config
 from orchestrator.storage import migrate
 from orchestrator.storage.db import make_engine

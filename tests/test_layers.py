@@ -45,7 +45,6 @@ ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset(
         ("agents", "views"),
         ("config", "events"),
         ("config", "guards"),
-        ("events", "storage"),
     )
 )
 
@@ -56,7 +55,6 @@ ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("agents", "views"),
         ("config", "agents"),
         ("config", "events"),
-        ("storage", "events"),
     }
 )
 
@@ -100,8 +98,6 @@ ALLOWED_SQL: frozenset[str] = frozenset(
         "api/worktrees.py",
         "doctor/database.py",
         "events/listing.py",
-        "events/outbox.py",
-        "events/store.py",
         "tick/round_branches.py",
         "tick/rounds.py",
         "views/branch.py",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from orchestrator.events.kinds import KINDS
+from orchestrator.domain.event_kinds import KINDS
 
 HOOK_KEYS = ("name", "on", "command", "timeout_seconds", "retry_seconds", "max_retry_seconds")
 DEFAULT_TIMEOUT = 30.0

@@ -33,9 +33,8 @@ from typing import Any, cast
 from orchestrator import runner
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.decide import HaltReason
+from orchestrator.domain.event_kinds import LANDED
 from orchestrator.domain.pipeline import COMPLETE, Event, State, Status
-from orchestrator.events import outbox
-from orchestrator.events.kinds import LANDED
 from orchestrator.landing.config import LandConfig
 from orchestrator.landing.merge import land_merge
 from orchestrator.landing.model import (
@@ -48,6 +47,7 @@ from orchestrator.landing.model import (
 )
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.repo import outbox
 from orchestrator.testing import fault_point
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.host import HostIdentity
