@@ -94,21 +94,8 @@ ALLOWED_SQL: frozenset[str] = frozenset(
         "agents/budget.py",
         "agents/context_file.py",
         "agents/report.py",
-        "api/prune.py",
-        "api/worktrees.py",
-        "doctor/database.py",
-        "events/listing.py",
         "tick/round_branches.py",
         "tick/rounds.py",
-        "views/branch.py",
-        "views/gate.py",
-        "views/metrics.py",
-        "views/reports.py",
-        "views/rounds.py",
-        "views/suggest.py",
-        "web/app.py",
-        "web/data.py",
-        "web/report.py",
     }
 )
 
