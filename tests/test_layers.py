@@ -94,8 +94,6 @@ ALLOWED_SQL: frozenset[str] = frozenset(
         "agents/budget.py",
         "agents/context_file.py",
         "agents/report.py",
-        "tick/round_branches.py",
-        "tick/rounds.py",
     }
 )
 
