@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.views.money import money
+from orchestrator.domain.money import money
 
 if TYPE_CHECKING:
     from orchestrator.cli.app import App
@@ -65,7 +65,7 @@ def _wait_lines(data: dict[str, Any]) -> list[str]:
 
 def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
-    from orchestrator.views.landing import lines as landing_lines
+    from orchestrator.features.landing.views import lines as landing_lines
 
     lines = [f"{data['slug']}: {data['state']}", *_halt_lines(data["halt"])]
     lines.append(f"  next tick {data['next_tick']}")

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
 
 from orchestrator.config.selection import SELECTION_KEYS, OnHalt
+from orchestrator.features.landing.config import LAND_KEYS, LandConfig
 from orchestrator.guards.config import GUARD_KEYS, Backoff
-from orchestrator.landing.config import LAND_KEYS, LandConfig
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"

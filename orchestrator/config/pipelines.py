@@ -13,7 +13,7 @@ from orchestrator.config.sandbox import sandbox_of, sandbox_settings
 from orchestrator.config.stages import _StageReader
 from orchestrator.config.values import _key
 from orchestrator.domain.slug import slug_problem
-from orchestrator.landing.config import read_land_keys
+from orchestrator.features.landing.config import read_land_keys
 from orchestrator.workspace.worktree import Identity
 
 
