@@ -48,10 +48,10 @@ from orchestrator.api.types import (
 )
 from orchestrator.config import Settings, config_fingerprint, load_settings
 from orchestrator.errors import RefusedError
-from orchestrator.events.outbox import with_hooks
 from orchestrator.locking import TickLock
 from orchestrator.storage import db as storage_db
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.repo.outbox import with_hooks
 from orchestrator.storage.schema import require_head
 from orchestrator.views import reports
 

@@ -20,14 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, and_, exists, select
+from sqlalchemy import Engine
 
-from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
-from orchestrator.storage import tables
 from orchestrator.storage.db import db_now, read_tx
-
-FINISHED = (Status.COMPLETE.value, Status.CANCELLED.value)
+from orchestrator.storage.reads.finished import attempt_numbers, finished_before
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,6 @@ def prune(
     dry_run: bool,
     workspace_root: Path | None = None,
 ) -> PruneResult:
-    t, a = tables.tasks, tables.attempts
     with read_tx(engine) as conn:
         now = db_now(conn)
         # Older than the calendar's first day is nothing (and past it the
@@ -65,18 +61,11 @@ def prune(
         if days >= oldest.days:
             return PruneResult(())
         cutoff = now - timedelta(days=days)
-        open_attempt = exists().where(and_(a.c.task_id == t.c.id, a.c.finished_at.is_(None)))
-        rows = conn.execute(
-            select(t.c.id, t.c.slug)
-            .where(t.c.status.in_(FINISHED), t.c.updated_at <= cutoff, ~open_attempt)
-            .order_by(t.c.id)
-        ).all()
+        rows = finished_before(conn, cutoff)
         candidates = [(task_id, slug) for task_id, slug in rows if slug_problem(slug) is None]
         names: dict[int, set[str]] = {task_id: set() for task_id, _ in candidates}
         if names:
-            for task_id, stage, number in conn.execute(
-                select(a.c.task_id, a.c.stage, a.c.number).where(a.c.task_id.in_(list(names)))
-            ):
+            for task_id, stage, number in attempt_numbers(conn, names):
                 names[task_id].add(f"{stage}-{number:03d}")
     workspaces = None if workspace_root is None else workspace_root.resolve()
     found: list[Folder] = []

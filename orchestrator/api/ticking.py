@@ -20,9 +20,9 @@ from sqlalchemy import Engine
 from orchestrator import compose
 from orchestrator.config import Settings
 from orchestrator.errors import Interrupted, TickFailedError
-from orchestrator.events.outbox import with_hooks
 from orchestrator.ext.model import TickOptions, TickReport
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.repo.outbox import with_hooks
 from orchestrator.tick.progress import Progress
 from orchestrator.views.suggest import require_task
 

@@ -8,18 +8,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, and_, exists, select
+from sqlalchemy import Engine
 
 from orchestrator.config import Settings
-from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
-from orchestrator.storage import tables
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.reads.finished import finished_branches
 from orchestrator.tick.round_branches import drop_attempt_refs
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Worktree
-
-FINISHED = (Status.COMPLETE.value, Status.CANCELLED.value)
 
 
 @dataclass(frozen=True)
@@ -43,30 +40,20 @@ def finished_worktrees(
             wanted[name] = keep
     if not wanted:
         return []
-    t, a = tables.tasks, tables.attempts
-    open_attempt = exists().where(and_(a.c.task_id == t.c.id, a.c.finished_at.is_(None)))
     with read_tx(engine) as conn:
         now = db_now(conn)
-        rows = conn.execute(
-            select(t.c.slug, t.c.pipeline, t.c.branch, t.c.base_commit, t.c.updated_at)
-            .where(
-                t.c.status.in_(FINISHED),
-                t.c.branch.is_not(None),
-                t.c.pipeline.in_(list(wanted)),
-                ~open_attempt,
-            )
-            .order_by(t.c.id)
-        ).all()
+        rows = finished_branches(conn, wanted)
     removed: list[Removed] = []
-    for slug, name, branch, base_commit, updated_at in rows:
-        if slug_problem(slug) is not None or updated_at > now - timedelta(days=wanted[name]):
+    for row in rows:
+        slug, name, branch = row.slug, row.pipeline, row.branch
+        if slug_problem(slug) is not None or row.updated_at > now - timedelta(days=wanted[name]):
             continue
         workspace = settings.workspace_root / slug
         if not workspace.exists() and not workspace.is_symlink():
             continue  # removed before: the cheap answer for most finished tasks
         repository = settings.pipelines[name].repository
         assert repository is not None
-        tree = Worktree(repository, workspace, branch, base_commit or "")
+        tree = Worktree(repository, workspace, branch, row.base_commit or "")
         try:
             if dry_run:
                 if tree.exists():

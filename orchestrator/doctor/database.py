@@ -143,17 +143,10 @@ def _lease_check(engine: Engine) -> Check:
 def _parked_checks(engine: Engine, settings: Settings) -> list[Check]:
     """Tasks at a pipeline or stage the config no longer has: the next tick
     halts them as `unknown_stage`; better to learn it now, with their names."""
-    from sqlalchemy import select
+    from orchestrator.storage.reads.tasks import unfinished_positions
 
-    from orchestrator.storage import repo
-
-    t = repo.tasks
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(t.c.slug, t.c.pipeline, t.c.stage).where(
-                t.c.status.not_in(("complete", "cancelled"))
-            )
-        ).all()
+        rows = unfinished_positions(conn)
     lost: list[str] = []
     for slug, pipeline_name, stage in rows:
         pipeline = settings.pipeline(pipeline_name)

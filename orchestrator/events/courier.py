@@ -24,10 +24,10 @@ from sqlalchemy import Engine
 
 from orchestrator import runner
 from orchestrator.config import Settings
-from orchestrator.events import store
 from orchestrator.events.hooks import HookConfig
 from orchestrator.events.run_hook import run_hook
 from orchestrator.storage.db import db_now, read_tx, write_tx
+from orchestrator.storage.repo import deliveries
 
 MAX_IN_FLIGHT = 8  # processes at once of each hook, per tick
 
@@ -43,7 +43,7 @@ class Courier:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._in_flight: dict[int, str] = {}  # delivery id -> hook name
-        self._results: list[tuple[store.Try, str | None]] = []
+        self._results: list[tuple[deliveries.Try[HookConfig], str | None]] = []
         self._failed: set[str] = set()  # hooks with a failed try in this tick
         self._last_pass_done = False  # the pass after close was made
 
@@ -127,7 +127,7 @@ class Courier:
         hook with a free slot is due (None: when a try ends or a kick)."""
         with write_tx(self.engine) as conn:
             now = db_now(conn)
-            while store.dispatch(conn, self.hooks, now) == store.BATCH:
+            while deliveries.dispatch(conn, self.hooks, now) == deliveries.BATCH:
                 pass
             with self._lock:
                 busy = dict(self._in_flight)
@@ -135,7 +135,7 @@ class Courier:
                 hook.name: MAX_IN_FLIGHT - sum(1 for name in busy.values() if name == hook.name)
                 for hook in hooks
             }
-            due = store.claim_due(conn, hooks, now, set(busy), room)
+            due = deliveries.claim_due(conn, hooks, now, set(busy), room)
         for attempt in due:
             self._launch(attempt)
             room[attempt.hook.name] -= 1
@@ -143,11 +143,11 @@ class Courier:
         if not free:
             return None  # a try ending wakes the courier
         with read_tx(self.engine) as conn:
-            upcoming = store.next_due(conn, free)
+            upcoming = deliveries.next_due(conn, free)
             now = db_now(conn)
         return None if upcoming is None else max(0.0, (upcoming - now).total_seconds())
 
-    def _launch(self, attempt: store.Try) -> None:
+    def _launch(self, attempt: deliveries.Try[HookConfig]) -> None:
         payload = {**attempt.payload, "links": self._links(attempt.payload)}
         data = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode() + b"\n"
         # A hook is often a third party's script: like a worker, it never sees
@@ -185,12 +185,12 @@ class Courier:
         sent the same event again)."""
         with self._lock:
             results, self._results = self._results, []
-        kept: list[tuple[store.Try, str | None]] = []
+        kept: list[tuple[deliveries.Try[HookConfig], str | None]] = []
         problem: Exception | None = None
         for attempt, error in results:
             try:
                 with write_tx(self.engine) as conn:
-                    store.record_try(conn, attempt, error, db_now(conn))
+                    deliveries.record_try(conn, attempt, error, db_now(conn))
             except Exception as exc:
                 kept.append((attempt, error))  # for the next pass (at worst, tried again later)
                 problem = problem or exc

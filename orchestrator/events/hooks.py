@@ -18,7 +18,7 @@ from orchestrator.config.schema import (
     Text,
     read_keys,
 )
-from orchestrator.events.kinds import KINDS
+from orchestrator.domain.event_kinds import KINDS
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRY = 30.0

@@ -266,7 +266,7 @@ transitions = Table(
     CheckConstraint(one_of("event", RECORDED_EVENTS), name="event"),
 )
 
-# Outbox: a transition of interest (orchestrator.events.kinds) writes its
+# Outbox: a transition of interest (orchestrator.domain.event_kinds) writes its
 # event here in the transition's own transaction; the tick hands it to hooks
 # after commit. `dispatched_at` is set once a delivery row exists for every
 # hook configured then (a hook added later does not get old news).

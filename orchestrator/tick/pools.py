@@ -26,11 +26,11 @@ from orchestrator.agents import limits
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PoolConfig, Settings, StageConfig
 from orchestrator.domain.decide import Outcome
-from orchestrator.events import outbox
-from orchestrator.events.kinds import POOL_PAUSED, POOL_RESUMED
+from orchestrator.domain.event_kinds import POOL_PAUSED, POOL_RESUMED
 from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import savepoint
+from orchestrator.storage.repo import outbox
 from orchestrator.storage.repo import pools as pool_rows
 
 # Outcomes a usage limit turns into `backoff`: the attempt did not do its

@@ -14,10 +14,10 @@ from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
-from orchestrator.events import outbox
 from orchestrator.ext.model import LEASE_EXPIRED, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, is_sqlite, read_tx
+from orchestrator.storage.repo import outbox
 from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.testing import fault_point
 from orchestrator.tick import round_branches, round_claims, rounds

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.decide import Outcome
@@ -299,17 +299,11 @@ def _settle_locked(
     added to `must` first, for the caller to check); then, unless a round
     is running, every candidate worktree and branch of the task goes."""
     assert pipeline.repository is not None
-    a = repo.attempts
     with read_tx(engine) as conn:
         task = repo.get_task(conn, slug)
         if task is None or task.branch is None:
             return
-        found = conn.execute(
-            select(a.c.stage, a.c.round, func.max(a.c.id))
-            .where(a.c.task_id == task.id, a.c.round.is_not(None))
-            .group_by(a.c.stage, a.c.round)
-            .order_by(func.max(a.c.id).desc())
-        ).all()
+        found = round_rows.rounds_newest_first(conn, task.id)
         running = False
         winner: round_rows.Member | None = None
         slots = 1

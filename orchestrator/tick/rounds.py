@@ -77,11 +77,8 @@ def decide_if_full(
         None,
     )
     if decision.plateau is not None:
-        conn.execute(
-            repo.attempts.update()
-            .where(repo.attempts.c.id == chosen.id)
-            .values(plateau=json.dumps(decision.plateau.to_dict(), sort_keys=True))
-        )
+        plateau = json.dumps(decision.plateau.to_dict(), sort_keys=True)
+        round_rows.record_plateau(conn, chosen.id, plateau)
     # Only a winner's commit is the task's; the others stay at their refs.
     keep = chosen.id if best.outcome is Outcome.PASSED else None
     round_rows.clear_commits(conn, [m.id for m in members if m.id != keep])

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from orchestrator.config import Settings
 from orchestrator.errors import RefusedError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.reads.attempts import stage_commits
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace.gitrun import (
     GIT_TIMEOUT,
@@ -105,12 +106,7 @@ def _stage_range(conn: Any, task: repo.TaskSnapshot, stage: str) -> tuple[str | 
     """(from, to) for one stage's part: from the newest commit a stage passed
     before the stage's latest run began (else the base), to the commit its
     run passed with (None: still in the worktree)."""
-    a = repo.attempts
-    rows = conn.execute(
-        select(a.c.id, a.c.stage, a.c.run, a.c.commit_sha)
-        .where(a.c.task_id == task.id)
-        .order_by(a.c.id)
-    ).all()
+    rows = stage_commits(conn, task.id)
     runs = [r for r in rows if r.stage == stage]
     if not runs:
         raise RefusedError(f"task {task.slug!r} has no attempt at stage {stage!r}")

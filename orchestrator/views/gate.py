@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from orchestrator import safefs
 from orchestrator.config import Settings
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.reads.attempts import run_started_at
 from orchestrator.views.answer import Answer, agent_answer
 from orchestrator.views.branch import BranchChanges, branch_changes
 from orchestrator.views.reports import attempt_dir
@@ -56,17 +57,12 @@ class GateView:
 
 def gate_view(engine: Engine, settings: Settings, slug: str) -> GateView:
     """Read the gate's artifacts; works at any state (the hash then binds that state)."""
-    a = repo.attempts
     with read_tx(engine) as conn:
         task = repo.get_task(conn, slug)
         if task is None:
             raise unknown_task(conn, slug)
         attempts = repo.attempts_of(conn, task.id, task.stage)
-        started = conn.execute(
-            select(func.min(a.c.started_at)).where(
-                a.c.task_id == task.id, a.c.stage == task.stage, a.c.run == task.run
-            )
-        ).scalar_one_or_none()
+        started = run_started_at(conn, task.id, task.stage, task.run)
         commit = repo.stage_start_commit(conn, task.id, task.stage, task.run)
     attempt = attempts[-1] if attempts else None
     folder = attempt_dir(settings.state_root, slug, attempt) if attempt else None

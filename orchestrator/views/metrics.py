@@ -18,12 +18,13 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine
 
 from orchestrator.domain.pipeline import Status
 from orchestrator.errors import HostIOError, host_error
-from orchestrator.storage import repo, tables
+from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.reads import metrics as counts_of
 from orchestrator.storage.repo import pools as pool_rows
 
 PREFIX = "orchestrator"
@@ -77,27 +78,24 @@ class _DatabaseCollector(Collector):
 
 
 def _tasks(conn: Connection) -> Iterator[GaugeMetricFamily]:
-    t = tables.tasks
     family = GaugeMetricFamily(
         f"{PREFIX}_tasks", "Tasks by stage and status.", labels=["stage", "status"]
     )
-    rows = conn.execute(select(t.c.stage, t.c.status, func.count()).group_by(t.c.stage, t.c.status))
-    counts = {(stage, status): n for stage, status, n in rows}
-    for status in Status:  # every status present, at 0 when empty, for alerting
-        if not any(s == status.value for _, s in counts):
-            counts[("", status.value)] = 0
+    counts = {(stage, status): n for stage, status, n in counts_of.task_counts(conn)}
+    for each in Status:  # every status present, at 0 when empty, for alerting
+        if not any(s == each.value for _, s in counts):
+            counts[("", each.value)] = 0
     for (stage, status), n in sorted(counts.items()):
         family.add_metric([stage, status], n)
     yield family
 
 
 def _attempts(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-    a = tables.attempts
     finished = CounterMetricFamily(
         f"{PREFIX}_attempts", "Finished attempts by outcome.", labels=["outcome"]
     )
     running = 0
-    for outcome, n in conn.execute(select(a.c.outcome, func.count()).group_by(a.c.outcome)):
+    for outcome, n in counts_of.attempt_counts(conn):
         if outcome is None:
             running = n
         else:
@@ -109,21 +107,14 @@ def _attempts(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFam
 def _ticks(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
     """Idle ticks share one row per host (counts 0, started = finished): the
     duration is of the last tick that did work, the timestamps of any tick."""
-    k = tables.ticks
-    worked = (k.c.claimed > 0) | (k.c.recovered > 0) | (k.c.advanced > 0)
-    last = conn.execute(
-        select(k.c.started_at, k.c.finished_at)
-        .where(k.c.finished_at.is_not(None), worked)
-        .order_by(k.c.id.desc())
-        .limit(1)
-    ).first()
+    last = counts_of.last_working_tick(conn)
     if last is not None:
         yield GaugeMetricFamily(
             f"{PREFIX}_tick_duration_seconds",
             "Duration of the last finished tick that did work.",
             value=(last[1] - last[0]).total_seconds(),
         )
-    success = conn.execute(select(func.max(k.c.finished_at)).where(k.c.exit_code == 0)).scalar()
+    success = counts_of.last_success(conn)
     if success is not None:
         yield GaugeMetricFamily(
             f"{PREFIX}_tick_last_success_timestamp_seconds",
@@ -137,7 +128,7 @@ def _ticks(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily
             "When the last tick finished, idle or not, whatever its exit (Unix time).",
             value=newest.timestamp(),
         )
-    recovered = conn.execute(select(func.coalesce(func.sum(k.c.recovered), 0))).scalar()
+    recovered = counts_of.recovered_total(conn)
     yield CounterMetricFamily(
         f"{PREFIX}_recoveries",
         "Attempts closed by recovery (their tick died or lost its lease).",
@@ -146,12 +137,7 @@ def _ticks(conn: Connection) -> Iterator[GaugeMetricFamily | CounterMetricFamily
 
 
 def _approvals(conn: Connection) -> Iterator[GaugeMetricFamily]:
-    t = tables.tasks
-    count, oldest = conn.execute(
-        select(func.count(), func.min(t.c.updated_at)).where(
-            t.c.status == Status.AWAITING_APPROVAL.value
-        )
-    ).one()
+    count, oldest = counts_of.pending_approvals(conn)
     yield GaugeMetricFamily(f"{PREFIX}_approvals_pending", "Tasks waiting at a gate.", value=count)
     age = 0.0
     if oldest is not None:
@@ -164,7 +150,6 @@ def _approvals(conn: Connection) -> Iterator[GaugeMetricFamily]:
 
 
 def _deliveries(conn: Connection) -> Iterator[GaugeMetricFamily]:
-    d = tables.deliveries
     pending = GaugeMetricFamily(
         f"{PREFIX}_hook_deliveries_pending", "Undelivered events per hook.", labels=["hook"]
     )
@@ -173,12 +158,7 @@ def _deliveries(conn: Connection) -> Iterator[GaugeMetricFamily]:
         "Undelivered events per hook whose last try failed.",
         labels=["hook"],
     )
-    rows = conn.execute(
-        select(d.c.hook, func.count(), func.count(d.c.last_error))
-        .where(d.c.delivered_at.is_(None))
-        .group_by(d.c.hook)
-    )
-    for hook, waiting, failed in rows:
+    for hook, waiting, failed in counts_of.undelivered_by_hook(conn):
         pending.add_metric([hook], waiting)
         failing.add_metric([hook], failed)
     yield pending

@@ -1,18 +1,17 @@
-"""Read-side queries for list, show, history, scores and sql.
+"""The read side of list, show, history, scores and sql.
 
-Each returns plain rows (dicts of JSON-ready values) so the CLI only renders.
+Each returns plain rows (dicts of JSON-ready values) so the CLI only
+renders; the queries are `storage/reads/`'s.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, and_, select, text
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from orchestrator.agents.report import attempt_usage
@@ -20,6 +19,10 @@ from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, translate
+from orchestrator.storage.reads.attempts import exit_codes, score_rows, tried_stages
+from orchestrator.storage.reads.history import history_rows
+from orchestrator.storage.reads.tasks import held_stages
+from orchestrator.storage.reads.user_sql import READ_ONLY_DRIVERS, execute_one, read_only
 from orchestrator.storage.repo import restores
 from orchestrator.views.rounds import round_facts
 from orchestrator.views.suggest import did_you_mean, unknown_task
@@ -57,7 +60,7 @@ def list_tasks(
             stage, status = parsed.stage, parsed.status
     with read_tx(engine) as conn:
         if stage is not None and stage != "complete" and stage not in stages:
-            held = set(conn.execute(select(repo.tasks.c.stage).distinct()).scalars())
+            held = held_stages(conn)
             if stage not in held:
                 hint = did_you_mean(stage, [*stages, *held, *statuses])
                 raise RefusedError(f"no stage or status {stage!r}{hint}")
@@ -94,13 +97,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
         rows = repo.list_rows(conn, slug=slug)  # this task's row, not its stage's
         transitions = repo.transitions_of(conn, task.id)
         attempts = repo.attempts_of(conn, task.id)
-        a = repo.attempts
-        exits = {
-            row.id: (row.worker_exit, row.verifier_exit)
-            for row in conn.execute(
-                select(a.c.id, a.c.worker_exit, a.c.verifier_exit).where(a.c.task_id == task.id)
-            )
-        }
+        exits = exit_codes(conn, task.id)
         usage = attempt_usage(conn, task.id)
         waits = repo.waits_of(conn, [task.id]).get(task.id, [])
         parent, subtasks = repo.family(conn, task.id)
@@ -164,39 +161,19 @@ def attempt_dir(state_root: Path, slug: str, attempt: repo.AttemptSnapshot) -> P
     return state_root / slug / f"{attempt.stage}-{attempt.number:03d}"
 
 
-def transitions_query() -> Select[Any]:
-    """The history's rows (the task's slug with each transition), unordered:
-    `history` and the web page's history filter and page it each their way."""
-    t, tasks = repo.transitions, repo.tasks
-    return select(
-        tasks.c.slug.label("task"),
-        t.c.seq,
-        t.c.from_state,
-        t.c.to_state,
-        t.c.event,
-        t.c.actor,
-        t.c.reason,
-        t.c.note,
-        t.c.at,
-    ).join(tasks, tasks.c.id == t.c.task_id)
-
-
 def history(
     engine: Engine, slug: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Transitions, oldest first (all tasks, or one); `limit` keeps the
     newest rows, like `tail`: a history is read for what happened last."""
-    t = repo.transitions
-    query = transitions_query().order_by(t.c.id)
     with read_tx(engine) as conn:
+        task_id = None
         if slug is not None:
             task = repo.get_task(conn, slug)
             if task is None:
                 raise unknown_task(conn, slug)
-            query = query.where(t.c.task_id == task.id)
-        if limit is not None:
-            query = query.order_by(None).order_by(t.c.id.desc()).limit(limit)
-        rows = [_clean(dict(row._mapping)) for row in conn.execute(query)]
+            task_id = task.id
+        rows = [_clean(row) for row in history_rows(conn, task_id, limit)]
     return rows[::-1] if limit is not None else rows
 
 
@@ -205,36 +182,16 @@ def scores(
 ) -> list[dict[str, Any]]:
     """A task's scores; a `stage` neither in `stages` (its pipeline's) nor
     in its attempts is a typo, refused with the closest name."""
-    a = repo.attempts
     with read_tx(engine) as conn:
         task = repo.get_task(conn, slug)
         if task is None:
             raise unknown_task(conn, slug)
-        condition = and_(a.c.task_id == task.id, a.c.score.is_not(None))
         if stage is not None and stage not in stages:
-            tried = set(
-                conn.execute(select(a.c.stage).where(a.c.task_id == task.id).distinct()).scalars()
-            )
+            tried = tried_stages(conn, task.id)
             if stage not in tried:
                 hint = did_you_mean(stage, [*stages, *tried])
                 raise RefusedError(f"task {slug!r} has no stage {stage!r}{hint}")
-        if stage is not None:
-            condition = and_(condition, a.c.stage == stage)
-        rows = conn.execute(
-            select(
-                a.c.stage,
-                a.c.number.label("attempt"),
-                a.c.run,
-                a.c.score,
-                a.c["pass"],
-                a.c.outcome,
-                a.c.cost_usd,
-                a.c.finished_at.label("at"),
-            )
-            .where(condition)
-            .order_by(a.c.id)
-        )
-        return [_clean(dict(row._mapping)) for row in rows]
+        return [_clean(row) for row in score_rows(conn, task.id, stage)]
 
 
 def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -244,14 +201,14 @@ def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]
     Only drivers we can hold to one statement are allowed: with any other
     PostgreSQL driver, `COMMIT; DELETE …` would end READ ONLY and write."""
     dialect = engine.dialect
-    if (dialect.name, dialect.driver) not in _READ_ONLY_DRIVERS:
+    if (dialect.name, dialect.driver) not in READ_ONLY_DRIVERS:
         raise ConfigError(
             f"sql refuses the {dialect.name}+{dialect.driver} driver: it cannot be held "
             "read-only; use a postgresql+psycopg:// URL (pip install 'orchestrator[pg]')"
         )
-    with read_tx(engine) as conn, _read_only(conn):
+    with read_tx(engine) as conn, read_only(conn):
         try:
-            columns, rows = _execute_one(conn, query)
+            columns, rows = execute_one(conn, query)
             return columns, [tuple(_jsonable(v) for v in row) for row in rows]
         except (DBAPIError, StatementError) as exc:
             orig = getattr(exc, "orig", exc)
@@ -262,60 +219,3 @@ def run_sql(engine: Engine, query: str) -> tuple[list[str], list[tuple[Any, ...]
             if mapped is not None and not isinstance(mapped, SchemaError):
                 raise mapped from exc  # busy, unreadable, permission: not the query's fault
             raise RefusedError(f"query failed: {message}") from exc
-
-
-# (dialect, driver) pairs whose read-only mode `_read_only` and
-# `_execute_one` can guarantee.
-_READ_ONLY_DRIVERS = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
-
-
-@contextmanager
-def _read_only(conn: Connection) -> Iterator[None]:
-    """Make the connection refuse writes for this query, then restore it: the
-    connection goes back to a pool that the tick's writers share. On SQLite an
-    authorizer also denies ATTACH, which `query_only` lets create files."""
-    if conn.dialect.name != "sqlite":
-        conn.execute(text("SET TRANSACTION READ ONLY"))
-        yield
-        return
-    driver = conn.connection.driver_connection
-    assert isinstance(driver, sqlite3.Connection)
-
-    def authorize(action: int, *_args: object) -> int:
-        return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
-
-    conn.exec_driver_sql("PRAGMA query_only = ON")
-    driver.set_authorizer(authorize)
-    try:
-        yield
-    finally:
-        driver.set_authorizer(None)
-        driver.execute("PRAGMA query_only = OFF").close()
-
-
-def _execute_one(conn: Connection, query: str) -> tuple[list[str], list[Any]]:
-    """Execute exactly one statement, with no parameter substitution.
-
-    sqlite3 refuses a second statement by itself. psycopg would send a
-    parameterless query with the simple protocol, which runs several
-    statements: `COMMIT; DELETE …` would end the read-only transaction and
-    then write. A prepared statement (extended protocol) holds exactly one,
-    and with no parameters a `%` in the query stays a `%`.
-    """
-    if conn.dialect.name == "sqlite":
-        result = conn.exec_driver_sql(query)
-        if not result.returns_rows:
-            return [], []
-        return list(result.keys()), list(result)
-    dbapi = conn.dialect.loaded_dbapi
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        try:
-            cursor.execute(query, prepare=True)
-            if cursor.description is None:
-                return [], []
-            return [column.name for column in cursor.description], cursor.fetchall()
-        except dbapi.Error as exc:
-            raise DBAPIError.instance(query, None, exc, dbapi.Error, dialect=conn.dialect) from exc
-    finally:
-        cursor.close()

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine
 
 from orchestrator.config import Settings
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.reads.attempts import named_attempts, newest_round, round_slots
 from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.workspace.gitrun import GitError, run_git
 
@@ -21,26 +22,16 @@ def round_facts(conn: Connection, task_id: int) -> dict[int, dict[str, Any]]:
     """attempt id -> its `round`, `candidate`, `candidates` and `winner`
     (the candidate its round's decision named: the winner, or the best of
     a round none passed), for the task's candidates only."""
-    a, t = repo.attempts, repo.transitions
-    rows = conn.execute(
-        select(a.c.id, a.c.round, a.c.candidate, a.c.candidates).where(
-            a.c.task_id == task_id, a.c.round.is_not(None)
-        )
-    ).all()
+    rows = round_slots(conn, task_id)
     if not rows:
         return {}
-    named = {
-        row[0]
-        for row in conn.execute(
-            select(t.c.attempt_id).where(t.c.task_id == task_id, t.c.event != "claim")
-        )
-    }
+    named = named_attempts(conn, task_id)
     return {
-        row[0]: {
-            "round": row[1],
-            "candidate": row[2],
-            "candidates": row[3],
-            "winner": row[0] in named,
+        row.id: {
+            "round": row.round,
+            "candidate": row.candidate,
+            "candidates": row.candidates,
+            "winner": row.id in named,
         }
         for row in rows
     }
@@ -80,16 +71,11 @@ def round_candidates(
     """The candidates of the newest round at the task's stage and run, the
     winner first, then by score; each with its diff against the round's
     base from its kept ref. Empty for a stage without candidates."""
-    a = repo.attempts
     with read_tx(engine) as conn:
-        newest = conn.execute(
-            select(func.max(a.c.round)).where(
-                a.c.task_id == task.id, a.c.stage == task.stage, a.c.run == task.run
-            )
-        ).scalar()
+        newest = newest_round(conn, task.id, task.stage, task.run)
         if newest is None:
             return []
-        members = round_rows.members(conn, task.id, task.stage, int(newest))
+        members = round_rows.members(conn, task.id, task.stage, newest)
         chosen = round_rows.decided(conn, [m.id for m in members])
     pipeline = settings.pipeline(task.pipeline)
     repository = None if pipeline is None else pipeline.repository

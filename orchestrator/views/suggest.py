@@ -6,10 +6,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from orchestrator.errors import UnknownTaskError
 from orchestrator.storage import repo
+from orchestrator.storage.reads.tasks import all_slugs
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -22,7 +23,7 @@ def unknown_task(conn: Connection, slug: str) -> UnknownTaskError:
     """The error for a slug no task has, with the closest slug there is.
 
     Only on the error path: reading every slug is a scan of `tasks`."""
-    slugs = conn.execute(select(repo.tasks.c.slug)).scalars()
+    slugs = all_slugs(conn)
     return UnknownTaskError(f"no task {slug!r}{did_you_mean(slug, slugs)}")
 
 

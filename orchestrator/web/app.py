@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -25,6 +25,7 @@ from orchestrator.api.approving import approve_gate
 from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError, RefusedError, UnknownTaskError
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.reads.health import ping
 from orchestrator.web.data import SECTION_ORDER
 from orchestrator.web.pages import Pages
 from orchestrator.web.render import Links, css
@@ -143,7 +144,7 @@ def _plain_routes(engine: Engine) -> list[Route]:
     def healthz(_request: Request) -> Response:
         try:
             with read_tx(engine) as conn:
-                conn.execute(text("SELECT 1"))
+                ping(conn)
         except Exception as exc:  # any failure is "not healthy"
             return _text(f"database unreachable: {type(exc).__name__}", 503)
         return _text("ok")

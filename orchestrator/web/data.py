@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine
 
 from orchestrator.domain.pipeline import Status, state_string
 from orchestrator.domain.waits import waiting_line
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.reads.board import capped_count, section_rows
+from orchestrator.storage.reads.history import history_page_rows
 from orchestrator.storage.repo import pools as pool_rows
 from orchestrator.storage.repo import restores
-from orchestrator.views.reports import transitions_query
 from orchestrator.views.suggest import unknown_task
 from orchestrator.views.ticks import last_tick_text
 
@@ -123,61 +124,16 @@ def paused_pools(conn: Connection) -> list[tuple[str, str, str]]:
 
 
 def _capped_count(conn: Connection, status: Status) -> int:
-    t = repo.tasks
-    inner = select(t.c.id).where(t.c.status == status.value).limit(COUNT_CAP).subquery()
-    return int(conn.execute(select(func.count()).select_from(inner)).scalar_one())
+    return capped_count(conn, status.value, COUNT_CAP)
 
 
 def _section_rows(
     conn: Connection, status: Status, limit: int, offset: int
 ) -> list[dict[str, Any]]:
-    t, a = repo.tasks, repo.attempts
-    count = (
-        select(func.count())
-        .where(and_(a.c.task_id == t.c.id, a.c.stage == t.c.stage))
-        .scalar_subquery()
-    )
-    last_score = (
-        select(a.c.score)
-        .where(and_(a.c.task_id == t.c.id, a.c.stage == t.c.stage, a.c.score.is_not(None)))
-        .order_by(a.c.number.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-    # The page's ids first (index only), then the columns for those rows:
-    # SQLite would otherwise run the subqueries for every row it sorts.
-    order = (
-        (t.c.updated_at, t.c.id)  # oldest waiting first
-        if status is Status.AWAITING_APPROVAL
-        else (t.c.id.desc(),)  # newest first, straight off the index
-    )
-    page = (
-        select(t.c.id)
-        .where(t.c.status == status.value)
-        .order_by(*order)
-        .limit(limit)
-        .offset(offset)
-        .subquery()
-    )
-    query = (
-        select(
-            t.c.id,
-            t.c.slug,
-            t.c.title,
-            t.c.stage,
-            t.c.status,
-            t.c.halt_reason,
-            t.c.priority,
-            t.c.updated_at,
-            count.label("attempt"),
-            last_score.label("score"),
-        )
-        .join_from(t, page, page.c.id == t.c.id)
-        .order_by(*order)
-    )
+    oldest_first = status is Status.AWAITING_APPROVAL
+    found = section_rows(conn, status.value, oldest_first=oldest_first, limit=limit, offset=offset)
     rows = []
-    for row in conn.execute(query):
-        data = dict(row._mapping)
+    for data in found:
         data["state"] = state_string(data["stage"], data["status"])
         # Formatted here: Jinja's `format` filter costs ~20 us a call, a
         # tenth of a page of 100 rows.
@@ -267,18 +223,15 @@ def history_page(
     page: int = 1,
 ) -> HistoryPage:
     """Transitions, newest first, filtered by exact task slug, event and actor."""
-    t, tasks = repo.transitions, repo.tasks
-    query = transitions_query()
-    if task:
-        query = query.where(tasks.c.slug == task)
-    if event:
-        query = query.where(t.c.event == event)
-    if actor:
-        query = query.where(t.c.actor == actor)
-    query = query.order_by(t.c.id.desc()).limit(HISTORY_PAGE + 1)
-    query = query.offset((page - 1) * HISTORY_PAGE)
     with read_tx(engine) as conn:
-        rows = [dict(row._mapping) for row in conn.execute(query)]
+        rows = history_page_rows(
+            conn,
+            task=task,
+            event=event,
+            actor=actor,
+            limit=HISTORY_PAGE + 1,
+            offset=(page - 1) * HISTORY_PAGE,
+        )
     return HistoryPage(rows[:HISTORY_PAGE], page, len(rows) > HISTORY_PAGE)
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, case, select
+from sqlalchemy import Engine
 
 from orchestrator.config import Settings
-from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
+from orchestrator.storage.reads.tasks import recent_slugs
 from orchestrator.web.pages import Pages
 from orchestrator.web.render import Links, css
 
@@ -48,8 +48,5 @@ def render_report(engine: Engine, settings: Settings, limit: int, slugs: list[st
 
 def _recent(engine: Engine, limit: int) -> list[str]:
     """Gates first (oldest waiting first), then the most recently changed."""
-    t = repo.tasks
-    waiting = case((t.c.status == "awaiting_approval", 0), else_=1)
-    query = select(t.c.slug).order_by(waiting, t.c.updated_at.desc(), t.c.id.desc()).limit(limit)
     with read_tx(engine) as conn:
-        return list(conn.execute(query).scalars())
+        return recent_slugs(conn, limit)

@@ -33,9 +33,8 @@ from typing import Any, cast
 from orchestrator import runner
 from orchestrator.config import PipelineConfig
 from orchestrator.domain.decide import HaltReason
+from orchestrator.domain.event_kinds import LANDED
 from orchestrator.domain.pipeline import COMPLETE, Event, State, Status
-from orchestrator.events import outbox
-from orchestrator.events.kinds import LANDED
 from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import ACTOR, Claim, TickOptions
 from orchestrator.ext.ports import Kernel, TxPort
@@ -61,6 +60,7 @@ from orchestrator.features.landing.store import (
 )
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.storage.repo import outbox
 from orchestrator.testing import fault_point
 from orchestrator.workspace.gitrun import GIT_TIMEOUT, SafeGit
 

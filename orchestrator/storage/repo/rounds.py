@@ -233,3 +233,20 @@ def clear_commits(conn: Connection, ids: Collection[int]) -> None:
     gate and `diff` read `commit_sha` as a commit on the task branch."""
     if ids:
         conn.execute(attempts.update().where(attempts.c.id.in_(list(ids))).values(commit_sha=None))
+
+
+def rounds_newest_first(conn: Connection, task_id: int) -> list[tuple[str, int, int]]:
+    """(stage, round, its newest attempt's id) of every round of the task,
+    the newest round first."""
+    rows = conn.execute(
+        select(attempts.c.stage, attempts.c.round, func.max(attempts.c.id))
+        .where(attempts.c.task_id == task_id, attempts.c.round.is_not(None))
+        .group_by(attempts.c.stage, attempts.c.round)
+        .order_by(func.max(attempts.c.id).desc())
+    ).all()
+    return [(stage, round_no, newest) for stage, round_no, newest in rows]
+
+
+def record_plateau(conn: Connection, attempt_id: int, plateau: str) -> None:
+    """The plateau record (JSON) of the round's chosen attempt."""
+    conn.execute(attempts.update().where(attempts.c.id == attempt_id).values(plateau=plateau))

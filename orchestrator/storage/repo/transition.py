@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, insert, select, update
 
 from orchestrator.domain.pipeline import Event, State, Status, check_transition
-from orchestrator.events import outbox
 from orchestrator.storage.prepared import Prepared
+from orchestrator.storage.repo import outbox
 from orchestrator.storage.repo.records import ConflictError, TaskSnapshot, tasks, transitions
 
 

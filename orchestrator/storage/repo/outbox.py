@@ -10,7 +10,7 @@ The engine carries the hooks configured (`with_hooks`), so an event is
 handed out to them as it is written, in the same transaction, whoever writes
 it (a tick, `halt`, the web UI): however late the next tick comes, those
 hooks get it. An event written with no hook configured waits for the first
-tick with a hook (which takes only recent ones: `store.dispatch`).
+tick with a hook (which takes only recent ones: `deliveries.dispatch`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, insert, select
 
+from orchestrator.domain.event_kinds import BY_STATUS, CRASHED
 from orchestrator.domain.pipeline import Event, State
-from orchestrator.events import store
-from orchestrator.events.hooks import HookConfig
-from orchestrator.events.kinds import BY_STATUS, CRASHED
 from orchestrator.storage import tables
+from orchestrator.storage.repo import deliveries
+from orchestrator.storage.repo.deliveries import Hook
 
 WROTE = "orchestrator_wrote_event"
 HOOKS = "orchestrator_hooks"  # an execution option: the hooks configured
@@ -41,7 +41,7 @@ _SCORES = (
 )
 
 
-def with_hooks(engine: Engine, hooks: tuple[HookConfig, ...]) -> Engine:
+def with_hooks(engine: Engine, hooks: tuple[Hook, ...]) -> Engine:
     """`engine` (sharing its pool) whose transactions hand each event they
     write to `hooks` at once."""
     return engine.execution_options(**{HOOKS: hooks})
@@ -136,7 +136,7 @@ def record(
         "scores": scores,
         "at": now.isoformat(),
     }
-    hooks: tuple[HookConfig, ...] = conn.get_execution_options().get(HOOKS, ())
+    hooks: tuple[Hook, ...] = conn.get_execution_options().get(HOOKS, ())
     written = conn.execute(
         insert(tables.events).values(
             kind=kind,
@@ -149,7 +149,7 @@ def record(
     )
     key = written.inserted_primary_key
     if hooks and key is not None:
-        store.hand_out(conn, int(key[0]), kind, hooks, now)
+        deliveries.hand_out(conn, int(key[0]), kind, hooks, now)
     conn.info[WROTE] = True
 
 

@@ -1,17 +1,20 @@
 """The outbox's queries for the courier: hand events to hooks, claim a try,
 record how it went. Each claim is a compare-and-set on `tries`, so two
-ticks (two hosts) never run the same try of the same delivery."""
+ticks (two hosts) never run the same try of the same delivery.
+
+A hook is whatever has the few attributes these queries read (`Hook`,
+`DeliveryHook`): the configuration's `HookConfig` lives in `events/`, a
+layer above, which storage never imports."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy import Connection, func, insert, select, update
 
-from orchestrator.events.hooks import HookConfig
 from orchestrator.storage import tables
 
 events = tables.events
@@ -23,15 +26,36 @@ CLAIM_GRACE = 30.0
 STALE_AFTER = timedelta(days=1)
 
 
+class Hook(Protocol):
+    """What writing a delivery row reads of a hook."""
+
+    @property
+    def name(self) -> str: ...
+
+    def wants(self, kind: str) -> bool: ...
+
+
+class DeliveryHook(Hook, Protocol):
+    """What claiming and recording a try read of a hook."""
+
+    @property
+    def timeout_seconds(self) -> float: ...
+
+    def backoff(self, tries: int) -> float: ...
+
+
+H = TypeVar("H", bound=DeliveryHook)
+
+
 @dataclass(frozen=True)
-class Try:
+class Try(Generic[H]):
     delivery_id: int
-    hook: HookConfig
+    hook: H
     tries: int  # counting this one
     payload: dict[str, Any]
 
 
-def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> int:
+def dispatch(conn: Connection, hooks: tuple[Hook, ...], now: datetime) -> int:
     """Make the delivery rows of events not handed out yet (one per hook
     configured now that wants the kind); returns how many events.
 
@@ -59,7 +83,7 @@ def dispatch(conn: Connection, hooks: tuple[HookConfig, ...], now: datetime) -> 
 
 
 def hand_out(
-    conn: Connection, event_id: int, kind: str, hooks: tuple[HookConfig, ...], now: datetime
+    conn: Connection, event_id: int, kind: str, hooks: tuple[Hook, ...], now: datetime
 ) -> None:
     """One delivery row, due now, per hook in `hooks` that wants `kind`."""
     wanted = [hook.name for hook in hooks if hook.wants(kind)]
@@ -75,16 +99,16 @@ def hand_out(
 
 def claim_due(
     conn: Connection,
-    hooks: tuple[HookConfig, ...],
+    hooks: tuple[H, ...],
     now: datetime,
     skip: set[int],
     room: dict[str, int],
-) -> list[Try]:
+) -> list[Try[H]]:
     """Claim deliveries whose next try is due, up to `room[name]` of each
     hook (its free in-flight slots), so one hook's backlog never takes
     another's turn. A hook no longer configured keeps its rows, pending,
     until it is configured again."""
-    claimed: list[Try] = []
+    claimed: list[Try[H]] = []
     for hook in hooks:
         limit = room.get(hook.name, 0)
         if limit <= 0:
@@ -120,7 +144,7 @@ def claim_due(
     return claimed
 
 
-def record_try(conn: Connection, done: Try, error: str | None, now: datetime) -> None:
+def record_try(conn: Connection, done: Try[H], error: str | None, now: datetime) -> None:
     """The try's result; fenced by `tries`, so a try that outlived its claim
     (another tick took the delivery over) does not overwrite the newer one."""
     values: dict[str, Any]
@@ -140,7 +164,7 @@ def record_try(conn: Connection, done: Try, error: str | None, now: datetime) ->
     )
 
 
-def next_due(conn: Connection, hooks: tuple[HookConfig, ...]) -> datetime | None:
+def next_due(conn: Connection, hooks: tuple[Hook, ...]) -> datetime | None:
     """When the earliest undelivered delivery of a configured hook is due."""
     if not hooks:
         return None
