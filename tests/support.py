@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import textwrap
+import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +36,83 @@ def pg_server_url() -> str:
         pytest.fail(f"{PG_ENV} is not set, and CI=true forbids skipping PostgreSQL tests")
     pytest.skip(f"PostgreSQL tests need {PG_ENV} (a server where CREATE DATABASE is allowed)")
 
+
+class PgDatabases:
+    """PostgreSQL databases for the tests, copied from a template.
+
+    Migrating costs far more than `CREATE DATABASE ... TEMPLATE`, so one
+    database is migrated per session (conftest's `template_pg`) and each
+    test's database is a copy; a clone of a project copies its database the
+    same way. Each test's databases are dropped when it ends (`drop_all`)."""
+
+    def __init__(self) -> None:
+        self.server: str | None = None
+        self.made: list[str] = []
+        self.drop_errors: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._dropper: threading.Thread | None = None
+
+    def _admin(self) -> Any:
+        assert self.server is not None
+        return create_engine(self.server, isolation_level="AUTOCOMMIT")
+
+    def copy(self, source_url: str) -> str:
+        from sqlalchemy.engine import make_url
+
+        source = make_url(source_url)
+        name = f"orch_copy_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+        admin = self._admin()
+        try:
+            with admin.connect() as conn:
+                # A template must have no other session: end any left over.
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :db AND pid <> pg_backend_pid()"
+                    ),
+                    {"db": source.database},
+                )
+                conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{source.database}"'))
+        finally:
+            admin.dispose()
+        self.made.append(name)
+        return source.set(database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        """Drop this test's databases in the background: each DROP DATABASE
+        forces a server checkpoint (seconds on a busy server), and the next
+        test need not wait for them. `wait` before the session ends."""
+        if not self.made:
+            return
+        if self._dropper is None:
+            self._dropper = threading.Thread(target=self._drop_queued, daemon=True)
+            self._dropper.start()
+        for name in self.made:
+            self._queue.put(name)
+        self.made.clear()
+
+    def _drop_queued(self) -> None:
+        while True:
+            name = self._queue.get()
+            try:
+                admin = self._admin()
+                try:
+                    with admin.connect() as conn:
+                        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                finally:
+                    admin.dispose()
+            except Exception as exc:
+                self.drop_errors.append(f"{name}: {exc}")
+            finally:
+                self._queue.task_done()
+
+    def wait(self) -> list[str]:
+        """Block until every queued database is dropped; the drops that failed."""
+        self._queue.join()
+        return self.drop_errors
+
+
+PG_DATABASES = PgDatabases()
 
 DEFAULT_STAGES = """
 [[pipelines.default.stages]]
