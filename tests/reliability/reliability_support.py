@@ -66,7 +66,7 @@ def run(
     """`orchestrator ARGS` as a real process, with a hard deadline: forked from
     the fork server unless it needs a `preexec_fn` (set in a fresh child) or
     asks to be `fresh`."""
-    if preexec_fn is None and not fresh and forked():
+    if preexec_fn is None and not fresh and forkserver.enabled():
         try:
             return forkserver.run(
                 args, cwd=project.dir, env=project.process_env(env), timeout=timeout
@@ -92,11 +92,6 @@ def run(
         proc.communicate()
         raise AssertionError(f"orchestrator {' '.join(args)} hung for {timeout}s") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def forked() -> bool:
-    """Whether runs are forks of the fork server (the default) or fresh interpreters."""
-    return os.environ.get("ORCHESTRATOR_TEST_FRESH_PROCESSES", "") not in ("1", "true")
 
 
 def crash_env(point: str) -> dict[str, str]:
@@ -340,7 +335,6 @@ __all__ = [
     "events",
     "fault_points",
     "file_digest",
-    "forked",
     "one_error_line",
     "outcomes",
     "percentile",
