@@ -129,6 +129,34 @@ verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
 """
 
 
+def run_orchestrator(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float = 300,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`python -m orchestrator ARGS` as a real process; the timeout is a
+    safety net against a hang, generous for a loaded machine.
+
+    The process is a fork of the pre-imported fork server (`forkserver.py`),
+    which spares each run the interpreter's start and the imports (most of
+    a short command's time), unless its environment asks for what only a
+    fresh interpreter reads, or `ORCHESTRATOR_TEST_FRESH_PROCESSES=1`."""
+    if forkserver.can_fork(env):
+        return forkserver.run(args, cwd=cwd, env=env, timeout=timeout, input=input, entry="module")
+    return subprocess.run(  # noqa: PLW1510 - callers assert on returncode
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
+
+
 @dataclass
 class Project:
     dir: Path
@@ -161,26 +189,10 @@ class Project:
         extra_env: Mapping[str, str] | None = None,
         input: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command as a real process (`python -m orchestrator`); the
-        timeout is a safety net against a hang, generous for a loaded machine.
-
-        The process is a fork of the pre-imported fork server (`forkserver.py`),
-        which spares each run the interpreter's start and the imports (most of
-        a short command's time), unless its environment asks for what only a
-        fresh interpreter reads, or `ORCHESTRATOR_TEST_FRESH_PROCESSES=1`."""
-        env = self.process_env(extra_env)
-        if forkserver.can_fork(env):
-            return forkserver.run(
-                args, cwd=self.dir, env=env, timeout=timeout, input=input, entry="module"
-            )
-        return subprocess.run(  # noqa: PLW1510 - callers assert on returncode
-            [sys.executable, "-m", "orchestrator", *args],
-            cwd=self.dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            input=input,
+        """Run a command as a real process (`python -m orchestrator`, see
+        `run_orchestrator`) in the project's folder."""
+        return run_orchestrator(
+            args, cwd=self.dir, env=self.process_env(extra_env), timeout=timeout, input=input
         )
 
     def popen(
@@ -477,6 +489,7 @@ __all__: Sequence[str] = [
     "cli_json",
     "make_project",
     "pg_server_url",
+    "run_orchestrator",
     "write_config",
 ]
 
