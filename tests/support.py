@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -114,6 +115,16 @@ class PgDatabases:
 
 
 PG_DATABASES = PgDatabases()
+
+
+def copy_database(template_db: Path, path: Path) -> str:
+    """The URL of a migrated SQLite database at `path`: a copy of the
+    session's `template_db` fixture (a copy costs a millisecond, a migration
+    about a second)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template_db, path)
+    return f"sqlite:///{path}"
+
 
 DEFAULT_STAGES = """
 [[pipelines.default.stages]]
@@ -487,6 +498,7 @@ __all__: Sequence[str] = [
     "Project",
     "check_invariants",
     "cli_json",
+    "copy_database",
     "make_project",
     "pg_server_url",
     "run_orchestrator",
