@@ -99,6 +99,7 @@ def orchestrator_landing(folder: Path) -> float:
     from sqlalchemy import text
 
     from orchestrator.config import load_settings
+    from orchestrator.features.landing.landing import Lander
     from orchestrator.storage.db import make_engine
     from orchestrator.tick.ticker import Ticker
 
@@ -129,7 +130,7 @@ def orchestrator_landing(folder: Path) -> float:
             conn.execute(text("UPDATE tasks SET status = 'landing', host = NULL"))
         ticker = Ticker(settings, engine)
         started = time.perf_counter()
-        ticker.lander.land_all()
+        Lander(ticker.kernel).land_all()
         elapsed = time.perf_counter() - started
         with engine.connect() as conn:
             row = conn.execute(text("SELECT status, landed_commit FROM tasks")).one()

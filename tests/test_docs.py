@@ -14,19 +14,24 @@ option also explains itself in `--help`, and every relative link resolves.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
 from sqlalchemy import inspect
 
 from orchestrator import errors
+from orchestrator.agents.config import AGENT_SECTION
 from orchestrator.cli import cli
-from orchestrator.config import model
+from orchestrator.config import core
 from orchestrator.config import pools as pool_config
+from orchestrator.config import sections as config_sections
+from orchestrator.config.schema import Key, Text
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event
 from orchestrator.events import hooks, kinds
@@ -210,17 +215,33 @@ def test_option_has_help(name: str, option: click.Option) -> None:
 
 def code_config() -> dict[str, set[str]]:
     """The key lists the loader checks each table against, by table."""
+    schema = core.schema(config_sections.FEATURE_SECTIONS)
     return {
-        "orchestrator.toml": set(model._TOP_KEYS),
-        "[orchestrator]": set(model._ORCHESTRATOR_KEYS),
-        "[defaults]": set(model._DEFAULTS_KEYS),
-        "[pipelines.NAME]": set(model._PIPELINE_KEYS),
-        "[[pipelines.NAME.stages]]": set(model._STAGE_KEYS),
-        "plateau": set(model._PLATEAU_KEYS),
-        "backoff": set(guard_config._BACKOFF_KEYS),
-        "[[hooks]]": set(hooks.HOOK_KEYS),
-        "[pools.NAME]": set(pool_config.POOL_KEYS),
+        "orchestrator.toml": set(schema.top()),
+        "[orchestrator]": set(core.ORCHESTRATOR_SECTION.names()),
+        "[defaults]": set(schema.allowed("defaults")),
+        "[pipelines.NAME]": set(schema.allowed("pipeline")),
+        "[[pipelines.NAME.stages]]": set(schema.allowed("stage")),
+        "plateau": set(core.PLATEAU_SECTION.names()),
+        "backoff": set(guard_config.BACKOFF_SECTION.names()),
+        "[[hooks]]": set(hooks.HOOKS_SECTION.names()),
+        "[pools.NAME]": set(pool_config.POOLS_SECTION.names("pools")),
     }
+
+
+def with_key(section: Any, name: str) -> Any:
+    """`section` with one more key, as a feature that adds one would declare it."""
+    extra = Key(name, Text(), None, "new", frozenset({section.table}))
+    return dataclasses.replace(section, keys=(*section.keys, extra))
+
+
+def stage_only(section: Any, name: str) -> Any:
+    """`section` with `name` no longer accepted in [defaults]."""
+    keys = tuple(
+        dataclasses.replace(k, scope=k.scope - {"defaults"}) if k.name == name else k
+        for k in section.keys
+    )
+    return dataclasses.replace(section, keys=keys)
 
 
 def documented_config(text: str) -> dict[str, set[str]]:
@@ -252,8 +273,10 @@ def test_every_configuration_key_is_in_the_reference() -> None:
 def test_a_configuration_key_added_without_docs_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(model, "_ORCHESTRATOR_KEYS", (*model._ORCHESTRATOR_KEYS, "frobnicate"))
-    monkeypatch.setattr(hooks, "HOOK_KEYS", (*hooks.HOOK_KEYS, "wobble"))
+    monkeypatch.setattr(
+        core, "ORCHESTRATOR_SECTION", with_key(core.ORCHESTRATOR_SECTION, "frobnicate")
+    )
+    monkeypatch.setattr(hooks, "HOOKS_SECTION", with_key(hooks.HOOKS_SECTION, "wobble"))
     assert config_problems(page("configuration.md")) == [
         "[[hooks]]: wobble is not in configuration.md",
         "[orchestrator]: frobnicate is not in configuration.md",
@@ -261,8 +284,11 @@ def test_a_configuration_key_added_without_docs_is_reported(
 
 
 def test_a_configuration_key_the_loader_lost_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    keys = tuple(k for k in model._DEFAULTS_KEYS if k != "max_cost_usd")
-    monkeypatch.setattr(model, "_DEFAULTS_KEYS", keys)
+    features = tuple(
+        stage_only(section, "max_cost_usd") if section is AGENT_SECTION else section
+        for section in config_sections.FEATURE_SECTIONS
+    )
+    monkeypatch.setattr(config_sections, "FEATURE_SECTIONS", features)
     assert config_problems(page("configuration.md")) == [
         "[defaults]: configuration.md has max_cost_usd, which the code does not"
     ]

@@ -26,6 +26,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, func, or_, select, update
 
+from orchestrator.agents import kinds
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event, State, Status
@@ -100,7 +101,7 @@ def unknown_costs(
 ) -> tuple[str, ...]:
     """The task's attempts since its last `resume` at `stages` that read a
     cost-reporting format (`claude-json`) yet recorded no cost."""
-    reporting = [st.name for st in stages if "claude-json" in (st.output, st.verifier_output)]
+    reporting = [st.name for st in stages if _reports_cost(st.output, st.verifier_output)]
     if not reporting:
         return ()
     a, t = repo.attempts, repo.transitions
@@ -169,3 +170,10 @@ def raise_budget(conn: Connection, task: repo.TaskSnapshot, amount: float) -> No
             "the next tick would halt it again"
         )
     conn.execute(update(repo.tasks).where(repo.tasks.c.id == task.id).values(max_cost_usd=amount))
+
+
+def _reports_cost(*formats: str) -> bool:
+    """Whether a stage reading these output formats is told its cost by the
+    agent's own output (`AgentKind.reports_cost`), so a missing figure is
+    an unknown cost, not one the agent chose not to report."""
+    return any(kind is not None and kind.reports_cost for kind in map(kinds.reading, formats))

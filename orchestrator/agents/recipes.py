@@ -1,6 +1,7 @@
 """The agent recipes (`examples/<agent>/orchestrator.toml`) that
-`orchestrator init --agent NAME` writes: complete pipelines for Claude
-Code, Codex CLI, aider, or a script of your own.
+`orchestrator init --agent NAME` writes: a complete pipeline for each
+registered kind (`agents.kinds`: Claude Code, Codex CLI, aider, a script of
+your own).
 
 The recipes live at the repository root (`examples/`), where people browse
 them, and travel inside the wheel as `orchestrator/examples`, like the
@@ -13,14 +14,11 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from orchestrator.agents import kinds
 from orchestrator.errors import RefusedError
 
-AGENTS = ("claude", "codex", "aider", "script")
-# Files a recipe needs beyond the prompts and judges every init writes:
-# (template under orchestrator/templates/agents, path in the project).
-EXTRA_FILES = {"script": (("script_agent.py", "agents/script_agent.py"),)}
-# The agent CLI each recipe runs, and the flags its commands rely on (checked
-# by `doctor` against the program's --help).
+# The flags a recipe's commands rely on (checked by `doctor` against the
+# program's --help).
 _FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
 
 
@@ -36,17 +34,17 @@ def examples_dir() -> Path:
 
 
 def recipe_text(agent: str) -> str:
-    if agent not in AGENTS:
-        raise RefusedError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
-    return (examples_dir() / agent / "orchestrator.toml").read_text(encoding="utf-8")
+    kind = kinds.named(agent)
+    return (examples_dir() / kind.name / "orchestrator.toml").read_text(encoding="utf-8")
 
 
 def extra_files(agent: str) -> list[tuple[str, str]]:
-    """(text, relative path) of the files the recipe's commands run."""
+    """(text, relative path) of the files the recipe's commands run, beyond
+    the prompts and judges every init writes (`AgentKind.extra_files`)."""
     node = resources.files("orchestrator") / "templates" / "agents"
     return [
         ((node / source).read_text(encoding="utf-8"), target)
-        for source, target in EXTRA_FILES.get(agent, ())
+        for source, target in kinds.named(agent).extra_files
     ]
 
 

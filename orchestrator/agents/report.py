@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from orchestrator.agents.output import Usage
+from orchestrator.agents.usage import Usage
+from orchestrator.domain.money import money
 from orchestrator.storage import repo
-from orchestrator.views.money import money
 
 USAGE_COLUMNS = tuple(Usage().columns())
 

@@ -3,10 +3,8 @@ previous attempt recorded (`{prev_session}`, from attempts.session_id)
 instead of starting afresh, and starts afresh in the same attempt when the
 agent says that session is gone (its files were cleaned, another machine).
 
-Which flags resume a session is the agent's business, known here by the
-stage's `output` format: Claude Code takes `--resume ID` anywhere among its
-options; Codex's `exec` has a `resume ID` subcommand, placed before the
-prompt argument (`-`)."""
+Which flags resume a session is the agent's business: its kind's resume
+rule (`agents.kinds`), found by the stage's `output` format."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator import safefs
+from orchestrator.agents import kinds
 from orchestrator.config import StageConfig
 from orchestrator.runner import ProcessResult
 
@@ -24,30 +23,26 @@ SESSION = "{prev_session}"  # rendered by the runner like every placeholder
 # the previous attempt's output said (or the usage file its commands can
 # write); placed after `--resume`, a leading dash would be read as an option.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
-# What each agent prints when the session it is asked to resume does not exist.
-_GONE = {
-    "claude-json": ("No conversation found with session ID",),
-    "codex-jsonl": ("No saved session found", "no rollout found", "thread not found"),
-}
 
 
 def resumed(stage: StageConfig, argv: tuple[str, ...]) -> tuple[str, ...] | None:
     """The worker argv that resumes the previous session, or None when the
     stage's agent has no known way to (`output = "text"`)."""
-    if stage.output == "claude-json":
-        return (argv[0], "--resume", SESSION, *argv[1:])
-    if stage.output == "codex-jsonl" and "exec" in argv:
-        prompt = len(argv) - 1 if argv[-1] == "-" else len(argv)
-        return (*argv[:prompt], "resume", SESSION, *argv[prompt:])
-    return None
+    kind = kinds.reading(stage.output)
+    if kind is None or kind.resume is None:
+        return None
+    return kind.resume.argv(argv, SESSION)
 
 
 def session_gone(stage: StageConfig, result: ProcessResult) -> bool:
     """Whether a failed resume failed because the session does not exist."""
     if result.ok:
         return False
+    kind = kinds.reading(stage.output)
+    if kind is None or kind.resume is None:
+        return False
     said = result.stdout[-4096:] + result.stderr[-4096:]
-    return any(text.lower() in said.lower() for text in _GONE.get(stage.output, ()))
+    return any(text.lower() in said.lower() for text in kind.resume.gone)
 
 
 def run_worker(

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator import safefs
-from orchestrator.agents.output import (
-    AgentOutput,
-    OutputFormat,
-    Usage,
-    read_output,
-    usage_from_report,
-)
+from orchestrator.agents import kinds
+from orchestrator.agents.output import OutputFormat, read_output
+from orchestrator.agents.usage import AgentOutput, Usage, usage_from_report
 from orchestrator.config import StageConfig
 
 USAGE_FILE_ENV = "ORCHESTRATOR_USAGE_FILE"
@@ -75,24 +71,19 @@ def read_usage_file(path: Path) -> Usage:
         return Usage()
 
 
-# What each agent format's own output carries. The usage file is written by
-# the command, that is by the agent itself, so it is never read for these:
-# the envelope's or the events' figure is the one charged, and where the
-# output is missing or cut the figure is unknown (which a budget halts on),
-# never the file's $0. Codex's events carry tokens but no dollar figure, so
-# a Codex stage's cost can only come from its usage file.
-OUTPUT_CARRIES: Mapping[OutputFormat, frozenset[str]] = {
-    "text": frozenset(),
-    "claude-json": frozenset(f.name for f in fields(Usage)),
-    "codex-jsonl": frozenset({"input_tokens", "output_tokens", "turns", "session_id"}),
-}
-
-
 def _command_usage(state_dir: Path, name: str, fmt: OutputFormat) -> Usage:
+    """What a kind's own output carries (`AgentKind.carries`) is never read
+    from the usage file: that file is written by the command, that is by the
+    agent itself, so the envelope's or the events' figure is the one
+    charged, and where the output is missing or cut the figure is unknown
+    (which a budget halts on), never the file's $0. Codex's events carry
+    tokens but no dollar figure, so a Codex stage's cost can only come from
+    its usage file."""
     reported = read_usage_file(usage_file(state_dir, name))
-    if fmt == "text":
+    kind = kinds.reading(fmt)
+    if kind is None:
         return reported
-    reported = replace(reported, **dict.fromkeys(OUTPUT_CARRIES[fmt]))
+    reported = replace(reported, **dict.fromkeys(kind.carries))
     try:
         # The command could have swapped its capture for a FIFO or a link
         # (to /dev/zero, say): only a regular file, and only so much of it.

@@ -267,7 +267,7 @@ def _target(task: repo.TaskSnapshot, event: Event) -> State:
 
 def _refuse_landed(task: repo.TaskSnapshot, event: Event) -> None:
     """A landing past its commit point (the intent to move the base is on
-    the row this transaction locked: `landing/model.CommitPoint`) or done
+    the row this transaction locked: `features/landing/model.CommitPoint`) or done
     wins over a person's command: the base holds the change, or will
     without anyone's further say, and a halt or cancel must not pretend
     otherwise (exit 1)."""

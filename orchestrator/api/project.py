@@ -15,13 +15,39 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
 from orchestrator.api import actions
 from orchestrator.api.actions import ActionResult, TaskSpec
+from orchestrator.api.types import (
+    CalibrateResult,
+    Delivery,
+    EventView,
+    ExplainView,
+    GateChange,
+    GateFacts,
+    HistoryRow,
+    JsonObject,
+    Metrics,
+    MigrateResult,
+    PoolView,
+    PrunedFolder,
+    PruneResult,
+    RemovedWorktree,
+    RestoreResult,
+    SchemaRevision,
+    ScoreRow,
+    TaskRow,
+    TaskView,
+    Transition,
+    Wait,
+    WaitOn,
+    of_json,
+)
 from orchestrator.config import Settings, config_fingerprint, load_settings
+from orchestrator.errors import RefusedError
 from orchestrator.events.outbox import with_hooks
 from orchestrator.locking import TickLock
 from orchestrator.storage import db as storage_db
@@ -68,6 +94,7 @@ class Project:
         return cls(settings, open_engine(settings))
 
     def close(self) -> None:
+        """Dispose the engine (`with` does it on leaving the block)."""
         self.engine.dispose()
 
     def __enter__(self) -> Project:
@@ -154,22 +181,23 @@ class Project:
         """End `slug` for good; a running attempt stops within seconds."""
         return actions.cancel(self.engine, slug, actions.actor_name(by), note)
 
-    def restore(self, slug: str, attempt: int, *, stage: str | None = None) -> dict[str, Any]:
+    def restore(self, slug: str, attempt: int, *, stage: str | None = None) -> RestoreResult:
         """Put attempt number `attempt` of `stage` (default: the task's
         stage) back on the task's branch, as `orchestrator restore`: a new
         commit whose tree is that attempt's kept work (`commit` None when
         the branch held it already)."""
         from orchestrator.api.restore import restore
 
-        return restore(self.engine, self.settings, slug, attempt, stage)
+        return of_json(RestoreResult, restore(self.engine, self.settings, slug, attempt, stage))
 
-    def calibrate(self, slug: str, stage: str, samples: int) -> dict[str, Any]:
+    def calibrate(self, slug: str, stage: str, samples: int) -> CalibrateResult:
         """Run `stage`'s verifier `samples` times on the task's workspace,
         recording nothing: the scores' mean, stdev, min, max and a
         suggested plateau `min_delta`, as `calibrate --json`."""
         from orchestrator.api.restore import calibrate
 
-        return calibrate(self.engine, self.settings, slug, stage, samples).as_dict()
+        found = calibrate(self.engine, self.settings, slug, stage, samples)
+        return of_json(CalibrateResult, found.as_dict())
 
     # -- ticking -------------------------------------------------------------------
 
@@ -221,16 +249,17 @@ class Project:
 
     # -- reading -------------------------------------------------------------------
 
-    def tasks(self, state: str | None = None) -> list[dict[str, Any]]:
+    def tasks(self, state: str | None = None) -> list[TaskRow]:
         """Tasks in creation order, as `list --json`; `state` as `list --state`."""
-        return reports.list_tasks(self.engine, state, self._stages())
+        rows = reports.list_tasks(self.engine, state, self._stages())
+        return [of_json(TaskRow, row) for row in rows]
 
-    def pools(self) -> list[dict[str, Any]]:
+    def pools(self) -> list[PoolView]:
         """Each pool: running, spent today (UTC), paused until when and why
         (`pool list --json`)."""
         from orchestrator.api.pools import pool_list
 
-        return pool_list(self.engine, self.settings)
+        return [of_json(PoolView, row) for row in pool_list(self.engine, self.settings)]
 
     def resume_pool(self, name: str, *, by: str | None = None) -> ActionResult:
         """End the pool's pause now (`pool resume NAME`); the pool claims at
@@ -239,29 +268,34 @@ class Project:
 
         return resume_pool(self.engine, self.settings, name, actions.actor_name(by))
 
-    def task(self, slug: str) -> dict[str, Any]:
+    def task(self, slug: str) -> TaskView:
         """One task with its transitions and attempts, as `show --json`; a task
         at a gate also carries the `approval_hash` that `approve(expect=)` checks
         and the `answer` its agent gave (the text out of its JSON envelope)."""
         data = reports.show_task(self.engine, slug, self.settings.state_root)
-        data["change"] = self._branch(slug)
+        gate = None
         if data["status"] == "awaiting_approval":
             from orchestrator.views.gate import gate_view
 
             view = gate_view(self.engine, self.settings, slug)
-            data["approval_hash"] = view.digest
-            data["answer"] = None if view.answer is None else view.answer.text
+            answer = None if view.answer is None else view.answer.text
+            gate = GateFacts(view.digest, answer)
             if view.branch is not None:  # the whole change, then this stage's part
-                parts = {"whole": view.branch.whole, "stage": view.branch.stage}
-                data["gate_changes"] = {
-                    name: None
-                    if part is None
-                    else {"base": part.base, "files": [list(f) for f in part.files]}
-                    for name, part in parts.items()
-                }
-        return data
+                whole, part = (
+                    None if p is None else GateChange(p.base, p.files)
+                    for p in (view.branch.whole, view.branch.stage)
+                )
+                gate = GateFacts(view.digest, answer, whole, part, branch=True)
+        return of_json(
+            TaskView,
+            data,
+            after=tuple(Wait(w["slug"], w["state"]) for w in data["after"]),
+            transitions=tuple(of_json(Transition, t) for t in data["transitions"]),
+            change=self._branch(slug),
+            gate=gate,
+        )
 
-    def _branch(self, slug: str) -> dict[str, Any] | None:
+    def _branch(self, slug: str) -> JsonObject | None:
         """Where a branch task's change is (None for a folder task)."""
         from orchestrator.storage import repo
         from orchestrator.views.branch import branch_state
@@ -278,21 +312,144 @@ class Project:
 
         return task_diff(self.engine, self.settings, slug, stage, stat)
 
-    def explain(self, slug: str) -> dict[str, Any]:
+    def explain(self, slug: str) -> ExplainView:
         """Why the task is where it is and what the next tick will do, as `explain --json`."""
         from orchestrator.views.explain import explain_task
 
-        return explain_task(self.engine, self.settings, slug)
+        data = explain_task(self.engine, self.settings, slug)
+        pool = data["pool"]
+        return of_json(
+            ExplainView,
+            data,
+            waits_on=tuple(of_json(WaitOn, w) for w in data["waits_on"]),
+            pool=None if pool is None else of_json(PoolView, pool),
+        )
 
-    def history(self, slug: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    def history(self, slug: str | None = None, limit: int | None = None) -> list[HistoryRow]:
         """Transitions, oldest first (every task's, or `slug`'s); `limit` keeps the newest."""
-        return reports.history(self.engine, slug, limit)
+        return [of_json(HistoryRow, row) for row in reports.history(self.engine, slug, limit)]
 
-    def scores(self, slug: str, stage: str | None = None) -> list[dict[str, Any]]:
+    def scores(self, slug: str, stage: str | None = None) -> list[ScoreRow]:
         """`slug`'s score history: one row per attempt with a valid verdict."""
-        return reports.scores(self.engine, slug, stage, self._stages())
+        rows = reports.scores(self.engine, slug, stage, self._stages())
+        return [of_json(ScoreRow, row) for row in rows]
 
-    def sql(self, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def events(self, *, pending: bool = False, limit: int | None = 50) -> list[EventView]:
+        """The newest `limit` events (None: all), oldest first, each with its
+        hooks' deliveries, as `events --json`; `pending`: only those some hook
+        has not received yet."""
+        from orchestrator.events.listing import list_events
+
+        with read_tx(self.engine) as conn:
+            rows = list_events(conn, pending=pending, limit=limit, hooks=bool(self.settings.hooks))
+        return [
+            of_json(
+                EventView,
+                row,
+                deliveries=tuple(of_json(Delivery, d) for d in row["deliveries"]),
+            )
+            for row in rows
+        ]
+
+    def metrics(self) -> Metrics:
+        """Tasks, attempts, ticks, approvals, pools and hook deliveries in
+        Prometheus text format, read in one transaction, as `metrics` prints."""
+        from orchestrator.views.metrics import render_metrics
+
+        return Metrics(render_metrics(self.engine))
+
+    def prune(
+        self,
+        *,
+        older_than: float | None = None,
+        finished: bool = False,
+        dry_run: bool = False,
+        on_worktree: Callable[[RemovedWorktree], None] = lambda removed: None,
+    ) -> PruneResult:
+        """Remove what finished tasks leave on disk, as `prune`; database rows
+        stay. With `finished`, the worktrees of complete or cancelled branch
+        tasks (those finished `older_than` days ago, or all), each branch kept;
+        with `older_than`, the state_root folders of tasks finished that long
+        ago. `on_worktree` hears of each worktree before any folder goes: the
+        folders may fail after the worktrees are gone. Neither asked for is
+        `RefusedError`."""
+        from orchestrator.api.prune import prune
+        from orchestrator.api.worktrees import finished_worktrees
+
+        if older_than is None and not finished:
+            raise RefusedError("prune needs older_than, finished, or both")
+        worktrees: list[RemovedWorktree] = []
+        if finished:
+            gone = finished_worktrees(
+                self.engine, self.settings, days=older_than or 0.0, dry_run=dry_run
+            )
+            for item in gone:
+                removed = RemovedWorktree(item.slug, item.workspace, item.branch, item.error)
+                on_worktree(removed)
+                worktrees.append(removed)
+        if older_than is None:
+            return PruneResult(dry_run, tuple(worktrees))
+        result = prune(
+            self.engine,
+            self.settings.state_root,
+            days=older_than,
+            dry_run=dry_run,
+            workspace_root=self.settings.workspace_root,
+        )
+        folders = tuple(PrunedFolder(f.slug, f.path, f.size) for f in result.folders)
+        return PruneResult(dry_run, tuple(worktrees), folders, result.kept)
+
+    # -- the schema ----------------------------------------------------------------
+
+    @classmethod
+    def migrate(
+        cls,
+        settings: Settings,
+        revision: str = "head",
+        *,
+        down: bool = False,
+        force: bool = False,
+    ) -> MigrateResult:
+        """Create the database or upgrade its schema to `revision`, or with
+        `down` take it back there (`base` removes every table), as `db
+        upgrade` / `db downgrade`. A class method: `open()` refuses a schema
+        not at head, which is what this mends. Refused (`LockBusyError`, 75)
+        while a tick holds the lock or attempts are unfinished, unless `force`."""
+        from orchestrator.storage import migrate
+        from orchestrator.storage.db import sqlite_path
+
+        file = sqlite_path(settings.database_url)
+        created = not down and file is not None and not file.exists()
+        if down:
+            engine = open_engine(settings, check=False)
+        else:
+            engine = storage_db.make_engine(
+                settings.database_url, busy_timeout=settings.busy_timeout, create=True
+            )
+        try:
+            with migrate.quiesced(settings.lock_file, engine, force=force):
+                before = migrate.current(engine)
+                if down:
+                    migrate.downgrade(engine, revision)
+                else:
+                    migrate.upgrade(engine, revision)
+                return MigrateResult(before, migrate.current(engine), created)
+        finally:
+            engine.dispose()
+
+    @classmethod
+    def schema_revision(cls, settings: Settings) -> SchemaRevision:
+        """The database's schema revision (None: empty) and this code's, as `db current`."""
+        from orchestrator.storage import migrate
+        from orchestrator.storage.schema import HEAD
+
+        engine = open_engine(settings, check=False)
+        try:
+            return SchemaRevision(migrate.current(engine), HEAD)
+        finally:
+            engine.dispose()
+
+    def sql(self, query: str) -> tuple[list[str], list[tuple[object, ...]]]:
         """Column names and rows of one read-only query."""
         return reports.run_sql(self.engine, query)
 

@@ -1,6 +1,6 @@
 """`restore` and `calibrate` from the library face: the checks of what a
 person typed (slug, task, stage), then the tick's own restore
-(`tick.restoring`) or the verifier run N times (`calibrate`)."""
+(`features/restore/restoring.py`) or the verifier run N times (`calibrate`)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.verdict import parse_verdict
 from orchestrator.errors import InvalidChoiceError, InvalidSlugError, NoVerdictError, RefusedError
+from orchestrator.features.restore.restoring import restore_attempt
 from orchestrator.runner import sandbox
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.tick.attempt_context import AttemptContext
-from orchestrator.tick.restoring import restore_attempt
 from orchestrator.tick.walls import command_walls
 from orchestrator.views.suggest import did_you_mean, require_task
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
+from orchestrator import compose
 from orchestrator.config import Settings
 from orchestrator.errors import Interrupted, TickFailedError
 from orchestrator.events.outbox import with_hooks
+from orchestrator.ext.model import TickOptions, TickReport
 from orchestrator.storage.db import read_tx
-from orchestrator.tick import Ticker, TickOptions, TickReport
 from orchestrator.tick.progress import Progress
 from orchestrator.views.suggest import require_task
 
@@ -96,7 +97,7 @@ def run_tick(
         # `tick --task fix-clac` must not be a silent tick that did nothing.
         with read_tx(engine) as conn:
             require_task(conn, options.task)
-    ticker = Ticker(settings, engine, stop=stop, say=say, warn=warn, progress=progress)
+    ticker = compose.ticker(settings, engine, stop=stop, say=say, warn=warn, progress=progress)
     report = ticker.tick(options)
     if not options.dry_run and not signals:
         sweep_worktrees(settings, engine, warn)

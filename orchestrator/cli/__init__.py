@@ -47,7 +47,7 @@ COMMANDS: dict[str, str] = {
     "metrics": "orchestrator.cli.ops:metrics_command",
     "prune": "orchestrator.cli.ops:prune_command",
     "explain": "orchestrator.cli.explain:explain",
-    "mcp": "orchestrator.cli.mcp_command:mcp_command",
+    "mcp": "orchestrator.mcp.cli:mcp_command",
     "pool": "orchestrator.cli.pools:pool",
     "restore": "orchestrator.cli.restore:restore",
     "calibrate": "orchestrator.cli.restore:calibrate",

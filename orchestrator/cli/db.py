@@ -22,20 +22,14 @@ def db_upgrade(app: App, revision: str, force: bool) -> None:
     Refuses (exit 75) while a tick holds the lock or attempts are unfinished,
     since running code would meet a schema it does not know.
     """
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine, sqlite_path
+    from orchestrator.api.project import Project
 
-    settings = app.settings()
-    file = sqlite_path(settings.database_url)
-    created = file is not None and not file.exists()
-    engine = make_engine(settings.database_url, busy_timeout=settings.busy_timeout, create=True)
-    click.get_current_context().call_on_close(engine.dispose)
-    with migrate.quiesced(settings.lock_file, engine, force=force):
-        before = migrate.current(engine)
-        migrate.upgrade(engine, revision)
-        after = migrate.current(engine)
-    change = "created" if created else "" if before == after else f"was {before or 'empty'}"
-    click.echo(f"database at {after}" + (f" ({change})" if change else ""))
+    done = Project.migrate(app.settings(), revision, force=force)
+    before = done.before
+    change = (
+        "created" if done.created else "" if before == done.after else f"was {before or 'empty'}"
+    )
+    click.echo(f"database at {done.after}" + (f" ({change})" if change else ""))
 
 
 @db.command("downgrade")
@@ -44,21 +38,17 @@ def db_upgrade(app: App, revision: str, force: bool) -> None:
 @pass_app
 def db_downgrade(app: App, revision: str, force: bool) -> None:
     """Migrate the database back to REVISION (`base` removes every table)."""
-    from orchestrator.storage import migrate
+    from orchestrator.api.project import Project
 
-    settings = app.settings()
-    engine = app.engine(settings, check=False)
-    with migrate.quiesced(settings.lock_file, engine, force=force):
-        migrate.downgrade(engine, revision)
-        click.echo(f"database at {migrate.current(engine) or 'base'}")
+    done = Project.migrate(app.settings(), revision, down=True, force=force)
+    click.echo(f"database at {done.after or 'base'}")
 
 
 @db.command("current")
 @pass_app
 def db_current(app: App) -> None:
     """Print the schema revision of the database and of this code."""
-    from orchestrator.storage import migrate
-    from orchestrator.storage.schema import HEAD
+    from orchestrator.api.project import Project
 
-    engine = app.engine(check=False)
-    click.echo(f"database: {migrate.current(engine) or 'empty'}\ncode:     {HEAD}")
+    found = Project.schema_revision(app.settings())
+    click.echo(f"database: {found.database or 'empty'}\ncode:     {found.code}")

@@ -1,4 +1,5 @@
-"""The `events` command (registered by the CLI with one line)."""
+"""The `events` command (registered by the CLI with one line): prints
+`Project.events`."""
 
 from __future__ import annotations
 
@@ -17,14 +18,11 @@ import click
 @click.pass_obj
 def events_command(app: Any, pending: bool, as_json: bool, limit: int) -> None:
     """List events (awaiting_approval, halted, complete, crashed) and their hook deliveries."""
-    from orchestrator.events.listing import delivery_summary, list_events
-    from orchestrator.storage.db import read_tx
+    from orchestrator.events.listing import delivery_summary
 
-    settings = app.settings()
-    with read_tx(app.engine(settings)) as conn:
-        rows = list_events(conn, pending=pending, limit=limit, hooks=bool(settings.hooks))
+    rows = app.project().events(pending=pending, limit=limit)
     if as_json:
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        click.echo(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
         return
     if not rows:
         click.echo("no pending events" if pending else "no events yet")
@@ -36,13 +34,13 @@ def events_command(app: Any, pending: bool, as_json: bool, limit: int) -> None:
             ["id", "at", "event", "task", "state", "reason", "deliveries"],
             [
                 [
-                    r["id"],
-                    r["at"][:19].replace("T", " "),
-                    r["kind"],
-                    r["task"],
-                    r["state"],
-                    r["reason"] or "",
-                    delivery_summary(r),
+                    r.id,
+                    r.at[:19].replace("T", " "),
+                    r.kind,
+                    r.task,
+                    r.state,
+                    r.reason or "",
+                    delivery_summary(r.to_dict()),
                 ]
                 for r in rows
             ],

@@ -1,4 +1,4 @@
-"""The `explain` command: renders `explain.explain_task` as text or JSON.
+"""The `explain` command: renders `Project.explain` as text or JSON.
 
 Kept out of `cli` (one `add_command` line there); SQLAlchemy is imported
 only when the command runs, as for every other command.
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.views.money import money
+from orchestrator.domain.money import money
 
 if TYPE_CHECKING:
     from orchestrator.cli.app import App
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @click.pass_obj
 def explain(app: App, slug: str, as_json: bool) -> None:
     """Say why SLUG is where it is and what the next tick will do with it."""
-    data = app.project().explain(slug)
+    data = app.project().explain(slug).to_dict()
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -65,7 +65,7 @@ def _wait_lines(data: dict[str, Any]) -> list[str]:
 
 def render(data: dict[str, Any]) -> list[str]:
     """The explanation as lines of text, most important first."""
-    from orchestrator.views.landing import lines as landing_lines
+    from orchestrator.features.landing.views import lines as landing_lines
 
     lines = [f"{data['slug']}: {data['state']}", *_halt_lines(data["halt"])]
     lines.append(f"  next tick {data['next_tick']}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from orchestrator.cli.app import App, pass_app
@@ -20,8 +22,8 @@ def history(app: App, slug: str | None, limit: int | None, fmt: str | None) -> N
     rows = app.project().history(slug, limit)
     columns = ["task", "seq", "at", "from_state", "to_state", "event", "actor", "reason", "note"]
     if fmt is None:
-        rows = [{**r, "at": short_time(r["at"])} for r in rows]
-    emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
+        rows = [dataclasses.replace(r, at=short_time(r.at)) for r in rows]
+    emit_rows(columns, [[getattr(r, c) for c in columns] for r in rows], fmt or "table")
 
 
 @click.command()
@@ -33,9 +35,9 @@ def scores(app: App, slug: str, stage: str | None, fmt: str | None) -> None:
     """Print SLUG's score history: one row per attempt with a valid verdict."""
     rows = app.project().scores(slug, stage)
     columns = ["stage", "attempt", "run", "score", "pass", "outcome", "cost_usd", "at"]
-    table = [[r[c] for c in columns] for r in rows]
+    table: list[list[object]] = [list(r.to_dict().values()) for r in rows]
     if not fmt:  # the one time format of tables; JSON and CSV keep the full ISO time
-        table = [[*row[:-1], short_time(row[-1])] for row in table]
+        table = [[*row[:-1], short_time(r.at)] for row, r in zip(table, rows, strict=True)]
     emit_rows(columns, table, fmt or "table")
 
 

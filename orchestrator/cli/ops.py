@@ -19,14 +19,11 @@ import click
 @click.pass_obj
 def metrics_command(app: Any, textfile: Path | None) -> None:
     """Print Prometheus metrics: tasks, attempts, ticks, approvals, hook deliveries."""
-    from orchestrator.views.metrics import render_metrics, write_textfile
-
-    settings = app.settings()
-    engine = app.engine(settings)
+    metrics = app.project().metrics()
     if textfile is None:
-        click.echo(render_metrics(engine).decode(), nl=False)
+        click.echo(metrics.text, nl=False)
         return
-    write_textfile(engine, textfile)
+    metrics.write_textfile(textfile)
 
 
 class Days(click.ParamType[float, Any]):
@@ -70,37 +67,31 @@ def prune_command(app: Any, days: float | None, finished: bool, dry_run: bool) -
     cancelled branch tasks go too (all of them, or those finished --older-than
     DAYS ago); each branch stays. Database rows are never touched: history,
     scores and transitions stay."""
-    from orchestrator.api.prune import prune, size_text
+    from orchestrator.api.prune import size_text
+    from orchestrator.api.types import RemovedWorktree
 
     if days is None and not finished:
         raise click.UsageError("say --older-than DAYS, --finished, or both")
     settings = app.settings(require_config=True)
-    if finished:
-        from orchestrator.api.worktrees import finished_worktrees
+    verb = "would remove" if dry_run else "removed"
 
-        gone = finished_worktrees(app.engine(settings), settings, days=days or 0.0, dry_run=dry_run)
-        for item in gone:
-            if item.error:
-                click.echo(f"kept worktree {item.workspace}: {item.error}", err=True)
-            else:
-                verb = "would remove" if dry_run else "removed"
-                click.echo(f"{verb} worktree {item.workspace} (branch {item.branch} stays)")
+    def said(item: RemovedWorktree) -> None:
+        # Printed as each is done: the folders that follow may still fail.
+        if item.error:
+            click.echo(f"kept worktree {item.workspace}: {item.error}", err=True)
+        else:
+            click.echo(f"{verb} worktree {item.workspace} (branch {item.branch} stays)")
+
+    result = app.project().prune(
+        older_than=days, finished=finished, dry_run=dry_run, on_worktree=said
+    )
     if days is None:
         return
-    result = prune(
-        app.engine(settings),
-        settings.state_root,
-        days=days,
-        dry_run=dry_run,
-        workspace_root=settings.workspace_root,
-    )
-    verb = "would remove" if dry_run else "removed"
     for path in result.kept:
         click.echo(f"kept {path} (it overlaps workspace_root {settings.workspace_root})")
     for folder in result.folders:
         click.echo(f"{verb} {folder.path} ({size_text(folder.size)})")
-    total = sum(folder.size for folder in result.folders)
     click.echo(
-        f"{'would free' if dry_run else 'freed'} {size_text(total)} "
+        f"{'would free' if dry_run else 'freed'} {size_text(result.freed)} "
         f"in {len(result.folders)} folder{'' if len(result.folders) == 1 else 's'}"
     )

@@ -89,7 +89,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | No
         if value is None:
             return ""
         if isinstance(value, float | int) and column.endswith("_usd"):
-            from orchestrator.views.money import money
+            from orchestrator.domain.money import money
 
             return money(float(value))
         if isinstance(value, float):

@@ -18,7 +18,7 @@ def pool() -> None:
 @pass_app
 def pool_list(app: App, as_json: bool) -> None:
     """Each pool: attempts running of its cap, spent today (UTC), paused until."""
-    rows = app.project().pools()
+    rows = [row.to_dict() for row in app.project().pools()]
     if as_json:
         emit_json(rows)
         return

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.agents import kinds
 from orchestrator.cli.app import App, pass_app
 from orchestrator.cli.output import shown_path, shown_url, table
 
@@ -19,7 +20,7 @@ from orchestrator.cli.output import shown_path, shown_url, table
 )
 @click.option(
     "--agent",
-    type=click.Choice(["claude", "codex", "aider", "script"]),
+    type=click.Choice(kinds.NAMES),
     help="Write the recipe whose every stage runs this agent (examples/AGENT in the source).",
 )
 @click.option(

@@ -30,13 +30,12 @@ def restore(app: App, slug: str, number: int, stage: str | None, as_json: bool) 
     human_only()
     done = app.project().restore(slug, number, stage=stage)
     if as_json:
-        emit_json(done)
+        emit_json(done.to_dict())
         return
-    if done["commit"] is None:
-        click.echo(f"{slug}: the branch holds {done['stage']} attempt {number}'s work already")
+    if done.commit is None:
+        click.echo(f"{slug}: the branch holds {done.stage} attempt {number}'s work already")
     else:
-        commit = str(done["commit"])[:12]
-        click.echo(f"{slug}: {done['stage']} attempt {number} restored as commit {commit}")
+        click.echo(f"{slug}: {done.stage} attempt {number} restored as commit {done.commit[:12]}")
 
 
 @click.command()
@@ -59,12 +58,12 @@ def calibrate(app: App, slug: str, stage: str, samples: int, as_json: bool) -> N
     Exits 65 when no run printed a verdict."""
     result = app.project().calibrate(slug, stage, samples)
     if as_json:
-        emit_json(result)
+        emit_json(result.to_dict())
         return
     click.echo(
-        f"{slug} {stage}: {result['samples']} samples, mean {result['mean']:.4f}, "
-        f"stdev {result['stdev']:.4f}, min {result['min']:.4f}, max {result['max']:.4f}"
+        f"{slug} {stage}: {result.samples} samples, mean {result.mean:.4f}, "
+        f"stdev {result.stdev:.4f}, min {result.min:.4f}, max {result.max:.4f}"
     )
-    if result["invalid"]:
-        click.echo(f"{result['invalid']} run(s) printed no verdict and are left out")
-    click.echo(f"suggested plateau min_delta = {result['suggested_min_delta']}")
+    if result.invalid:
+        click.echo(f"{result.invalid} run(s) printed no verdict and are left out")
+    click.echo(f"suggested plateau min_delta = {result.suggested_min_delta}")

@@ -38,6 +38,7 @@ ATTEMPT_FILES = (
 
 if TYPE_CHECKING:
     from orchestrator.api.actions import TaskSpec
+    from orchestrator.api.types import TaskView
 
 
 class Dollars(click.ParamType[float, Any]):
@@ -204,7 +205,7 @@ def _after_field(value: Any) -> tuple[str, ...]:
 @pass_app
 def list_(app: App, state: str | None, fmt: str | None) -> None:
     """List tasks with their state, attempts at this stage and last score."""
-    rows = app.project().tasks(state)
+    rows = [row.to_dict() for row in app.project().tasks(state)]
     if fmt == "json":
         emit_json(rows)
         return
@@ -214,8 +215,8 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
         from orchestrator.views.pools import pool_line
 
         for pool in app.project().pools():  # a paused pool holds its tasks back
-            if pool["paused"]:
-                click.echo(f"pool {pool_line(pool)}")
+            if pool.paused:
+                click.echo(f"pool {pool_line(pool.to_dict())}")
 
 
 @click.command()
@@ -228,55 +229,57 @@ def show(app: App, slug: str, as_json: bool) -> None:
     """Show one task: its state, transitions and attempts, oldest first."""
     from orchestrator.views.rounds import slot_label
 
-    data = app.project().task(slug)
+    view = app.project().task(slug)
     if as_json:
-        emit_json(data)
+        emit_json(view.to_dict())
         return
-    click.echo(f"{data['slug']}: {printable(data['title'])}")
-    click.echo(
-        f"  state     {data['state']}"
-        + (f" ({data['halt_reason']})" if data["halt_reason"] else "")
-    )
-    click.echo(f"  pipeline  {data['pipeline']}   priority {data['priority']}")
-    if data["after"]:
-        waits = ", ".join(f"{w['slug']} ({w['state']})" for w in data["after"])
+    click.echo(f"{view.slug}: {printable(view.title)}")
+    click.echo(f"  state     {view.state}" + (f" ({view.halt_reason})" if view.halt_reason else ""))
+    click.echo(f"  pipeline  {view.pipeline}   priority {view.priority}")
+    if view.after:
+        waits = ", ".join(f"{w.slug} ({w.state})" for w in view.after)
         click.echo(f"  after     {printable(waits)}")
-    if data["parent"]:
-        click.echo(f"  parent    {data['parent']}")
-    if data["subtasks"]:
-        click.echo(f"  subtasks  {', '.join(data['subtasks'])}")
-    if data.get("change"):
+    if view.parent:
+        click.echo(f"  parent    {view.parent}")
+    if view.subtasks:
+        click.echo(f"  subtasks  {', '.join(view.subtasks)}")
+    if view.change:
         from orchestrator.views.branch import BranchState
 
-        state = BranchState(**{**data["change"], "workspace": Path(data["change"]["workspace"])})
+        change: dict[str, Any] = dict(view.change)
+        state = BranchState(**{**change, "workspace": Path(change["workspace"])})
         for line in state.lines():
             click.echo(f"  {printable(line)}")
     from orchestrator.views.sparkline import marks, score_lines
 
-    for index, line in enumerate(score_lines(data["attempts"])):
+    attempts: list[dict[str, Any]] = [dict(a) for a in view.attempts]
+    for index, line in enumerate(score_lines(attempts)):
         click.echo(f"{'  scores   ' if index == 0 else ' ' * 11} {line}")
     from orchestrator.agents.report import cost_line
 
-    click.echo(f"  cost      {cost_line(data['cost_usd'], data['budget'])}")
-    if data["next_hint"]:
-        click.echo(f"  next hint {printable(data['next_hint'][:200])}")
-    for name, title in (("whole", "whole change"), ("stage", "this stage")):
-        part = (data.get("gate_changes") or {}).get(name)
+    click.echo(f"  cost      {cost_line(view.cost_usd, view.budget)}")
+    if view.next_hint:
+        click.echo(f"  next hint {printable(view.next_hint[:200])}")
+    gate = view.gate
+    for part, title in (
+        (None if gate is None else gate.whole, "whole change"),
+        (None if gate is None else gate.stage, "this stage"),
+    ):
         if part is not None:
-            count = len(part["files"])
+            count = len(part.files)
             files = "1 file" if count == 1 else f"{count} files"
-            click.echo(f"  {title:<13} {files} since {part['base'][:12]}")
-            for status, path in part["files"]:
+            click.echo(f"  {title:<13} {files} since {part.base[:12]}")
+            for status, path in part.files:
                 click.echo(f"                {status} {printable(path)}")
-    if data.get("approval_hash"):
-        click.echo(f"  approval  {data['approval_hash']}   (approve --expect it)")
-    if data.get("answer"):
+    if view.approval_hash:
+        click.echo(f"  approval  {view.approval_hash}   (approve --expect it)")
+    if view.answer:
         click.echo("\nanswer (the agent's final message, out of its raw output):")
-        for line in _wrapped(data["answer"], shutil.get_terminal_size().columns - 4):
+        for line in _wrapped(view.answer, shutil.get_terminal_size().columns - 4):
             click.echo(f"    {line}".rstrip())
     click.echo("\ntransitions:")
-    click.echo(table(["seq", "at", "from", "to", "actor", "reason / note"], _transitions(data)))
-    if data["attempts"]:
+    click.echo(table(["seq", "at", "from", "to", "actor", "reason / note"], _transitions(view)))
+    if attempts:
         click.echo("\nattempts:")
         click.echo(
             table(
@@ -292,11 +295,11 @@ def show(app: App, slug: str, as_json: bool) -> None:
                         a["cost_usd"],
                         a["error"] or a["next_hint"],
                     ]
-                    for a in data["attempts"]
+                    for a in attempts
                 ],
             )
         )
-        last = data["attempts"][-1]
+        last = attempts[-1]
         folder = Path(last["state_dir"])
         # Only the files that are there: a stream that printed nothing may have
         # left no file, and a path that is not there sends a reader hunting.
@@ -318,17 +321,17 @@ def _wrapped(text: str, width: int) -> list[str]:
     return lines
 
 
-def _transitions(data: dict[str, Any]) -> list[list[Any]]:
+def _transitions(view: TaskView) -> list[list[Any]]:
     return [
         [
-            t["seq"],
-            short_time(t["at"]),
-            t["from_state"],
-            t["to_state"],
-            t["actor"],
-            _reason_and_note(t["reason"], t["note"]),
+            t.seq,
+            short_time(t.at),
+            t.from_state,
+            t.to_state,
+            t.actor,
+            _reason_and_note(t.reason, t.note),
         ]
-        for t in data["transitions"]
+        for t in view.transitions
     ]
 
 

@@ -17,12 +17,6 @@ from orchestrator.config.files import find_config as find_config
 from orchestrator.config.files import resolve_database_url as resolve_database_url
 from orchestrator.config.loader import _Loader as _Loader
 from orchestrator.config.loader import load_settings as load_settings
-from orchestrator.config.model import _DEFAULTS_KEYS as _DEFAULTS_KEYS
-from orchestrator.config.model import _ORCHESTRATOR_KEYS as _ORCHESTRATOR_KEYS
-from orchestrator.config.model import _PIPELINE_KEYS as _PIPELINE_KEYS
-from orchestrator.config.model import _PLATEAU_KEYS as _PLATEAU_KEYS
-from orchestrator.config.model import _STAGE_KEYS as _STAGE_KEYS
-from orchestrator.config.model import _TOP_KEYS as _TOP_KEYS
 from orchestrator.config.model import COMPLETE as COMPLETE
 from orchestrator.config.model import CONFIG_ENV as CONFIG_ENV
 from orchestrator.config.model import DB_URL_ENV as DB_URL_ENV

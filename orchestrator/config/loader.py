@@ -10,24 +10,16 @@ from __future__ import annotations
 import hashlib
 import os
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
+from orchestrator.config.core import ORCHESTRATOR_SECTION, schema
 from orchestrator.config.files import _absolute, _parse, _read, find_config, resolve_database_url
-from orchestrator.config.model import (
-    _ORCHESTRATOR_KEYS,
-    _TOP_KEYS,
-    DB_URL_ENV,
-    DEFAULT_DATABASE,
-    Affinity,
-    Settings,
-)
+from orchestrator.config.model import DB_URL_ENV, DEFAULT_DATABASE, Settings
 from orchestrator.config.pipelines import _PipelineReader
-from orchestrator.config.pools import read_pools
-from orchestrator.config.values import _key
+from orchestrator.config.schema import Section, dotted, read_keys
 from orchestrator.errors import ConfigError
-from orchestrator.events.hooks import parse_hooks
 
 
 def load_settings(
@@ -37,8 +29,18 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     require_config: bool = False,
+    sections: Sequence[Section[Any]] | None = None,
 ) -> Settings:
-    """Find, read and validate the config; apply --db and the environment."""
+    """Find, read and validate the config; apply --db and the environment.
+
+    `sections` are the features' keys (the engine's own come first); None
+    is `config.sections.FEATURE_SECTIONS`, imported only here: the features'
+    config modules import `config.schema`, so importing the list with the
+    package would import a feature half-way through its own import."""
+    if sections is None:
+        from orchestrator.config.sections import FEATURE_SECTIONS
+
+        sections = FEATURE_SECTIONS
     env = os.environ if environ is None else environ
     here = _absolute(Path.cwd() if cwd is None else cwd, Path.cwd())
     path = find_config(config, env, here)
@@ -61,11 +63,15 @@ def load_settings(
         fingerprint = hashlib.sha256(raw).hexdigest()
         data = _parse(path, raw)
         base_dir = path.parent
-    return _Loader(path, base_dir).settings(data, db_url, env, here, fingerprint)
+    return _Loader(path, base_dir, sections).settings(data, db_url, env, here, fingerprint)
 
 
 class _Loader(_PipelineReader):
     """Walks the parsed TOML once, turning it into Settings or a ConfigError."""
+
+    def __init__(self, path: Path | None, base_dir: Path, sections: Sequence[Section[Any]]) -> None:
+        super().__init__(path, base_dir)
+        self.schema = schema(tuple(sections))
 
     def settings(
         self,
@@ -75,61 +81,32 @@ class _Loader(_PipelineReader):
         cwd: Path,
         fingerprint: str,
     ) -> Settings:
-        top = self.table(data, "", _TOP_KEYS)
-        orch = self.table(top.get("orchestrator", {}), "orchestrator", _ORCHESTRATOR_KEYS)
-        pools = read_pools(self, top.get("pools"))
-        self.pool_names = frozenset(pools)
+        top = self.table(data, "", self.schema.top())
+        orch = self.table(top.get("orchestrator", {}), "orchestrator", ORCHESTRATOR_SECTION.names())
+        for section in self.schema.tables():
+            if section.table is not None and section.read_table is not None:
+                self.read_tables[section.table] = section.read_table(self, top.get(section.table))
         defaults = self.defaults(top.get("defaults", {}))
         pipelines = self.pipelines(top.get("pipelines", {}), defaults)
-
-        def get(name: str) -> tuple[object, str]:
-            return orch.get(name), _key("orchestrator", name)
-
         database = self.database(orch, db_url, environ, cwd)
-        value, key = get("affinity")
-        affinity = cast(
-            Affinity, "host" if value is None else self.choice(value, key, ("host", "any"))
-        )
-        value, key = get("env_deny")
-        env_deny = () if value is None else self.string_list(value, key)
-        value, key = get("env_file")
-        env_file = None if value is None else self.file_path(value, key)
-
-        def pathed(name: str, default: str) -> Path:
-            value, key = get(name)
-            return self.file_path(default if value is None else value, key)
-
-        def num(name: str, default: float, *, low: float, low_inclusive: bool = True) -> float:
-            value, key = get(name)
-            if value is None:
-                return default
-            return self.number(value, key, low=low, low_inclusive=low_inclusive)
-
-        def int_(name: str, default: int) -> int:
-            value, key = get(name)
-            return default if value is None else self.integer(value, key, 1)
-
+        keys = tuple(k for k in ORCHESTRATOR_SECTION.keys if k.name != "database")
+        values: dict[str, Any] = {}
+        for item in keys:
+            # A default path is as written: beside the config, like one in it.
+            values[item.name] = (
+                item.kind.read(self, item.default, dotted("orchestrator", item.name), None)
+                if item.read_default
+                else item.default
+            )
+        read_keys(self, keys, orch, "orchestrator", values)
         return Settings(
             config_path=self.file,
             base_dir=self.base_dir,
             database_url=database,
-            workspace_root=pathed("workspace_root", "tasks"),
-            state_root=pathed("state_root", "state"),
-            lock_file=pathed("lock_file", "orchestrator.lock"),
-            lease_seconds=num("lease_seconds", 900.0, low=0.0, low_inclusive=False),
-            retry_interval=num("retry_interval", 60.0, low=0.0),
-            max_interrupts=int_("max_interrupts", 3),
-            busy_timeout=num("busy_timeout", 30.0, low=0.0),
-            reconnect_seconds=num("reconnect_seconds", 60.0, low=0.0),
-            output_cap_bytes=int_("output_cap_bytes", 1_048_576),
-            kill_grace_seconds=num("kill_grace_seconds", 5.0, low=0.0),
-            affinity=affinity,
-            env_deny=env_deny,
             pipelines=types.MappingProxyType(pipelines),
             fingerprint=fingerprint,
-            hooks=parse_hooks(self, top.get("hooks")),
-            env_file=env_file,
-            pools=types.MappingProxyType(pools),
+            **values,
+            **self.read_tables,
         )
 
     def database(

@@ -1,7 +1,8 @@
-"""What a config becomes: the frozen data classes, and the keys each table accepts.
+"""What a config becomes: the frozen data classes.
 
-A new key goes into its table's key list here and into the data class, so
-the two are read side by side.
+The keys each table accepts are declared by their Sections (`config.core`
+and each feature's config module); a stage or pipeline key that is not
+part of a built object is a field here of the same name.
 """
 
 from __future__ import annotations
@@ -13,18 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from orchestrator.agents.config import AGENT_KEYS
 from orchestrator.config.pools import PoolConfig
-from orchestrator.config.sandbox import SANDBOX_KEYS, STAGE_ONLY_KEYS, SandboxConfig
+from orchestrator.config.sandbox import SandboxConfig
+from orchestrator.config.selection import OnHalt
+from orchestrator.domain.backoff import Backoff
 from orchestrator.domain.plateau import PlateauPolicy
-from orchestrator.events.hooks import HookConfig
 
 if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
-
-from orchestrator.config.selection import SELECTION_KEYS, OnHalt
-from orchestrator.guards.config import GUARD_KEYS, Backoff
-from orchestrator.landing.config import LAND_KEYS, LandConfig
+    from orchestrator.events.hooks import HookConfig
+    from orchestrator.features.landing.config import LandConfig
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -33,71 +32,6 @@ CONFIG_ENV = "ORCHESTRATOR_CONFIG"
 DB_URL_ENV = "ORCHESTRATOR_DB_URL"
 StdinMode = Literal["none", "prompt"]
 Affinity = Literal["host", "any"]
-_TOP_KEYS = ("orchestrator", "defaults", "pipelines", "hooks", "pools")
-_ORCHESTRATOR_KEYS = (
-    "database",
-    "workspace_root",
-    "lock_file",
-    "state_root",
-    "lease_seconds",
-    "retry_interval",
-    "max_interrupts",
-    "env_deny",
-    "affinity",
-    "busy_timeout",
-    "reconnect_seconds",
-    "output_cap_bytes",
-    "kill_grace_seconds",
-    "env_file",
-)
-_DEFAULTS_KEYS = (
-    "max_attempts",
-    "timeout_seconds",
-    "pass_score",
-    "plateau",
-    "gate",
-    "stdin",
-    "env",
-    "worker_ok_exit",
-    "pool",
-    *AGENT_KEYS,
-    *GUARD_KEYS,
-    *SANDBOX_KEYS,
-    *STAGE_ONLY_KEYS,
-    *SELECTION_KEYS,
-)
-_PIPELINE_KEYS = (
-    "setup",
-    "stages",
-    "repository",
-    "base",
-    "commit_author",
-    "keep_worktree_days",
-    *LAND_KEYS,
-    *SANDBOX_KEYS,
-)
-_STAGE_KEYS = (
-    "name",
-    "gate",
-    "worker",
-    "verifier",
-    "stdin",
-    "prompt",
-    "env",
-    "max_attempts",
-    "timeout_seconds",
-    "pass_score",
-    "plateau",
-    "worker_ok_exit",
-    "pool",
-    "candidates",
-    *AGENT_KEYS,
-    *GUARD_KEYS,
-    *SANDBOX_KEYS,
-    *STAGE_ONLY_KEYS,
-    *SELECTION_KEYS,
-)
-_PLATEAU_KEYS = ("patience", "min_delta", "mode", "min_attempts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +80,15 @@ class StageConfig:
     candidates: int = 1
 
 
+def _no_landing() -> LandConfig:
+    """A pipeline that does not land. Imported when called: landing's config
+    module imports `config.schema`, so importing it with this package would
+    start landing's import before this module is done."""
+    from orchestrator.features.landing.config import LandConfig
+
+    return LandConfig()
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineConfig:
     """An ordered list of stages; order is the only link between them."""
@@ -163,7 +106,7 @@ class PipelineConfig:
     # (its branch stays); None keeps worktrees until `prune --finished`.
     keep_worktree_days: float | None = None
     # What happens once the last stage passes (`land`, `landing.config`).
-    landing: LandConfig = field(default_factory=LandConfig)
+    landing: LandConfig = field(default_factory=_no_landing)
     # Where `setup` runs; the stages inherit it unless they set their own.
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 

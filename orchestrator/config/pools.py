@@ -9,12 +9,22 @@ rest of the config reader.
 
 from __future__ import annotations
 
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
 
+from orchestrator.config.schema import (
+    STAGE_KEY,
+    Checks,
+    Integer,
+    Key,
+    Named,
+    Number,
+    Section,
+    read_keys,
+)
 from orchestrator.domain.slug import slug_problem
 
-POOL_KEYS = ("max_running", "max_usd_per_day", "max_pause")
 # The first wait of a limit that named no reset time; each one in a row doubles it.
 FIRST_PAUSE = 60.0
 DEFAULT_MAX_PAUSE = 3600.0
@@ -32,64 +42,65 @@ class PoolConfig:
         return min(FIRST_PAUSE * 2.0 ** max(0, streak - 1), self.max_pause)
 
 
-class _Reader(Protocol):
-    def fail(self, key: str, problem: str) -> NoReturn: ...
-
-    def expected(self, key: str, what: str, value: object) -> NoReturn: ...
-
-    def table(self, value: object, key: str, allowed: tuple[str, ...]) -> dict[str, Any]: ...
-
-    def integer(self, value: object, key: str, minimum: int) -> int: ...
-
-    def number(
-        self,
-        value: object,
-        key: str,
-        *,
-        low: float,
-        high: float | None = None,
-        low_inclusive: bool = True,
-    ) -> float: ...
-
-    def string(self, value: object, key: str) -> str: ...
-
-
-def read_pools(reader: _Reader, value: object) -> dict[str, PoolConfig]:
+def read_pools(checks: Checks, value: object) -> Mapping[str, PoolConfig]:
     if value is None:
-        return {}
+        return types.MappingProxyType({})
     if not isinstance(value, dict):
-        reader.expected("pools", "a table of pools ([pools.NAME])", value)
+        checks.expected("pools", "a table of pools ([pools.NAME])", value)
     found: dict[str, PoolConfig] = {}
     for name, body in value.items():
         key = f"pools.{name}"
         problem = slug_problem(name)
         if problem is not None:
-            reader.fail(key, f"pool name: {problem}")
-        table = reader.table(body, key, POOL_KEYS)
-        found[name] = PoolConfig(
-            name=name,
-            max_running=None
-            if "max_running" not in table
-            else reader.integer(table["max_running"], f"{key}.max_running", 1),
-            max_usd_per_day=None
-            if "max_usd_per_day" not in table
-            else reader.number(
-                table["max_usd_per_day"], f"{key}.max_usd_per_day", low=0.0, low_inclusive=False
-            ),
-            max_pause=DEFAULT_MAX_PAUSE
-            if "max_pause" not in table
-            else reader.number(
-                table["max_pause"], f"{key}.max_pause", low=0.0, low_inclusive=False
-            ),
-        )
-    return found
+            checks.fail(key, f"pool name: {problem}")
+        table = checks.table(body, key, POOLS_SECTION.names(_POOLS))
+        values = POOLS_SECTION.defaults(_POOLS)
+        read_keys(checks, POOLS_SECTION.keys, table, key, values)
+        found[name] = PoolConfig(name=name, **values)
+    return types.MappingProxyType(found)
 
 
-def read_pool_ref(reader: _Reader, value: object, key: str, known: frozenset[str]) -> str:
-    """A stage's `pool`: the name of a `[pools.NAME]` table (a typo would
-    silently run the stage uncapped)."""
-    name = reader.string(value, key)
-    if name not in known:
-        have = ", ".join(sorted(known)) or "none"
-        reader.fail(key, f"unknown pool {name!r} (add a [pools.{name}] table; pools: {have})")
-    return name
+_POOLS = "pools"
+_IN_POOLS = frozenset({_POOLS})
+POOLS_SECTION: Section[None] = Section(
+    name="pools",
+    table=_POOLS,
+    table_doc="`[pools.NAME]`, one per agent pool: caps and pauses its stages share",
+    keys=(
+        Key(
+            "max_running",
+            Integer(1),
+            None,
+            "an integer ≥ 1: open attempts of the pool's stages, counted on every host in the "
+            "claim's own transaction",
+            _IN_POOLS,
+            shown="(no cap)",
+        ),
+        Key(
+            "max_usd_per_day",
+            Number(low=0.0, low_inclusive=False),
+            None,
+            "US dollars > 0: the recorded `cost_usd` of the pool's attempts that finished since "
+            "midnight UTC; at or past it the pool claims nothing more until the next UTC day",
+            _IN_POOLS,
+            shown="(no cap)",
+        ),
+        Key(
+            "max_pause",
+            Number(low=0.0, low_inclusive=False),
+            DEFAULT_MAX_PAUSE,
+            "seconds > 0: a usage limit without a reset time pauses the pool 60 s, doubling "
+            "with each such limit in a row, at most this long",
+            _IN_POOLS,
+        ),
+        Key(
+            "pool",
+            Named(_POOLS, "pool"),
+            None,
+            "the [`[pools.NAME]`](#poolsname) whose cap, daily spend and usage-limit pauses the "
+            "stage's attempts share; a name with no such table is a config error (78)",
+            STAGE_KEY,
+        ),
+    ),
+    read_table=read_pools,
+)

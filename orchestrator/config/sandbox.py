@@ -1,26 +1,30 @@
 """The sandbox keys of a stage, a pipeline or `[defaults]`: `sandbox`,
 `sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`, and the
-agent-session key `resume` (a stage's or `[defaults]`'). Read like
-the other stage keys, kept here so the config readers only call in
-(`runner.sandbox` builds the argv)."""
+agent-session key `resume` (a stage's or `[defaults]`'). Declared here,
+read by the generic reader like every other key (`runner.sandbox` builds
+the argv)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Any, Literal
+
+from orchestrator.config.schema import (
+    INHERITED,
+    STAGE_KEY,
+    Bool,
+    Checked,
+    Checks,
+    Choice,
+    Integer,
+    Key,
+    Section,
+    Strings,
+)
 
 SandboxMode = Literal["none", "bwrap"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("none", "bwrap")
-SANDBOX_KEYS = ("sandbox", "sandbox_ro", "sandbox_rw", "sandbox_network", "sandbox_tmp_mb")
-STAGE_ONLY_KEYS = ("resume",)
-SANDBOX_DEFAULTS: dict[str, Any] = {
-    "sandbox": "none",
-    "sandbox_ro": (),
-    "sandbox_rw": (),
-    "sandbox_network": True,
-    "sandbox_tmp_mb": 1024,
-    "resume": False,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,41 +45,7 @@ class SandboxConfig:
         return self.mode != "none"
 
 
-class _Reader(Protocol):
-    def fail(self, key: str, problem: str) -> NoReturn: ...
-    def choice(self, value: object, key: str, choices: tuple[str, ...]) -> str: ...
-    def boolean(self, value: object, key: str) -> bool: ...
-    def integer(self, value: object, key: str, minimum: int) -> int: ...
-    def string_list(self, value: object, key: str) -> tuple[str, ...]: ...
-
-
-def sandbox_settings(reader: _Reader, table: dict[str, Any], key: str) -> dict[str, Any]:
-    """The sandbox keys `table` sets, checked; the caller folds them over
-    what it inherits (a stage over its pipeline over `[defaults]`)."""
-    found: dict[str, Any] = {}
-    if "sandbox" in table:
-        found["sandbox"] = reader.choice(table["sandbox"], f"{key}.sandbox", SANDBOX_MODES)
-    for name in ("sandbox_ro", "sandbox_rw"):
-        if name in table:
-            paths = reader.string_list(table[name], f"{key}.{name}")
-            for index, path in enumerate(paths):
-                if not path or "\0" in path:
-                    reader.fail(f"{key}.{name}[{index}]", "an empty path maps nothing")
-            found[name] = paths
-    if "sandbox_network" in table:
-        found["sandbox_network"] = reader.boolean(
-            table["sandbox_network"], f"{key}.sandbox_network"
-        )
-    if "sandbox_tmp_mb" in table:
-        found["sandbox_tmp_mb"] = reader.integer(
-            table["sandbox_tmp_mb"], f"{key}.sandbox_tmp_mb", 1
-        )
-    if "resume" in table:
-        found["resume"] = reader.boolean(table["resume"], f"{key}.resume")
-    return found
-
-
-def sandbox_of(merged: dict[str, Any]) -> SandboxConfig:
+def sandbox_of(merged: Mapping[str, Any]) -> SandboxConfig:
     return SandboxConfig(
         mode=merged["sandbox"],
         ro=tuple(merged["sandbox_ro"]),
@@ -83,3 +53,83 @@ def sandbox_of(merged: dict[str, Any]) -> SandboxConfig:
         network=merged["sandbox_network"],
         tmp_mb=merged["sandbox_tmp_mb"],
     )
+
+
+def _mappable(checks: Checks, paths: tuple[str, ...], key: str) -> None:
+    for index, path in enumerate(paths):
+        if not path or "\0" in path:
+            checks.fail(f"{key}[{index}]", "an empty path maps nothing")
+
+
+_AS_IN_A_STAGE = "as in a stage, for `setup` and the stages that do not set it"
+SANDBOX_SECTION: Section[SandboxConfig] = Section(
+    name="sandbox",
+    keys=(
+        Key(
+            "sandbox",
+            Choice(SANDBOX_MODES),
+            "none",
+            '`"bwrap"` runs the stage\'s worker and verifier inside bubblewrap: the system '
+            "read-only, the worktree and the attempt's state folder writable, the home hidden, "
+            "a private `/tmp`, a new pid namespace ([sandbox](../how-to/sandbox.md)); `doctor` "
+            "checks that it runs here",
+            INHERITED,
+            pipeline_doc="as in a stage (below): where `setup` runs, and what the pipeline's "
+            "stages inherit unless they set their own (over `[defaults]`)",
+        ),
+        Key(
+            "sandbox_ro",
+            Checked(Strings(), _mappable),
+            (),
+            "paths seen read-only inside the sandbox (`~` is the tick's home, a relative path "
+            "the config's folder); a missing one is skipped",
+            INHERITED,
+            pipeline_doc=_AS_IN_A_STAGE,
+        ),
+        Key(
+            "sandbox_rw",
+            Checked(Strings(), _mappable),
+            (),
+            "paths seen writable inside the sandbox (an agent's config folder, a package cache)",
+            INHERITED,
+            pipeline_doc=_AS_IN_A_STAGE,
+        ),
+        Key(
+            "sandbox_network",
+            Bool(),
+            True,
+            "`false` gives the sandbox no network (a namespace of its own, loopback only)",
+            INHERITED,
+            pipeline_doc=_AS_IN_A_STAGE,
+        ),
+        Key(
+            "sandbox_tmp_mb",
+            Integer(1),
+            1024,
+            "the size of the sandbox's private `/tmp` (and of the tmpfs over the home), in "
+            'MiB: a full one says "No space left on device", the host\'s memory is not spent',
+            INHERITED,
+            pipeline_doc=_AS_IN_A_STAGE,
+        ),
+    ),
+    build=sandbox_of,
+    field="sandbox",
+)
+
+RESUME_SECTION: Section[None] = Section(
+    name="resume",
+    keys=(
+        Key(
+            "resume",
+            Bool(),
+            False,
+            "`true`: from the second attempt on, the worker resumes the agent session the "
+            "stage's previous attempt recorded (`{prev_session}`): `claude --resume ID` for "
+            '`output = "claude-json"`, `codex exec ... resume ID -` for `"codex-jsonl"`; '
+            "when the agent says the session is gone, the worker runs again afresh in the same "
+            "attempt (counted once, `resume.txt` in its state folder says why) "
+            "([sandbox](../how-to/sandbox.md#resume-a-session))",
+            STAGE_KEY,
+        ),
+    ),
+)

@@ -1,4 +1,4 @@
-"""The stage keys of best-attempt restore and verifier noise, validated.
+"""The stage keys of best-attempt restore and verifier noise, declared.
 
 Kept apart from the stage reader (long already) and on the standard
 library only, like the guards' keys: the busy-lock path loads the config.
@@ -6,34 +6,39 @@ library only, like the guards' keys: the busy-lock path loads the config.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Literal
 
-SELECTION_KEYS = ("on_halt", "verifier_samples")
+from orchestrator.config.schema import STAGE_KEY, Choice, Integer, Key, Section
+
 OnHalt = Literal["last", "best"]
 ON_HALT: tuple[str, ...] = ("last", "best")
 MAX_SAMPLES = 100  # a verifier run more often than this is a mistake, not a measure
 
 
-class _Checks(Protocol):
-    def fail(self, key: str, problem: str) -> NoReturn: ...
-    def integer(self, value: object, key: str, minimum: int) -> int: ...
-    def choice(self, value: object, key: str, choices: tuple[str, ...]) -> str: ...
-
-
-def selection_defaults() -> dict[str, Any]:
-    return {"on_halt": "last", "verifier_samples": 1}
-
-
-def read_selection(checks: _Checks, table: dict[str, Any], key: str, into: dict[str, Any]) -> None:
-    """Override `into` with the keys `table` sets (a stage or [defaults])."""
-
-    def sub(name: str) -> str:
-        return f"{key}.{name}" if key else name
-
-    if "on_halt" in table:
-        into["on_halt"] = checks.choice(table["on_halt"], sub("on_halt"), ON_HALT)
-    if "verifier_samples" in table:
-        samples = checks.integer(table["verifier_samples"], sub("verifier_samples"), 1)
-        if samples > MAX_SAMPLES:
-            checks.fail(sub("verifier_samples"), f"at most {MAX_SAMPLES}, not {samples}")
-        into["verifier_samples"] = samples
+SELECTION_SECTION: Section[None] = Section(
+    name="restore",
+    keys=(
+        Key(
+            "on_halt",
+            Choice(ON_HALT),
+            "last",
+            "what a branch task's branch holds when the stage halts on `score_plateau` or "
+            '`max_attempts`: `"last"` leaves the last attempt\'s work in the worktree '
+            "(uncommitted); `\"best\"` puts the run's best-scoring attempt's kept work back as a "
+            "commit on the branch (a tie goes to the earliest), marked `restored` "
+            "([restore the best attempt](../how-to/candidates.md#restore-the-best-attempt))",
+            STAGE_KEY,
+        ),
+        Key(
+            "verifier_samples",
+            Integer(1, maximum=MAX_SAMPLES),
+            1,
+            "run the verifier this many times (1-100) on the same work and record the median "
+            "score, `pass` by strict majority, the reasons and hint of the median sample (for "
+            "an even count, the lower middle one); a sample without a valid verdict makes the "
+            "attempt's outcome its own. Later samples' output is `verifier-2.out`, … "
+            "([measure a verifier's noise](../how-to/candidates.md#measure-a-verifiers-noise))",
+            STAGE_KEY,
+        ),
+    ),
+)

@@ -7,20 +7,13 @@ the line without counting tables.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, NoReturn, cast
+from typing import Any, NoReturn, cast
 
 from orchestrator.config.files import _absolute
-from orchestrator.config.model import _PLATEAU_KEYS
-from orchestrator.domain.plateau import PlateauPolicy
+from orchestrator.config.schema import dotted
 from orchestrator.errors import ConfigError
-
-
-def _key(parent: str, name: str) -> str:
-    """TOML-style dotted key; names that are not bare keys are quoted."""
-    bare = name != "" and all(ch.isascii() and (ch.isalnum() or ch in "-_") for ch in name)
-    part = name if bare else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return f"{parent}.{part}" if parent else part
 
 
 def _show(value: object) -> str:
@@ -36,13 +29,19 @@ def _show(value: object) -> str:
 class _ValueReader:
     """Reads one TOML value of a known shape, or fails naming its dotted key.
 
-    The stage, pipeline and settings readers build on these checks, and the
-    agent, guard and hook readers receive the loader as their checker.
+    It is the `Checks` every Section's kinds read through; the stage,
+    pipeline and settings readers build on it.
     """
 
     def __init__(self, path: Path | None, base_dir: Path) -> None:
         self.file = path
         self.base_dir = base_dir
+        # What each Section's top-level table read to (`names`: a stage's pool).
+        self.read_tables: dict[str, Any] = {}
+
+    def names(self, table: str) -> frozenset[str]:
+        found = self.read_tables.get(table)
+        return frozenset(found) if isinstance(found, Mapping) else frozenset()
 
     def fail(self, key: str, problem: str) -> NoReturn:
         where = str(self.file) if self.file is not None else "configuration"
@@ -63,7 +62,7 @@ class _ValueReader:
             close = close or difflib.get_close_matches(name, allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             self.fail(
-                _key(key, name),
+                dotted(key, name),
                 f"unknown key{hint}; allowed: {', '.join(allowed)}",
             )
         return cast(dict[str, Any], value)
@@ -147,7 +146,7 @@ class _ValueReader:
             self.expected(key, 'a table of NAME = "value" strings', value)
         result: dict[str, str] = {}
         for name, item in table.items():
-            item_key = _key(key, name)
+            item_key = dotted(key, name)
             if name == "" or "=" in name or "\x00" in name:
                 self.fail(item_key, "not a valid environment variable name")
             if not isinstance(item, str):
@@ -156,30 +155,6 @@ class _ValueReader:
                 self.fail(item_key, "NUL characters are not allowed")
             result[name] = item
         return result
-
-    def plateau(self, value: object, key: str, base: PlateauPolicy) -> PlateauPolicy:
-        """Key by key over `base`: a stage may change patience and keep min_delta."""
-        table = self.table(value, key, _PLATEAU_KEYS)
-        patience = base.patience
-        min_delta = base.min_delta
-        mode = base.mode
-        min_attempts = base.min_attempts
-        if "patience" in table:
-            patience = self.integer(table["patience"], _key(key, "patience"), 1)
-        if "min_delta" in table:
-            min_delta = self.number(table["min_delta"], _key(key, "min_delta"), low=0.0)
-        if "mode" in table:
-            mode = cast(
-                Literal["abs", "rel"], self.choice(table["mode"], _key(key, "mode"), ("abs", "rel"))
-            )
-        if "min_attempts" in table:
-            min_attempts = self.integer(table["min_attempts"], _key(key, "min_attempts"), 1)
-        try:
-            return PlateauPolicy(
-                patience=patience, min_delta=min_delta, mode=mode, min_attempts=min_attempts
-            )
-        except ValueError as exc:
-            self.fail(key, str(exc))
 
     def exit_statuses(self, value: object, key: str) -> frozenset[int]:
         what = "a list of exit statuses (integers 0-255) that includes 0"

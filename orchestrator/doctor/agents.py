@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.agents import kinds
 from orchestrator.agents.recipes import flags_of
 from orchestrator.config import Settings
 from orchestrator.doctor.report import Check, Level
@@ -26,8 +27,11 @@ TIMEOUT = 30.0
 # program name -> the names of the subcommand a recipe runs, e.g. `codex
 # exec ...` has its flags documented by `codex exec --help`. Found by name,
 # not position: global options may come first (`codex -c k=v exec ...`), and
-# those are documented by the program's own `--help`.
-KNOWN: dict[str, tuple[str, ...]] = {"claude": (), "codex": ("exec", "e"), "aider": ()}
+# those are documented by the program's own `--help`. From the registry:
+# every kind that names a program (`AgentKind.program`, `.subcommands`).
+KNOWN: dict[str, tuple[str, ...]] = {
+    kind.program: kind.subcommands for kind in kinds.KINDS if kind.program is not None
+}
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
     execvp ...: No such file or directory`: one line for each. The walls
     are the tick's own (`tick/walls.py`), for a task's worktree and
     attempt folder; the land check's are the landing's."""
-    from orchestrator.tick.land_check import check_sandbox
+    from orchestrator.features.landing.land_check import check_sandbox
     from orchestrator.tick.walls import command_walls
 
     commands: list[tuple[str, tuple[str, ...] | None, SandboxConfig, dict[str, str]]] = [

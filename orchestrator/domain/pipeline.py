@@ -28,7 +28,7 @@ class Status(StrEnum):
     CANCELLED = "cancelled"
     COMPLETE = "complete"
     # The last stage passed; the change is being landed (`land`): the
-    # step between the last stage and `complete` (`tick/landing.py`).
+    # step between the last stage and `complete` (`features/landing/landing.py`).
     LANDING = "landing"
 
 

@@ -7,11 +7,19 @@ its lock busy reads the config and exits before SQLAlchemy is imported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
 
+from orchestrator.config.schema import (
+    Argv,
+    Checks,
+    Key,
+    Number,
+    Section,
+    Strings,
+    Text,
+    read_keys,
+)
 from orchestrator.events.kinds import KINDS
 
-HOOK_KEYS = ("name", "on", "command", "timeout_seconds", "retry_seconds", "max_retry_seconds")
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRY = 30.0
 DEFAULT_MAX_RETRY = 3600.0
@@ -48,71 +56,80 @@ class HookConfig:
         return min(wait, self.max_retry_seconds)
 
 
-class _Loader(Protocol):
-    def fail(self, key: str, problem: str) -> Any: ...
-    def expected(self, key: str, what: str, value: object) -> Any: ...
-    def table(self, value: object, key: str, allowed: tuple[str, ...]) -> dict[str, Any]: ...
-    def string(self, value: object, key: str) -> str: ...
-    def string_list(self, value: object, key: str) -> tuple[str, ...]: ...
-    def argv(self, value: object, key: str) -> tuple[str, ...]: ...
-    def number(
-        self,
-        value: object,
-        key: str,
-        *,
-        low: float,
-        high: float | None = None,
-        low_inclusive: bool = True,
-    ) -> float: ...
+_HOOKS = "hooks"
+_IN_HOOKS = frozenset({_HOOKS})
+# A year at most: the next try's time must be a date the database holds.
+_SECONDS = Number(low=0.0, high=MAX_SECONDS, low_inclusive=False)
 
 
-def parse_hooks(loader: _Loader, value: object) -> tuple[HookConfig, ...]:
+def parse_hooks(checks: Checks, value: object) -> tuple[HookConfig, ...]:
     """Validated hooks, with every mistake named by its dotted key (exit 78)."""
     if value is None:
         return ()
     if not isinstance(value, list):
-        loader.expected("hooks", "an array of tables ([[hooks]])", value)
-        return ()
+        checks.expected("hooks", "an array of tables ([[hooks]])", value)
     hooks: list[HookConfig] = []
     for index, item in enumerate(value):
         key = f"hooks[{index}]"
-        table = loader.table(item, key, HOOK_KEYS)
+        table = checks.table(item, key, HOOKS_SECTION.names())
         if "command" not in table:
-            loader.fail(f"{key}.command", "missing; the argv list to run for each event")
+            checks.fail(f"{key}.command", "missing; the argv list to run for each event")
         if "on" not in table:
-            loader.fail(f"{key}.on", f"missing; a list of event kinds: {', '.join(KINDS)}")
-        command = loader.argv(table["command"], f"{key}.command")
-        on = loader.string_list(table["on"], f"{key}.on")
-        for position, kind in enumerate(on):
+            checks.fail(f"{key}.on", f"missing; a list of event kinds: {', '.join(KINDS)}")
+        values = HOOKS_SECTION.defaults()
+        read_keys(checks, HOOKS_SECTION.keys, table, key, values)
+        for position, kind in enumerate(values["on"]):
             if kind not in KINDS:
-                loader.fail(
+                checks.fail(
                     f"{key}.on[{position}]", f"unknown event {kind!r}; known: {', '.join(KINDS)}"
                 )
-        name = (
-            loader.string(table["name"], f"{key}.name")
-            if "name" in table
-            else " ".join(command)[:255]
-        )
-
-        def num(
-            field: str, default: float, *, key: str = key, table: dict[str, Any] = table
-        ) -> float:
-            if field not in table:
-                return default
-            # A year at most: the next try's time must be a date the database holds.
-            return loader.number(
-                table[field], f"{key}.{field}", low=0.0, high=MAX_SECONDS, low_inclusive=False
-            )
-
-        hook = HookConfig(
-            name=name[:255],
-            on=on,
-            command=command,
-            timeout_seconds=num("timeout_seconds", DEFAULT_TIMEOUT),
-            retry_seconds=num("retry_seconds", DEFAULT_RETRY),
-            max_retry_seconds=num("max_retry_seconds", DEFAULT_MAX_RETRY),
-        )
+        name = values["name"] if values["name"] is not None else " ".join(values["command"])
+        hook = HookConfig(**{**values, "name": name[:255]})
         if any(other.name == hook.name for other in hooks):
-            loader.fail(f"{key}.name", f"another hook is already named {hook.name!r}")
+            checks.fail(f"{key}.name", f"another hook is already named {hook.name!r}")
         hooks.append(hook)
     return tuple(hooks)
+
+
+HOOKS_SECTION: Section[None] = Section(
+    name="hooks",
+    table=_HOOKS,
+    table_doc="`[[hooks]]`, commands run for events",
+    keys=(
+        Key(
+            "name",
+            Text(),
+            None,
+            "the hook's name in `deliveries.hook`, `events` and the metrics",
+            _IN_HOOKS,
+            shown="the command joined",
+        ),
+        Key("on", Strings(), (), "the event kinds it wants", _IN_HOOKS, shown="(required)"),
+        Key(
+            "command",
+            Argv(),
+            (),
+            "argv list; gets the event as one line of JSON on stdin, runs in the config's "
+            "folder; exit 0 means delivered",
+            _IN_HOOKS,
+            shown="(required)",
+        ),
+        Key(
+            "timeout_seconds",
+            _SECONDS,
+            DEFAULT_TIMEOUT,
+            "a try is killed (its whole process group) past this; at most a year, like the two "
+            "below",
+            _IN_HOOKS,
+        ),
+        Key(
+            "retry_seconds",
+            _SECONDS,
+            DEFAULT_RETRY,
+            "the first wait after a failed try; doubles...",
+            _IN_HOOKS,
+        ),
+        Key("max_retry_seconds", _SECONDS, DEFAULT_MAX_RETRY, "...up to this", _IN_HOOKS),
+    ),
+    read_table=parse_hooks,
+)

@@ -12,7 +12,7 @@ BY_STATUS: dict[Status, str] = {
 }
 # An attempt that recovery closes as crashed (its tick died under it).
 CRASHED = "crashed"
-# A landing moved the change to its target (`tick/landing.py`): the commit,
+# A landing moved the change to its target (`features/landing/landing.py`): the commit,
 # the pull request, for the hooks.
 LANDED = "landed"
 

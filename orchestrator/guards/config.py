@@ -1,131 +1,125 @@
-"""The stage keys of the runaway guards and strict verdicts, validated.
+"""The stage keys of the runaway guards and strict verdicts, declared.
 
-Kept apart from `config` (which is long already) and, like it, on the
-standard library only: the busy-lock path loads the config.
+Declared here, by the guards that read them, and, like the config reader,
+on the standard library only: the busy-lock path loads the config.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from dataclasses import asdict, dataclass
+from typing import Any
 
-GUARD_KEYS = (
-    "strict_verdict",
-    "halt_after_no_change",
-    "retry_exit_codes",
-    "backoff",
-    "pending_timeout",
+from orchestrator.config.schema import (
+    STAGE_KEY,
+    Bool,
+    Checks,
+    Integer,
+    Key,
+    Nested,
+    Number,
+    Seconds,
+    Section,
 )
+from orchestrator.domain.backoff import MAX_BACKOFF, Backoff
+
 # How long a run of pending verdicts may wait, by default (an hour: longer
 # than most CI runs, short enough that a stuck check is seen the same day).
 DEFAULT_PENDING_TIMEOUT = 3600.0
-_BACKOFF_KEYS = ("initial", "factor", "max", "tries")
-# The longest wait (a year, in seconds): beyond it a wait means "never"
-# (which `halt` says better), and past ~1e13 s the time it ends cannot be
-# represented, so the attempt could not be recorded at all.
-MAX_BACKOFF = 365 * 24 * 3600.0
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """How long a worker that exited with a retry exit code waits, and how often.
+@dataclass(frozen=True)
+class _ExitCodes:
+    """Exit statuses 1-255 (0 is success, never a reason to wait)."""
 
-    The wait before try n (1-based) is `initial * factor**(n-1)`, at most
-    `max` seconds (and never more than a year, whatever built it); after
-    `tries` waits in a row the next such exit is an ordinary `worker_error`,
-    which spends an attempt.
-    """
-
-    initial: float = 60.0
-    factor: float = 2.0
-    max: float = 3600.0
-    tries: int = 5
-
-    def delay(self, waits_before: int) -> float:
-        """The wait after `waits_before` earlier waits in a row."""
-        try:
-            wait = float(min(self.max, self.initial * self.factor**waits_before))
-        except OverflowError:
-            wait = self.max
-        return min(wait, MAX_BACKOFF)
-
-
-class _Checks(Protocol):
-    """The part of config's loader the guards use (for its error format)."""
-
-    def fail(self, key: str, problem: str) -> NoReturn: ...
-    def table(self, value: object, key: str, allowed: tuple[str, ...]) -> dict[str, Any]: ...
-    def integer(self, value: object, key: str, minimum: int) -> int: ...
-    def boolean(self, value: object, key: str) -> bool: ...
-    def number(
-        self,
-        value: object,
-        key: str,
-        *,
-        low: float,
-        high: float | None = None,
-        low_inclusive: bool = True,
-    ) -> float: ...
-    def expected(self, key: str, what: str, value: object) -> NoReturn: ...
-
-
-def guard_defaults() -> dict[str, Any]:
-    return {
-        "strict_verdict": False,
-        "halt_after_no_change": None,
-        "retry_exit_codes": frozenset(),
-        "backoff": Backoff(),
-        "pending_timeout": DEFAULT_PENDING_TIMEOUT,
-    }
-
-
-def read_guards(checks: _Checks, table: dict[str, Any], key: str, into: dict[str, Any]) -> None:
-    """Override `into` with the guard keys `table` sets (a stage or [defaults])."""
-
-    def sub(name: str) -> str:
-        return f"{key}.{name}" if key else name
-
-    if "strict_verdict" in table:
-        into["strict_verdict"] = checks.boolean(table["strict_verdict"], sub("strict_verdict"))
-    if "halt_after_no_change" in table:
-        into["halt_after_no_change"] = checks.integer(
-            table["halt_after_no_change"], sub("halt_after_no_change"), 1
-        )
-    if "retry_exit_codes" in table:
-        value = table["retry_exit_codes"]
+    def read(self, checks: Checks, value: object, key: str, inherited: Any) -> frozenset[int]:
         what = "a list of exit statuses (integers 1-255)"
         if not isinstance(value, list):
-            checks.expected(sub("retry_exit_codes"), what, value)
+            checks.expected(key, what, value)
         for item in value:
             if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 255:
-                checks.expected(sub("retry_exit_codes"), what, value)
-        into["retry_exit_codes"] = frozenset(value)
-    if "backoff" in table:
-        into["backoff"] = _backoff(checks, table["backoff"], sub("backoff"), into["backoff"])
-    if "pending_timeout" in table:
-        into["pending_timeout"] = _seconds(checks, table["pending_timeout"], sub("pending_timeout"))
+                checks.expected(key, what, value)
+        return frozenset(value)
 
 
-def _backoff(checks: _Checks, value: object, key: str, base: Backoff) -> Backoff:
-    """Key by key over `base`, as the plateau table is."""
-    raw = checks.table(value, key, _BACKOFF_KEYS)
-    initial, factor, most, tries = base.initial, base.factor, base.max, base.tries
-    if "initial" in raw:
-        initial = _seconds(checks, raw["initial"], f"{key}.initial")
-    if "factor" in raw:
-        factor = checks.number(raw["factor"], f"{key}.factor", low=1.0)
-    if "max" in raw:
-        most = _seconds(checks, raw["max"], f"{key}.max")
-    if "tries" in raw:
-        tries = checks.integer(raw["tries"], f"{key}.tries", 1)
-    if most < initial:
-        checks.fail(key, f"max ({most:g}) is less than initial ({initial:g})")
-    return Backoff(initial=initial, factor=factor, max=most, tries=tries)
+def _backoff_check(checks: Checks, values: dict[str, Any], key: str) -> None:
+    if values["max"] < values["initial"]:
+        checks.fail(key, f"max ({values['max']:g}) is less than initial ({values['initial']:g})")
 
 
-def _seconds(checks: _Checks, value: object, key: str) -> float:
-    """A wait in seconds, from 0 to a year (`MAX_BACKOFF`)."""
-    seconds = checks.number(value, key, low=0.0)
-    if seconds > MAX_BACKOFF:
-        checks.fail(key, f"{seconds:g} seconds is more than a year ({MAX_BACKOFF:.0f})")
-    return seconds
+_BACKOFF = frozenset({"backoff"})
+_A_YEAR = Seconds(MAX_BACKOFF, "a year")
+BACKOFF_SECTION: Section[Backoff] = Section(
+    name="guards",
+    table="backoff",
+    keys=(
+        Key(
+            "initial",
+            _A_YEAR,
+            60.0,
+            "the first wait, seconds from 0 to a year (31536000)",
+            _BACKOFF,
+        ),
+        Key("factor", Number(low=1.0), 2.0, "growth per wait in a row", _BACKOFF),
+        Key("max", _A_YEAR, 3600.0, "the longest wait, seconds from 0 to a year", _BACKOFF),
+        Key(
+            "tries",
+            Integer(1),
+            5,
+            "after this many waits in a row the exit is an ordinary `worker_error`",
+            _BACKOFF,
+        ),
+    ),
+    build=lambda values: Backoff(**values),
+    check=_backoff_check,
+)
+
+GUARD_SECTION: Section[None] = Section(
+    name="guards",
+    keys=(
+        Key(
+            "strict_verdict",
+            Bool(),
+            False,
+            '`true`: a `pass` that is not a JSON bool or the string `"true"`/`"false"` (any '
+            "case) makes the attempt `invalid_verdict` instead of being read leniently "
+            '(`"no"`, `"0"`, `1` would otherwise pass a gate)',
+            STAGE_KEY,
+        ),
+        Key(
+            "halt_after_no_change",
+            Integer(1),
+            None,
+            "halt as `no_progress` after this many attempts in a row (integer ≥ 1) whose "
+            "worker left the workspace as it was "
+            "([runaway guards](../explanation/verdicts-and-plateau.md#runaway-guards))",
+            STAGE_KEY,
+            shown="(off)",
+        ),
+        Key(
+            "retry_exit_codes",
+            _ExitCodes(),
+            frozenset(),
+            'worker exit statuses (1-255) that mean "try again later" (rate limited, flaky): '
+            "the attempt is a `backoff`, spends nothing, and the task waits",
+            STAGE_KEY,
+        ),
+        Key(
+            "backoff",
+            Nested(BACKOFF_SECTION, asdict),
+            Backoff(),
+            "the wait after a retry exit code; keys below",
+            STAGE_KEY,
+            shown="`{ initial = 60, factor = 2, max = 3600, tries = 5 }`",
+        ),
+        Key(
+            "pending_timeout",
+            _A_YEAR,
+            DEFAULT_PENDING_TIMEOUT,
+            "seconds (0 to a year) a run of "
+            "[pending verdicts](../explanation/verdicts-and-plateau.md#verdicts-that-wait) may "
+            "last, from its first pending attempt; the first pending verdict after it is "
+            "recorded `failed` and spends an attempt",
+            STAGE_KEY,
+        ),
+    ),
+)

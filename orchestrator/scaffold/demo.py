@@ -229,7 +229,8 @@ class Demo:
         self.command("list")
         rows = self.project.tasks()
         columns = ["slug", "state", "attempt", "score", "halt_reason"]
-        for line in self.table(columns, [[r[c] for c in columns] for r in rows]).splitlines():
+        cells = [[getattr(r, c) for c in columns] for r in rows]
+        for line in self.table(columns, cells).splitlines():
             self.output(line)
         self.say("")
         self.say("Every score is a row; the plateau rule halted speed-up-search:")

@@ -146,8 +146,8 @@ def init_project(
         text = with_repository(text, repository)
     if land is not None:
         text = with_landing(text, land)
-    if mcp:  # `--mcp`: the agents reach `orchestrator mcp` (agents.mcp_recipe)
-        from orchestrator.agents.mcp_recipe import (
+    if mcp:  # `--mcp`: the agents reach `orchestrator mcp` (mcp.recipe)
+        from orchestrator.mcp.recipe import (
             MCP_FILE,
             mcp_config,
             with_mcp,

@@ -11,14 +11,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from orchestrator.tick.attempt_context import AttemptContext
-    from orchestrator.tick.model import Claim, TickOptions, TickReport
     from orchestrator.tick.ticker import Ticker
 
 _LAZY = {
     "AttemptContext": "orchestrator.tick.attempt_context",
-    "Claim": "orchestrator.tick.model",
-    "TickOptions": "orchestrator.tick.model",
-    "TickReport": "orchestrator.tick.model",
     "Ticker": "orchestrator.tick.ticker",
 }
 
@@ -31,4 +27,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'orchestrator.tick' has no attribute {name!r}")
 
 
-__all__ = ["AttemptContext", "Claim", "TickOptions", "TickReport", "Ticker"]
+__all__ = ["AttemptContext", "Ticker"]

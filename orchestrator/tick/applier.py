@@ -10,8 +10,8 @@ from sqlalchemy import Connection
 
 from orchestrator.domain.decide import Decision, HaltReason
 from orchestrator.domain.pipeline import Event, State, Status, landing_instead
+from orchestrator.ext.model import ACTOR
 from orchestrator.storage import repo
-from orchestrator.tick.model import ACTOR
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
 

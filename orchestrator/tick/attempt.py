@@ -20,6 +20,7 @@ from orchestrator.domain.decide import IGNORED, NOT_COUNTED, Outcome, verdict_ou
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
+from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
@@ -30,7 +31,6 @@ from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.kept import database_fault, forget_kept, keep_result, reserve_kept
 from orchestrator.tick.lookups import attempt_folder
-from orchestrator.tick.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import Progress
 from orchestrator.tick.recording import Recorder
@@ -282,14 +282,14 @@ class AttemptRunner:
     def _door(self, claim: Claim, state_dir: Path, env: dict[str, str]) -> Iterator[None]:
         """A sandboxed stage's commands reach the orchestrator (`orchestrator
         mcp`) only through the door the tick serves for this task while they
-        run (`agents.door_socket`), named in their `ORCHESTRATOR_DOOR`: the
+        run (`mcp.door_socket`), named in their `ORCHESTRATOR_DOOR`: the
         sandbox sees neither the config nor the database."""
         if not claim.stage.sandbox.enabled:
             yield
             return
         # Imported here: the library's writes and the read side cost a tick
         # ~0.1 s to import, and only a sandboxed attempt needs them.
-        from orchestrator.agents import door_socket
+        from orchestrator.mcp import door_socket
 
         with door_socket.serving(self.settings, self.tx.engine, claim.task.slug, state_dir) as path:
             env[door_socket.DOOR_ENV] = str(path)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.text import clean_text
-from orchestrator.tick.model import Claim
+from orchestrator.ext.model import Claim
 
 if TYPE_CHECKING:
     from orchestrator.agents.context_file import ContextFile

@@ -6,41 +6,27 @@ without a tick around it, and each is safe to run again after a kill."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from sqlalchemy import Engine
 
-from orchestrator.config import PipelineConfig, Settings
+from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.steps import HostFault
 from orchestrator.workspace import approval
 from orchestrator.workspace.gitfaults import unwritable
 from orchestrator.workspace.gitrun import GitError
-from orchestrator.workspace.worktree import Identity, Worktree, branch_tip
+from orchestrator.workspace.task_branch import author, sealed_key, task_worktree
+from orchestrator.workspace.worktree import branch_tip
 
 _T = TypeVar("_T")
 Retrying = Callable[[Callable[[bool], _T]], _T]
-
-
-def task_worktree(
-    pipeline: PipelineConfig, task: repo.TaskSnapshot, workspace: Path, base_commit: str
-) -> Worktree:
-    assert pipeline.repository is not None and task.branch is not None
-    return Worktree(pipeline.repository, workspace, task.branch, base_commit)
-
-
-def author(pipeline: PipelineConfig) -> Identity:
-    identity = Identity.parse(pipeline.commit_author)
-    assert identity is not None  # the config refuses any other
-    return identity
 
 
 def host_fault(repository: Path, exc: GitError, *folders: tuple[str, Path]) -> None:
@@ -90,17 +76,8 @@ def prepare(
 
 
 def attempt_key(claim: Claim) -> str:
-    """Names one attempt for ever (the attempt row's id is never reused),
-    with a seal made from its lease token, which no worker sees: a worker
-    that writes the trailer into a commit of its own cannot pass that
-    commit off as the stage's and keep the rest of its work out of it."""
+    """The claim's attempt's sealed key (`workspace/task_branch.sealed_key`)."""
     return sealed_key(claim.task.slug, claim.stage.name, claim.attempt_id, claim.token)
-
-
-def sealed_key(slug: str, stage: str, attempt_id: int, token: str) -> str:
-    """`attempt_key` from an attempt's row (its lease token stays on it)."""
-    seal = hmac.new(token.encode(), b"stage-commit", hashlib.sha256).hexdigest()[:16]
-    return f"{slug}/{stage}/{attempt_id}/{seal}"
 
 
 def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:

@@ -9,8 +9,8 @@ from orchestrator.agents import context_file
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import host_error
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.tick.kept import database_fault
-from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions

@@ -1,5 +1,5 @@
-"""What holds claiming back: an edited config file stops it, and a task whose
-attempt just ended waits out `retry_interval` before it is claimed again."""
+"""What holds claiming back: an edited config file stops it. (The retry
+wait, `Cooldown`, is shared vocabulary: `ext/model.py`.)"""
 
 from __future__ import annotations
 
@@ -36,23 +36,3 @@ class ConfigWatch:
         fresh = seen is not None and time.time_ns() - seen[0] < 1_000_000_000
         self._seen = None if fresh else seen
         return config_fingerprint(self.path) != self.fingerprint
-
-
-class Cooldown:
-    """The retry wait: tasks whose last attempt ended less than `seconds` ago
-    are passed over by the claim, so a failing task does not spin."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._ended: dict[int, float] = {}  # task id -> when its last attempt ended
-
-    def ended(self, task_id: int) -> None:
-        self._ended[task_id] = time.monotonic()
-
-    def waiting(self) -> set[int]:
-        """The tasks still waiting (forgetting those that waited enough)."""
-        now = time.monotonic()
-        self._ended = {
-            task_id: ended for task_id, ended in self._ended.items() if now - ended < self.seconds
-        }
-        return set(self._ended)

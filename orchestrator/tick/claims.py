@@ -15,6 +15,7 @@ from sqlalchemy import Connection
 from orchestrator.agents import budget as agent_budget
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.domain.pipeline import Event, State, Status, landing_instead, next_state
+from orchestrator.ext.model import ACTOR, Claim, TickOptions
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.repo import rounds as round_rows
@@ -24,7 +25,6 @@ from orchestrator.tick import branches, round_claims
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.model import ACTOR, Claim, TickOptions
 from orchestrator.tick.pools import PoolGate
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions

@@ -11,12 +11,12 @@ from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.errors import ConfigError, host_error
+from orchestrator.ext.model import PROCESS_NOTE_AFTER
 from orchestrator.runner import sandbox
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.live_output import both, live_spool
-from orchestrator.tick.model import PROCESS_NOTE_AFTER
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import Progress
 from orchestrator.tick.started import mark_started

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from orchestrator.tick.model import TickError, TickReport
+from orchestrator.ext.model import TickError, TickReport
 
 # EX_TEMPFAIL: try again later; the undelivered events are retried by later ticks.
 DELIVERY_STATUS = 75

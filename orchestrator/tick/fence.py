@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from orchestrator.errors import ConnectionLostError
+from orchestrator.ext.model import FENCE_CHECK_SECONDS, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
-from orchestrator.tick.model import FENCE_CHECK_SECONDS, Claim
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
 

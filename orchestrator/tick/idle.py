@@ -222,7 +222,7 @@ DUE: tuple[tuple[str, str], ...] = (
         "(SELECT 1 FROM task_dependencies AS d JOIN tasks AS o ON o.id = d.after_id "
         "WHERE d.task_id = tasks.id AND o.status <> 'complete') LIMIT 1",
     ),
-    # tick.landing.Lander.land_all
+    # features.landing.landing.Lander.land_all
     ("a task landing", "SELECT 1 FROM tasks WHERE status = 'landing' LIMIT 1"),
     # tick.pools: the claim that finds a pause over clears it (`pool_resumed`);
     # only a claim does, so an ended pause with no task to claim (its pool

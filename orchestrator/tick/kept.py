@@ -16,7 +16,7 @@ from orchestrator.domain.decide import Outcome
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.verdict import Verdict
 from orchestrator.errors import OrchestratorError
-from orchestrator.tick.model import KEPT_RESERVE, KEPT_RESULT, AttemptRun, Claim
+from orchestrator.ext.model import KEPT_RESERVE, KEPT_RESULT, AttemptRun, Claim
 
 # A kept result is a verdict and a few fields; a bigger file is not one.
 _KEPT_READ = 16 << 20

@@ -28,10 +28,10 @@ from orchestrator.config import PoolConfig, Settings, StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.events import outbox
 from orchestrator.events.kinds import POOL_PAUSED, POOL_RESUMED
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import savepoint
 from orchestrator.storage.repo import pools as pool_rows
-from orchestrator.tick.model import AttemptRun, Claim
 
 # Outcomes a usage limit turns into `backoff`: the attempt did not do its
 # work because of the wall. A verdict read stands (the limit still pauses

@@ -18,6 +18,7 @@ from orchestrator.domain.decide import Decision, Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
+from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.storage import repo
 from orchestrator.storage.db import connection_lost, db_now, savepoint
 from orchestrator.testing import fault_point
@@ -25,7 +26,6 @@ from orchestrator.tick import rounds
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claims import Claimer
 from orchestrator.tick.lookups import attempt_folder, stage_policy
-from orchestrator.tick.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions

@@ -15,6 +15,7 @@ from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.events import outbox
+from orchestrator.ext.model import LEASE_EXPIRED, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, is_sqlite, read_tx
 from orchestrator.storage.repo import rounds as round_rows
@@ -25,7 +26,6 @@ from orchestrator.tick.dead_ticks import close_dead_ticks
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.kept import forget_kept, kept_run, read_kept
 from orchestrator.tick.lookups import attempt_folder, stage_names, stage_of, stage_policy
-from orchestrator.tick.model import LEASE_EXPIRED, Claim
 from orchestrator.tick.recording import Recorder
 from orchestrator.tick.started import has_started
 from orchestrator.tick.tick_run import TickRun

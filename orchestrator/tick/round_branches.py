@@ -27,15 +27,16 @@ from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.pipeline import Status
 from orchestrator.errors import HostIOError
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, write_tx
 from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.testing import fault_point
-from orchestrator.tick.branches import attempt_key, author, host_fault
-from orchestrator.tick.model import AttemptRun, Claim
+from orchestrator.tick.branches import attempt_key, host_fault
 from orchestrator.tick.steps import HostFault
 from orchestrator.workspace.attempt_refs import REF_PREFIX, attempt_ref
 from orchestrator.workspace.gitrun import GitError, run_git
+from orchestrator.workspace.task_branch import author
 from orchestrator.workspace.worktree import Worktree, branch_tip
 
 CANDIDATES_FOLDER = ".candidates"

@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import Connection
 
 from orchestrator.config import PipelineConfig, Settings, StageConfig
+from orchestrator.ext.model import Claim
 from orchestrator.storage import repo
 from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.model import Claim
 
 
 def configured(settings: Settings) -> bool:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.decide import Outcome
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.guards import watch as guards
-from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.transactions import Transactions
 
 

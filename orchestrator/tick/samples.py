@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from orchestrator.agents.runtime import sample_name
 from orchestrator.domain.decide import verdict_outcome
 from orchestrator.domain.noise import median_verdict
-from orchestrator.tick.model import AttemptRun
+from orchestrator.ext.model import AttemptRun
 
 
 def capture_name(sample: int) -> str:

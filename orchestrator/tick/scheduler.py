@@ -11,11 +11,10 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from orchestrator.config import Settings
+from orchestrator.ext.model import ADVANCE_CHECK_SECONDS, Chain, Claim, Cooldown, Ended, TickOptions
 from orchestrator.tick import round_claims
 from orchestrator.tick.attempt import AttemptRunner
-from orchestrator.tick.claim_limits import Cooldown
 from orchestrator.tick.claims import Claimer
-from orchestrator.tick.model import ADVANCE_CHECK_SECONDS, Chain, Claim, Ended, TickOptions
 from orchestrator.tick.recording import Recorder
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.testing import fault_point
-from orchestrator.tick.branches import attempt_key, author, task_worktree
-from orchestrator.tick.model import AttemptRun, Claim
+from orchestrator.tick.branches import attempt_key
 from orchestrator.workspace.attempt_refs import attempt_ref, snapshot
 from orchestrator.workspace.gitrun import GitError
+from orchestrator.workspace.task_branch import author, task_worktree
 
 
 def keep(claim: Claim, workspace: Path, run: AttemptRun) -> None:

@@ -13,8 +13,8 @@ from orchestrator import runner, safefs
 from orchestrator.config import StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import OrchestratorError, host_error
+from orchestrator.ext.model import AttemptRun
 from orchestrator.tick.fence import FenceGuard
-from orchestrator.tick.model import AttemptRun
 
 
 class HostFault(Exception):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import ConnectionLostError, OrchestratorError
-from orchestrator.tick.model import TICK_ERROR_STATUS, AttemptRun, TickError, TickReport
+from orchestrator.ext.model import TICK_ERROR_STATUS, AttemptRun, TickError, TickReport
 
 
 class TickRun:

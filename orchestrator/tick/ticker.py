@@ -19,18 +19,20 @@ and runs them in order; they share one `TickRun` (see docs/architecture.md).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Engine
 
 from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError
 from orchestrator.events.courier import Courier
+from orchestrator.ext.hooks import Feature
+from orchestrator.ext.model import TICK_ERROR_STATUS, TickOptions, TickReport
+from orchestrator.ext.registry import Registry
 from orchestrator.guards import watch as guards
 from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.attempt import AttemptRunner
-from orchestrator.tick.best_restore import BestRestorer
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.claims import Claimer
@@ -38,8 +40,7 @@ from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.delivery import DeliveryFailures
 from orchestrator.tick.dry_run import DryRun
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.landing import Lander
-from orchestrator.tick.model import TICK_ERROR_STATUS, TickOptions, TickReport
+from orchestrator.tick.kernel import TickKernel
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import NoProgress, Progress
 from orchestrator.tick.recording import Recorder
@@ -55,7 +56,8 @@ class Ticker:
     """Runs ticks: `tick()` once per tick; `finish()` after a signal stopped one.
 
     The one place the tick's jobs are put together: what each may reach is
-    what it is handed here."""
+    what it is handed here. `features` (from `orchestrator.compose`) add
+    their hooks; without them the tick runs the engine alone."""
 
     def __init__(
         self,
@@ -66,6 +68,7 @@ class Ticker:
         say: Callable[[str], None] = lambda line: None,
         warn: Callable[[str], None] = lambda line: None,
         progress: Progress | None = None,
+        features: Sequence[Feature] = (),
     ) -> None:
         self.engine = engine
         me = HostIdentity.here()
@@ -77,6 +80,9 @@ class Ticker:
         self.tx = tx
         notes = AttemptNotes()
         applier = Applier(tx, self.state)
+        # The features' hooks, built once: the engine calls them by point.
+        self.kernel = TickKernel(settings, tx, self.state, me, applier)
+        self.registry = Registry(features, self.kernel)
         config = ConfigWatch(settings.config_path, settings.fingerprint)
         self.claimer = Claimer(settings, tx, self.state, me, applier, config)
         recorder = Recorder(settings, tx, self.state, self.claimer, applier, notes)
@@ -88,17 +94,17 @@ class Ticker:
             self.state,
             notes,
             commands,
-            WorkspacePreparer(settings, tx, commands),
+            WorkspacePreparer(
+                settings, tx, commands, before_workspace=self.registry.before_workspace
+            ),
             Briefer(settings, tx, self.state, notes),
             RunawayGuards(settings, tx, guards.WorkspaceWatch()),
             recorder,
             shown,
         )
         self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
-        self.lander = Lander(settings, tx, self.state, me, applier)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
         self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
-        self.best = BestRestorer(settings, tx, self.state, me)  # on_halt = "best"
 
     @property
     def report(self) -> TickReport:
@@ -115,10 +121,10 @@ class Ticker:
             settle_wal(self.engine)
             self.recovery.recover()
             self.claimer.advance_approved()
-            self.lander.land_all(options.task, wait=False)  # what earlier ticks left
+            self.registry.before_claims(options)  # e.g. what earlier ticks left to land
             self.scheduler.claim_and_run(options)
-            self.lander.land_all(options.task)  # what this tick's attempts finished
-            self.best.restore_halted()
+            # e.g. what this tick's attempts finished lands, then `best` restores
+            self.registry.after_claims(options)
             fault = self.report.host_fault
             status = self.report.exit_code if fault is None else fault.exit_code
         except OrchestratorError as exc:

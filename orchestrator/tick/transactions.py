@@ -17,11 +17,11 @@ from orchestrator.config import Settings
 from orchestrator.errors import ConnectionLostError
 from orchestrator.events import outbox
 from orchestrator.events.courier import Courier
+from orchestrator.ext.model import _T, RECONNECT_FIRST_DELAY, RECONNECT_MAX_DELAY
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, write_tx
 from orchestrator.testing import fault_point
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.model import _T, RECONNECT_FIRST_DELAY, RECONNECT_MAX_DELAY
 from orchestrator.tick.tick_run import TickRun
 
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
-from orchestrator.tick import branches, land_check, round_branches, round_claims
+from orchestrator.ext.model import AttemptRun, Claim
+from orchestrator.tick import branches, round_branches, round_claims
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
-from orchestrator.tick.model import AttemptRun, Claim
 from orchestrator.tick.steps import failure, setup_state, stopped_run, write_setup_state
 from orchestrator.tick.transactions import Transactions
 
@@ -29,10 +30,19 @@ class WorkspacePreparer:
     with a `repository`, the task's worktree and its base commit on the task
     row (`tick.branches.prepare`)."""
 
-    def __init__(self, settings: Settings, tx: Transactions, commands: CommandRunner) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tx: Transactions,
+        commands: CommandRunner,
+        *,
+        before_workspace: Callable[[Claim], None] = lambda claim: None,
+    ) -> None:
         self.settings = settings
         self.tx = tx  # for a task's worktree (`tick.branches`)
         self.commands = commands
+        # The features' `before_workspace` hooks (`Registry`), in order.
+        self.before_workspace = before_workspace
 
     def prepare(
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
@@ -128,7 +138,7 @@ class WorkspacePreparer:
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
     ) -> AttemptRun | None:
         workspace = self.settings.workspace_root / claim.task.slug
-        land_check.end_left_check(self.settings, claim.task.id, claim.task.slug)
+        self.before_workspace(claim)  # e.g. a land check a killed tick left
         made = branches.prepare(self.tx.engine, self.tx.retrying, claim, workspace)
         if made is not None:
             return made

@@ -39,7 +39,11 @@ def write_textfile(engine: Engine, path: Path) -> None:
     status), and a file that cannot be written is one `Error:` line (77 for
     a permission or a read-only disk, 74 otherwise: a missing folder, a full
     disk), never a traceback or a temporary file left behind."""
-    data = render_metrics(engine)
+    write_exposition(path, render_metrics(engine))
+
+
+def write_exposition(path: Path, data: bytes) -> None:
+    """Write metrics already read to `path` atomically, as `write_textfile`."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # not *.prom: never collected
     try:
         tmp.write_bytes(data)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agents.output import Usage, answer_text, read_output, usage_from_report
+from orchestrator.agents.output import answer_text, read_output
 from orchestrator.agents.runtime import read_usage_file
+from orchestrator.agents.usage import Usage, usage_from_report
 from orchestrator.domain.verdict import parse_verdict
 
 VERDICT = 'Reviewed.\n\n```json\n{"pass": false, "score": 0.4, "reasons": ["no tests"]}\n```\n'

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agents.recipes import AGENTS, examples_dir
+from orchestrator.agents.kinds import NAMES as AGENTS
+from orchestrator.agents.recipes import examples_dir
 from orchestrator.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -65,25 +65,25 @@ def test_every_human_decision_through_the_library(project: ProjectDir) -> None:
         assert face.add_many([TaskSpec("a", "A"), TaskSpec("b", "B", priority=3)], by="x") == 2
         with pytest.raises(RefusedError, match="already exists"):
             face.add("a", "Again")
-        assert [t["slug"] for t in face.tasks()] == ["a", "b"]
+        assert [t.slug for t in face.tasks()] == ["a", "b"]
         with pytest.raises(IllegalTransitionError, match="approve needs"):
             face.approve("a")
         assert face.tick().exit_status == 0
-        assert face.task("a")["state"] == "research:awaiting_approval"
+        assert face.task("a").state == "research:awaiting_approval"
         assert face.approve("a", by="ann").changed
         assert not face.approve("a", by="ann").changed  # harmless twice
         assert face.reject("b", "more detail").state == "research"
         assert face.halt("b").state == "research:halted"
-        assert [t["slug"] for t in face.tasks("halted")] == ["b"]
+        assert [t.slug for t in face.tasks("halted")] == ["b"]
         assert face.resume("b", note="go on").state == "research"
         assert face.cancel("b", by="bob").state == "research:cancelled"
-        assert face.task("b")["transitions"][-1]["actor"] == "bob"
-        events = [row["event"] for row in face.history("a")]
+        assert face.task("b").transitions[-1].actor == "bob"
+        events = [row.event for row in face.history("a")]
         assert events == ["add", "claim", "await_approval", "approve"]
         assert len(face.history(limit=2)) == 2
         columns, rows = face.sql("SELECT slug FROM tasks ORDER BY slug")
         assert (columns, rows) == (["slug"], [("a",), ("b",)])
-        assert [r["score"] for r in face.scores("a", "research")] == [0.9]
+        assert [r.score for r in face.scores("a", "research")] == [0.9]
         with pytest.raises(UnknownTaskError):
             face.task("nope")
 

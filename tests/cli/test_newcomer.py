@@ -685,7 +685,7 @@ def test_small_costs_print_the_same_everywhere_and_never_as_zero(tmp_path: Path)
 
 
 def test_money_format_keeps_tiny_costs_apart_from_none() -> None:
-    from orchestrator.views.money import money
+    from orchestrator.domain.money import money
 
     assert money(0.0006) == "$0.0006"
     assert money(12.34) == "$12.3400"

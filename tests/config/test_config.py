@@ -20,9 +20,9 @@ from orchestrator.config import (
     load_settings,
     resolve_database_url,
 )
+from orchestrator.domain.backoff import MAX_BACKOFF, Backoff
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.errors import ConfigError
-from orchestrator.guards.config import MAX_BACKOFF, Backoff
 
 FULL_EXAMPLE = """
 [orchestrator]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agents.recipes import AGENTS, recipe_text
+from orchestrator.agents.kinds import NAMES as AGENTS
+from orchestrator.agents.recipes import recipe_text
 from orchestrator.config import load_settings
 from orchestrator.config.pools import PoolConfig
 from orchestrator.errors import ConfigError

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 from e2e.e2e_support import wait_for
-from landing.github_api import serve
-from landing.pr_support import crash_and_retry, pushes
+from features.landing.github_api import serve
+from features.landing.pr_support import crash_and_retry, pushes
 from reliability_report import CRASH, ProjectFactory
 from reliability_support import (
     CRASH_RC,
@@ -198,7 +198,7 @@ def test_crash_point_recovers_without_double_transitions(
             pytest.skip("gh is not installed (.ci/run installs Debian's)")
         # `land = "pr"` alone, in a real process against the real gh and the
         # local look-alike of GitHub's API: killed at the point, run again,
-        # one push and one pull request (tests/landing/test_pull_request.py).
+        # one push and one pull request (tests/features/landing/test_pull_request.py).
         with serve(tmp_path / "github") as fake:
             outcome = crash_and_retry(point, tmp_path, fake)
             assert outcome["kind"] == "Landed", outcome

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.agents.recipes import AGENTS
+from orchestrator.agents.kinds import NAMES as AGENTS
 from orchestrator.cli import cli
 from orchestrator.config import load_settings
 

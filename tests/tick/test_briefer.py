@@ -15,8 +15,8 @@ from tick.tick_support import Bench
 from orchestrator.agents.context_file import ContextFile
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
+from orchestrator.ext.model import AttemptRun
 from orchestrator.tick.briefing import Briefer
-from orchestrator.tick.model import AttemptRun
 
 
 def _briefer(b: Bench) -> Briefer:

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from orchestrator.config import config_fingerprint
-from orchestrator.tick.claim_limits import ConfigWatch, Cooldown
+from orchestrator.ext.model import Cooldown
+from orchestrator.tick.claim_limits import ConfigWatch
 
 
 def test_an_edit_changes_the_config_and_a_touch_does_not(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from tick.tick_support import Bench
 
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
-from orchestrator.tick.model import AttemptRun, TickOptions
+from orchestrator.ext.model import AttemptRun, TickOptions
 
 ONE_STAGE = stage("only", worker=["true"], verifier=PASS)
 PASSED = Verdict(passed=True, score=1.0, reasons=(), next_hint="")

@@ -106,7 +106,7 @@ def test_the_check_sees_a_chain_of_ancestors(tmp_path: Path) -> None:
         "from orchestrator.errors import OrchestratorError\n"
         "from orchestrator.tick.first import Room\n"
         "from orchestrator.tick.progress import Progress\n"
-        "from orchestrator.tick.model import TickReport\n"
+        "from orchestrator.ext.model import TickReport\n"
         "class Next(Room):\n    pass\n"
         "class Failed(OrchestratorError):\n    pass\n"
         "class Shown(Progress):\n    pass\n"

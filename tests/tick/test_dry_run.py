@@ -11,9 +11,9 @@ from e2e.e2e_support import PASS, stage
 from support import Project
 from tick.tick_support import Bench
 
+from orchestrator.ext.model import TickOptions
 from orchestrator.tick.dry_run import DryRun
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.model import TickOptions
 from orchestrator.tick.recovery import Recovery
 
 

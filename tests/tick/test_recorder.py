@@ -16,8 +16,7 @@ from tick.tick_support import Bench
 
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
-from orchestrator.tick.claim_limits import Cooldown
-from orchestrator.tick.model import AttemptRun, Chain, TickOptions
+from orchestrator.ext.model import AttemptRun, Chain, Cooldown, TickOptions
 
 TWO_STAGES = stage("first", worker=["true"], verifier=PASS, max_attempts=3) + stage(
     "second", worker=["true"], verifier=PASS

@@ -15,10 +15,10 @@ from tick.tick_support import Bench
 
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.verdict import Verdict
+from orchestrator.ext.model import LEASE_EXPIRED, AttemptRun
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.kept import keep_result
 from orchestrator.tick.lookups import attempt_folder
-from orchestrator.tick.model import LEASE_EXPIRED, AttemptRun
 from orchestrator.tick.recovery import Recovery
 from orchestrator.tick.started import mark_started
 

@@ -12,8 +12,8 @@ from support import Project
 from tick.tick_support import Bench
 
 from orchestrator.domain.decide import Outcome
+from orchestrator.ext.model import AttemptRun
 from orchestrator.guards.watch import WorkspaceWatch
-from orchestrator.tick.model import AttemptRun
 from orchestrator.tick.runaway import RunawayGuards
 
 

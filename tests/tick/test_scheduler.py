@@ -13,7 +13,7 @@ from e2e.e2e_support import PASS, outcomes, stage, wait_for
 from support import Project, check_invariants
 from tick.tick_support import Bench
 
-from orchestrator.tick.model import TickOptions
+from orchestrator.ext.model import TickOptions
 from orchestrator.tick.scheduler import Scheduler
 
 SLUGS = ("t1", "t2", "t3", "t4")

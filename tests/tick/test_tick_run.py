@@ -8,7 +8,7 @@ import threading
 
 from orchestrator.domain.decide import Outcome
 from orchestrator.errors import ConnectionLostError, OrchestratorError
-from orchestrator.tick.model import TICK_ERROR_STATUS
+from orchestrator.ext.model import TICK_ERROR_STATUS
 from orchestrator.tick.tick_run import TickRun
 
 

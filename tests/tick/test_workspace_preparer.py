@@ -13,10 +13,10 @@ from support import Project
 from tick.tick_support import Bench
 
 from orchestrator import runner
+from orchestrator.ext.model import AttemptRun
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
 from orchestrator.tick.lookups import attempt_folder
-from orchestrator.tick.model import AttemptRun
 from orchestrator.tick.workspaces import WorkspacePreparer
 
 SETUP_CONFIG = '[pipelines.default]\nsetup = ["sh", "-c", "{setup}"]\n\n'

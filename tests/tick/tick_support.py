@@ -12,6 +12,8 @@ from support import Project
 
 from orchestrator.config import Settings, load_settings
 from orchestrator.events.courier import Courier
+from orchestrator.ext.model import Claim
+from orchestrator.features.landing.landing import Lander, Mode
 from orchestrator.guards.watch import WorkspaceWatch
 from orchestrator.storage.db import make_engine
 from orchestrator.tick.applier import Applier
@@ -21,8 +23,7 @@ from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.claims import Claimer
 from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.landing import Lander, Mode
-from orchestrator.tick.model import Claim
+from orchestrator.tick.kernel import TickKernel
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.progress import NoProgress
 from orchestrator.tick.recording import Recorder
@@ -59,7 +60,8 @@ class Bench:
         return Applier(self.tx, self.tick)
 
     def lander(self, modes: dict[str, Mode] | None = None) -> Lander:
-        return Lander(self.settings, self.tx, self.tick, self.me, self.applier(), modes)
+        kernel = TickKernel(self.settings, self.tx, self.tick, self.me, self.applier())
+        return Lander(kernel, modes)
 
     def claimer(self) -> Claimer:
         config = ConfigWatch(self.settings.config_path, self.settings.fingerprint)

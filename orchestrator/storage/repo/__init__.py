@@ -37,13 +37,6 @@ from orchestrator.storage.repo.history import attempts_of as attempts_of
 from orchestrator.storage.repo.history import awaits_verdict as awaits_verdict
 from orchestrator.storage.repo.history import context_rows as context_rows
 from orchestrator.storage.repo.history import run_history as run_history
-from orchestrator.storage.repo.land_rows import LandLock as LandLock
-from orchestrator.storage.repo.land_rows import abandon_move as abandon_move
-from orchestrator.storage.repo.land_rows import begin_move as begin_move
-from orchestrator.storage.repo.land_rows import land_lock as land_lock
-from orchestrator.storage.repo.land_rows import record_landed as record_landed
-from orchestrator.storage.repo.land_rows import release_land_lock as release_land_lock
-from orchestrator.storage.repo.land_rows import take_land_lock as take_land_lock
 from orchestrator.storage.repo.records import _TASK_COLUMNS as _TASK_COLUMNS
 from orchestrator.storage.repo.records import AttemptSnapshot as AttemptSnapshot
 from orchestrator.storage.repo.records import ConflictError as ConflictError

@@ -1,0 +1,443 @@
+"""The engine's own keys: `[orchestrator]`, a pipeline's and a stage's
+frame (name, commands, attempts, plateau), declared like any feature's.
+
+The top-level tables `defaults` and `pipelines` are the engine's too; the
+other top-level tables belong to the Section that names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from orchestrator.config.schema import (
+    PIPELINE_ONLY,
+    STAGE_KEY,
+    STAGE_ONLY,
+    Argv,
+    Bool,
+    Checked,
+    Checks,
+    Choice,
+    Env,
+    ExitStatuses,
+    FilePath,
+    Integer,
+    Key,
+    Nested,
+    Number,
+    Raw,
+    Schema,
+    Section,
+    Strings,
+    Text,
+    dotted,
+)
+from orchestrator.domain.plateau import PlateauPolicy
+from orchestrator.workspace.worktree import Identity
+
+ORCHESTRATOR = frozenset({"orchestrator"})
+PLATEAU = frozenset({"plateau"})
+
+# The top-level tables the engine reads itself, with their line in the reference.
+ENGINE_TABLES: tuple[tuple[str, str], ...] = (
+    ("orchestrator", "the settings below"),
+    (
+        "defaults",
+        "stage keys every stage inherits unless it sets its own "
+        "(`plateau` and `env` merge key by key)",
+    ),
+    (
+        "pipelines",
+        "`[pipelines.NAME]`, one per pipeline; tasks name theirs "
+        "(`add --pipeline`, default `default`)",
+    ),
+)
+
+ORCHESTRATOR_SECTION: Section[None] = Section(
+    name="engine",
+    table="orchestrator",
+    keys=(
+        Key(
+            "database",
+            Text(),
+            "sqlite:///orchestrator.db",
+            "SQLAlchemy URL: `sqlite:///relative.db`, `sqlite:////absolute.db`, "
+            "`postgresql+psycopg://user:pass@host/db`. `--db` and `ORCHESTRATOR_DB_URL` "
+            "override it (a relative SQLite path given there is relative to the current folder)",
+            ORCHESTRATOR,
+            shown="`sqlite:///orchestrator.db` (beside the config)",
+        ),
+        Key(
+            "workspace_root",
+            FilePath(),
+            "tasks",
+            "each task works in `<workspace_root>/<slug>/`, shared by all its stages, created "
+            "on first use (by the pipeline's `setup` when set), never cleaned",
+            ORCHESTRATOR,
+            shown="`tasks`",
+            read_default=True,
+        ),
+        Key(
+            "lock_file",
+            FilePath(),
+            "orchestrator.lock",
+            "the host's tick lock (`flock`); keep it on a local filesystem, not in `/tmp`",
+            ORCHESTRATOR,
+            shown="`orchestrator.lock`",
+            read_default=True,
+        ),
+        Key(
+            "state_root",
+            FilePath(),
+            "state",
+            "the orchestrator's own files per attempt (`<state_root>/<slug>/<stage>-<NNN>/`: "
+            "`worker.out`, `worker.err`, `verifier.out`, `verifier.err`, `prompt.md`, "
+            "`context.json`), outside the workspace so they never show in the agent's "
+            "`git status`. Each attempt's folder is made new; one already there (no attempt of "
+            "ours reuses a folder) is not used, and the attempt is recorded `host_error`, "
+            "counting toward nothing. Files there and in workspaces are read only when regular "
+            "(never through a link, a FIFO or a device) and written by renaming a new file into "
+            "place; a folder the worker moved away or swapped for a link is noted on its "
+            "attempt, and the tick goes on (only a full, read-only or failing disk stops it "
+            "claiming)",
+            ORCHESTRATOR,
+            shown="`state`",
+            read_default=True,
+        ),
+        Key(
+            "lease_seconds",
+            Number(low=0.0, low_inclusive=False),
+            900.0,
+            "how long a claim holds without renewal; renewed every "
+            "`min(5 s, lease_seconds / 3)` while the attempt runs; recovery treats an expired "
+            "lease as a crashed attempt",
+            ORCHESTRATOR,
+        ),
+        Key(
+            "retry_interval",
+            Number(low=0.0),
+            60.0,
+            "seconds after an attempt ends before the same tick may give the task another one. "
+            "A tick never waits for it: a short tick advances a task at most one attempt, a "
+            "long tick (other attempts still running) retries after this long. `0` retries at "
+            "once (the demo)",
+            ORCHESTRATOR,
+        ),
+        Key(
+            "max_interrupts",
+            Integer(1),
+            3,
+            "halt a task as `interrupted` after this many interrupted attempts in a row, so a "
+            "tick killed by an outer timeout cannot loop for ever",
+            ORCHESTRATOR,
+        ),
+        Key(
+            "env_deny",
+            Strings(),
+            (),
+            "environment variables never passed to workers, verifiers and hooks: exact names "
+            'or shell patterns such as `"*_TOKEN"` (case-sensitive)',
+            ORCHESTRATOR,
+        ),
+        Key(
+            "affinity",
+            Choice(("host", "any")),
+            "host",
+            '`"host"`: a task stays on the host that first ran it (its workspace is there); '
+            '`"any"`: any host\'s tick may claim it (workspace root on shared storage)',
+            ORCHESTRATOR,
+        ),
+        Key(
+            "busy_timeout",
+            Number(low=0.0),
+            30.0,
+            "seconds a SQLite statement waits for another writer before failing with exit 69",
+            ORCHESTRATOR,
+        ),
+        Key(
+            "reconnect_seconds",
+            Number(low=0.0),
+            60.0,
+            "how long a tick keeps retrying a transaction (claim, lease renewal, record) whose "
+            "database connection was lost (a server restart, a failover, a killed session), "
+            "backing off from 50 ms to 2 s; never longer than `lease_seconds`. Past it the tick "
+            "stops its attempts and exits 69. `0`: no retry",
+            ORCHESTRATOR,
+        ),
+        Key(
+            "output_cap_bytes",
+            Integer(1),
+            1_048_576,
+            "captured output kept per stream per command (a quarter from the head, the rest "
+            "from the tail, where the verdict is); the stream's last line is kept whole up to "
+            "`max(output_cap_bytes, 8 MiB)`, so an agent's one-line result envelope is read "
+            "however long it is",
+            ORCHESTRATOR,
+        ),
+        Key(
+            "kill_grace_seconds",
+            Number(low=0.0),
+            5.0,
+            "on timeout or interrupt, the process group gets SIGTERM, then SIGKILL after this long",
+            ORCHESTRATOR,
+        ),
+        Key(
+            "env_file",
+            FilePath(),
+            None,
+            "a file of `NAME=value` lines (dotenv: `#` comments at a line's start, blank "
+            "lines, an optional `export `, a value optionally in single quotes, or in double "
+            'quotes with `\\n`, `\\t`, `\\\\`, `\\"` and `\\$` escapes; nothing is expanded) '
+            "where a tick finds the stages' `secrets` that its environment lacks (an exported "
+            "value wins); read at each tick, its variables reach only the stages whose "
+            "`secrets` name them. Refused (exit 78, one line naming the file and line, never "
+            "the value) unless a regular file, not a link, that group and others cannot access "
+            "(`chmod 600`)",
+            ORCHESTRATOR,
+        ),
+    ),
+)
+
+
+def _plateau_check(checks: Checks, values: dict[str, Any], key: str) -> None:
+    try:
+        PlateauPolicy(**values)
+    except ValueError as exc:
+        checks.fail(key, str(exc))
+
+
+PLATEAU_SECTION: Section[PlateauPolicy] = Section(
+    name="plateau",
+    table="plateau",
+    keys=(
+        Key("patience", Integer(1), 3, "P, an integer ≥ 1: the scores in the window", PLATEAU),
+        Key("min_delta", Number(low=0.0), 0.01, "d ≥ 0: what counts as improvement", PLATEAU),
+        Key(
+            "mode",
+            Choice(("abs", "rel")),
+            "abs",
+            '`"abs"`: the window must beat `best_before + d`; `"rel"`: `best_before * (1 + d)`',
+            PLATEAU,
+        ),
+        Key(
+            "min_attempts",
+            Integer(1),
+            None,
+            "nothing is judged before `max(min_attempts, patience + 1)` valid scores (a "
+            "smaller value has no effect)",
+            PLATEAU,
+            shown="`patience + 1`",
+        ),
+    ),
+    build=lambda values: PlateauPolicy(**values),
+    check=_plateau_check,
+)
+
+
+def _plateau_fields(policy: PlateauPolicy) -> Mapping[str, Any]:
+    return asdict(policy)
+
+
+def _branch_name(checks: Checks, base: str, key: str) -> None:
+    if base.startswith("-") or any(c.isspace() or c in "~^:?*[\\" for c in base):
+        checks.fail(key, f"{base!r} is not a branch name")
+
+
+def _identity(checks: Checks, author: str, key: str) -> None:
+    if Identity.parse(author) is None:
+        checks.expected(key, "'Name <email>'", author)
+
+
+def _needs_repository(checks: Checks, values: dict[str, Any], key: str) -> None:
+    for name in ("base", "keep_worktree_days"):
+        if values[name] is not None and values["repository"] is None:
+            checks.fail(dotted(key, name), "needs `repository` in the same pipeline")
+
+
+STAGE_SECTION: Section[None] = Section(
+    name="engine",
+    keys=(
+        Key(
+            "name",
+            Raw(),
+            None,
+            "the stage's name: the slug rule; `complete` is reserved; unique in the pipeline",
+            STAGE_ONLY,
+            shown="(required)",
+        ),
+        Key(
+            "gate",
+            Bool(),
+            False,
+            "a passing verdict waits at `:awaiting_approval` for `approve`",
+            STAGE_KEY,
+        ),
+        Key(
+            "worker",
+            Argv(),
+            None,
+            "argv list that does the work. A stage needs a worker, a verifier, or both",
+            STAGE_ONLY,
+        ),
+        Key(
+            "verifier",
+            Argv(),
+            None,
+            "argv list that judges the work and prints the verdict; without one the verdict is "
+            "read from the worker's output. Its exit status is ignored once it printed a verdict",
+            STAGE_ONLY,
+        ),
+        Key(
+            "stdin",
+            Choice(("none", "prompt")),
+            "none",
+            '`"prompt"` feeds the rendered prompt on the commands\' stdin (how `claude -p`, '
+            "`codex exec -` and aider `--message-file` take prompts); needs `prompt`",
+            STAGE_KEY,
+        ),
+        Key(
+            "prompt",
+            FilePath(),
+            None,
+            "prompt template file, rendered for each attempt to `prompt.md` in the attempt's "
+            "state folder (`{prompt_file}`, `ORCHESTRATOR_PROMPT_FILE`)",
+            STAGE_ONLY,
+        ),
+        Key(
+            "env",
+            Env(),
+            (),
+            'extra environment for the stage\'s commands, `{ NAME = "value" }`; cannot set '
+            "`ORCHESTRATOR_*` names",
+            STAGE_KEY,
+            shown="`{}`",
+        ),
+        Key(
+            "max_attempts",
+            Integer(1),
+            5,
+            "attempts per run of the stage before it halts as `max_attempts` (interrupted ones "
+            "do not count)",
+            STAGE_KEY,
+        ),
+        Key(
+            "timeout_seconds",
+            Number(low=0.0, low_inclusive=False),
+            1800.0,
+            "per command; on timeout the whole process group is killed and the outcome is "
+            "`timeout`",
+            STAGE_KEY,
+        ),
+        Key(
+            "pass_score",
+            Number(low=0.0, high=1.0),
+            0.0,
+            "a verdict passes only when `pass` is true and `score >= pass_score`",
+            STAGE_KEY,
+            shown="`0.0`",
+        ),
+        Key(
+            "plateau",
+            Nested(PLATEAU_SECTION, _plateau_fields),
+            PlateauPolicy(),
+            "the [plateau rule](../explanation/verdicts-and-plateau.md#the-plateau-rule); keys "
+            "below",
+            STAGE_KEY,
+            shown='`{ patience = 3, min_delta = 0.01, mode = "abs" }`',
+        ),
+        Key(
+            "worker_ok_exit",
+            ExitStatuses(),
+            frozenset({0}),
+            "worker exit statuses that still go on to the verifier; must include 0. A linter "
+            "that exits 1 while findings remain (`ruff check --fix`) needs `[0, 1]`; any other "
+            "status, a signal, a timeout or a failed start is a `worker_error`",
+            STAGE_KEY,
+        ),
+    ),
+)
+
+PIPELINE_SECTION: Section[None] = Section(
+    name="engine",
+    keys=(
+        Key(
+            "setup",
+            Argv(),
+            None,
+            "optional argv list run once per task, in `workspace_root`, to create the "
+            "workspace (`git worktree add {workspace} ...`)",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "stages",
+            Raw(),
+            None,
+            "the ordered list of `[[pipelines.NAME.stages]]`, at least one",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "repository",
+            FilePath(),
+            None,
+            "a git repository: each task of the pipeline is a branch of it, `task/<slug>`, "
+            "worked on in its own worktree at `<workspace_root>/<slug>/`, and each passed stage "
+            "is one commit there ([worktrees](../how-to/worktrees.md)); checked when a task is "
+            "added",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "base",
+            Checked(Text(), _branch_name),
+            None,
+            "the branch tasks start from (default: the branch checked out in `repository` "
+            "when the task is added); needs `repository`",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "commit_author",
+            Checked(Text(), _identity),
+            "orchestrator <orchestrator@localhost>",
+            "`'Name <email>'` of the stage commits (default "
+            "`orchestrator <orchestrator@localhost>`)",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "keep_worktree_days",
+            Number(low=0, high=36500),
+            None,
+            "remove a finished task's worktree this many days (0 to 36500) after it finished, "
+            "at the end of a tick; its branch stays (default: keep until `prune --finished`); "
+            "needs `repository`",
+            PIPELINE_ONLY,
+        ),
+    ),
+    check=_needs_repository,
+)
+
+CANDIDATES_SECTION: Section[None] = Section(
+    name="candidates",
+    keys=(
+        Key(
+            "candidates",
+            Integer(1),
+            1,
+            "best of N: a claim of the stage opens this many candidates at once, each in its "
+            "own worktree from the task's branch, claimable on their own (by `--jobs` slots and "
+            "other hosts); the best passing score wins, the round counts as one attempt. Needs "
+            "`repository` in the pipeline. See [best of N](../how-to/candidates.md)",
+            STAGE_ONLY,
+        ),
+    ),
+)
+
+ENGINE_SECTIONS: tuple[Section[None], ...] = (ORCHESTRATOR_SECTION, STAGE_SECTION, PIPELINE_SECTION)
+
+
+def schema(features: tuple[Section[Any], ...]) -> Schema:
+    """The engine's Sections, then the features'."""
+    return Schema(
+        sections=(*ENGINE_SECTIONS, *features),
+        engine_tables=tuple(name for name, _doc in ENGINE_TABLES),
+    )

@@ -1,0 +1,13 @@
+"""The features: each a package here, reaching the engine only through
+`orchestrator.ext` (its `FEATURE`). `FEATURES` is the registration list,
+read only by `orchestrator.compose`; its order is the order of each hook
+point's calls."""
+
+from __future__ import annotations
+
+from orchestrator.ext.hooks import Feature
+from orchestrator.features import landing, restore
+
+# Landing before restore: what a tick's attempts finished lands before a
+# halted `best` stage gets its best attempt back, as the tick always did.
+FEATURES: tuple[Feature, ...] = (landing.FEATURE, restore.FEATURE)

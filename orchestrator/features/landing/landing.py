@@ -1,0 +1,434 @@
+"""The landing step: a task whose last stage passed in a pipeline with
+`land` is `landing`; this job lands it and records what the mode answered.
+
+For each landing task: build the `LandRequest` from its row, take the
+repository's landing lock (merge mode: the merge queue), call the mode
+outside any transaction, free the lock, then record in one transaction:
+
+- `Landed`: `complete`, the landed commit (and pull request) on the task,
+  and a `landed` event;
+- `SendBack`: ready at `land_to`, the hint the next attempt's;
+- `Refused`: halted `land_refused`, with the mode's reason (`explain`).
+
+The ref move is the landing's commit point (`_MoveFence`): its intent is
+written only while the task is still `landing` at the version read, and a
+person's halt or cancel is refused from then on (`api/actions.py`), so
+whichever of the two commits first wins. A tick killed anywhere in it
+leaves the task `landing`; the next tick lands it again, and the mode
+recognises what the dead one did (a mode is idempotent:
+`landing/model.py`). The lock is a lease row (`land_locks`), never a
+transaction held across the rebase and the check.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from orchestrator import runner
+from orchestrator.config import PipelineConfig
+from orchestrator.domain.decide import HaltReason
+from orchestrator.domain.pipeline import COMPLETE, Event, State, Status
+from orchestrator.events import outbox
+from orchestrator.events.kinds import LANDED
+from orchestrator.ext.hooks import TickHooks
+from orchestrator.ext.model import ACTOR, Claim, TickOptions
+from orchestrator.ext.ports import Kernel, TxPort
+from orchestrator.features.landing.config import LandConfig
+from orchestrator.features.landing.land_check import LandCheck, end_left_check
+from orchestrator.features.landing.merge import land_merge
+from orchestrator.features.landing.model import (
+    Landed,
+    LandOutcome,
+    LandRequest,
+    Refused,
+    SendBack,
+    Stopped,
+)
+from orchestrator.features.landing.store import (
+    LandLock,
+    abandon_move,
+    begin_move,
+    land_lock,
+    record_landed,
+    release_land_lock,
+    take_land_lock,
+)
+from orchestrator.storage import repo
+from orchestrator.storage.db import db_now, read_tx
+from orchestrator.testing import fault_point
+from orchestrator.workspace.gitrun import GIT_TIMEOUT, SafeGit
+
+Mode = Callable[[LandRequest], LandOutcome]
+LOCK_POLL = 0.05  # seconds between looks at a busy landing lock
+
+
+def _pull_request(request: LandRequest) -> LandOutcome:
+    """`land = "pr"`, when its module is installed (`landing.pull_request`)."""
+    try:
+        module: Any = importlib.import_module("orchestrator.features.landing.pull_request")
+    except ImportError:
+        return Refused("pr landing is not available")
+    return cast(LandOutcome, module.open_pull_request(request))
+
+
+# Which function lands in which mode. `merge` lands under the repository's
+# lock (the merge queue); `pr` only pushes to its remote.
+MODES: dict[str, Mode] = {"merge": land_merge, "pr": _pull_request}
+LOCKED = frozenset({"merge"})
+
+
+class Lander:
+    """Lands the `landing` tasks. Touches `tasks`, `transitions`, `events`
+    (through `repo.apply_transition` and the outbox) and `land_locks`
+    (`store.py`); the
+    task's worktree and the repository's base branch through the mode."""
+
+    def __init__(self, kernel: Kernel, modes: dict[str, Mode] | None = None) -> None:
+        self.kernel = kernel
+        self.settings = kernel.settings
+        self.tx = kernel.tx
+        self.tick = kernel.tick
+        self.me = kernel.me
+        self.applier = kernel.applier
+        me = kernel.me
+        self.modes = MODES if modes is None else modes
+        self.owner = f"{me.host}|{me.identity}|{me.pid}|{me.start_token or ''}"
+
+    def land_all(self, only: str | None = None, *, wait: bool = True) -> None:
+        """Land every landing task this host may (`only`: that one task).
+        A task's worktree is on the host that claimed it, unless the
+        workspaces are shared (`affinity = "any"`). Without `wait`, a
+        repository whose lock is held is left for later (before the claims,
+        a tick must not sit out another host's landing)."""
+        if self.tick.stop.is_set() or self.tick.db_down.is_set():
+            return
+        for task in self.tx.retrying(lambda _again: self._landing()):
+            if self.tick.stop.is_set():
+                return
+            if only is not None and task.slug != only:
+                continue
+            if self.settings.affinity == "host" and task.host not in (None, self.me.host):
+                continue
+            self.land(task, wait=wait)
+
+    def _landing(self) -> list[repo.TaskSnapshot]:
+        with read_tx(self.tx.engine) as conn:
+            return repo.tasks_with_status(conn, Status.LANDING)
+
+    def land(self, task: repo.TaskSnapshot, *, wait: bool = True) -> None:
+        pipeline = self.settings.pipeline(task.pipeline)
+        if pipeline is None or pipeline.stage(task.stage) is None:
+            self.tx.retrying(functools.partial(self._halt_unknown, task))
+            return
+        config = pipeline.landing
+        if not config.lands:  # the config stopped landing: finish as without it
+            self._record(task, pipeline, self._moved_before(task, pipeline))
+            return
+        mode = self.modes.get(config.mode)
+        if mode is None:
+            self._record(task, pipeline, Refused(f"no landing mode {config.mode!r}"))
+            return
+        request = self.request(task, pipeline, config)
+        if config.mode not in LOCKED:
+            self._record(task, pipeline, mode(request))
+            return
+        key = str(request.repository)
+        taken = self._take(key, task, config, wait)
+        if taken is None:
+            self.tick.say(f"{task.slug}: landing waits for {key} (another landing holds it)")
+            return
+        if not taken:
+            return  # landed (or moved on) by another tick while this one waited
+        try:
+            outcome = mode(request)
+        except BaseException:
+            self.tx.retrying(functools.partial(self._free, key))
+            raise
+        # The record frees the lock in its own transaction: one commit less.
+        self._record(task, pipeline, outcome, lock=key)
+
+    def _moved_before(self, task: repo.TaskSnapshot, pipeline: PipelineConfig) -> Landed:
+        """What a task finishing without landing has landed: nothing, unless
+        a landing killed past its commit point moved the base to its intent
+        (`landed_commit` on a `landing` task) before the config stopped
+        landing; then that move, so it is recorded as it happened. An
+        intent the base does not hold is dropped by the record."""
+        intent = task.landed_commit
+        if intent is None or pipeline.repository is None:
+            return Landed()
+        base = task.base_branch or pipeline.base or "main"
+        git = SafeGit(pipeline.repository, timeout=GIT_TIMEOUT)
+        held = git.run("merge-base", "--is-ancestor", intent, f"refs/heads/{base}")
+        return Landed(commit=intent) if held.ok else Landed()
+
+    def request(
+        self, task: repo.TaskSnapshot, pipeline: PipelineConfig, config: LandConfig
+    ) -> LandRequest:
+        assert pipeline.repository is not None
+        check_env = runner.child_environment(
+            os.environ,
+            deny=self.settings.child_deny,
+            extra={},
+            orchestrator_vars={"ORCHESTRATOR_TASK": task.slug},
+        )
+        return LandRequest(
+            slug=task.slug,
+            title=task.title,
+            body=task.body,
+            repository=pipeline.repository,
+            worktree=self.settings.workspace_root / task.slug,
+            branch=task.branch or f"task/{task.slug}",
+            base_branch=task.base_branch or pipeline.base or "main",
+            remote=config.remote,
+            env=check_env,
+            timeout=config.timeout,
+            check=config.check,
+            committer=pipeline.commit_author,
+            commit_point=_MoveFence(self.tx, task, str(pipeline.repository), self.owner),
+            run_check=LandCheck(self.kernel, pipeline, task.id, task.slug, task.stage),
+        )
+
+    # The lock: a lease row per repository.
+
+    def _take(
+        self, key: str, task: repo.TaskSnapshot, config: LandConfig, wait: bool
+    ) -> bool | None:
+        """Take the repository's lock, waiting for it (at most the check's
+        bound) when `wait`: True when taken, False when the task is no
+        longer as read (not taken: nothing to land), None when still held."""
+        deadline = time.monotonic() + (config.timeout if wait else 0.0)
+        # The git steps before the check, the check, and the steps after it.
+        lease = timedelta(seconds=3 * config.timeout + 60)
+        while True:
+            taken = self.tx.retrying(functools.partial(self._try_take, key, task, lease))
+            if taken is not None:
+                return taken
+            if time.monotonic() >= deadline or self.tick.stop.wait(LOCK_POLL):
+                return None
+
+    def _try_take(
+        self, key: str, task: repo.TaskSnapshot, lease: timedelta, _again: bool
+    ) -> bool | None:
+        with self.tx.write() as conn:
+            now = db_now(conn)
+            held = land_lock(conn, key)
+            if not self._free_for_us(held, now):
+                return None
+            current = repo.get_task_by_id(conn, task.id)
+            if current is None or current.version != task.version:
+                return False
+            take_land_lock(conn, key, self.owner, task.id, now + lease)
+            return True
+
+    def _free_for_us(self, held: LandLock, now: datetime) -> bool:
+        if held.owner is None or held.owner == self.owner:
+            return True
+        if held.expires_at is not None and held.expires_at <= now:
+            return True
+        # A holder on this host that died (kill -9) holds nothing.
+        host, _, rest = held.owner.partition("|")
+        identity, _, rest = rest.partition("|")
+        pid, _, start = rest.partition("|")
+        if host != self.me.host or identity != self.me.identity or not pid.isdigit():
+            return False
+        alive = runner.pid_alive(int(pid)) and (runner.process_start_time(int(pid)) or "") == start
+        return not alive
+
+    def _free(self, key: str, _again: bool) -> None:
+        with self.tx.write() as conn:
+            release_land_lock(conn, key, self.owner)
+
+    # The record.
+
+    def _record(
+        self,
+        task: repo.TaskSnapshot,
+        pipeline: PipelineConfig,
+        outcome: LandOutcome,
+        *,
+        lock: str | None = None,
+    ) -> None:
+        """Record the outcome, freeing the repository's `lock` (when held)
+        in the same transaction."""
+        try:
+            self.tx.retrying(functools.partial(self._write, task, pipeline, outcome, lock))
+        except repo.ConflictError:
+            # A person halted or cancelled it meanwhile: theirs wins. The
+            # rolled-back record freed nothing.
+            if lock is not None:
+                self.tx.retrying(functools.partial(self._free, lock))
+            return
+        fault_point("after_land_record")
+
+    def _write(
+        self,
+        task: repo.TaskSnapshot,
+        pipeline: PipelineConfig,
+        outcome: LandOutcome,
+        lock: str | None,
+        _again: bool,
+    ) -> None:
+        with self.tx.write() as conn:
+            if lock is not None:
+                release_land_lock(conn, lock, self.owner)
+            current = repo.get_task_by_id(conn, task.id)
+            if current is None or current.version != task.version:
+                return  # recorded already (a retry whose first try committed), or moved on
+            if isinstance(outcome, Stopped):
+                return  # a person's halt or cancel came first (the version check above)
+            now = db_now(conn)
+            self.tx.ensure_tick(conn, now)
+            if not isinstance(outcome, Landed) or outcome.commit is None:
+                # An intent a dead landing left, which nothing moved the base to
+                # (a landing without a commit lands nothing on the base).
+                abandon_move(conn, current.id)
+            if isinstance(outcome, Landed):
+                after = repo.apply_transition(
+                    conn,
+                    current,
+                    Event.LANDED,
+                    State(COMPLETE, Status.COMPLETE),
+                    now=now,
+                    actor=ACTOR,
+                    reason=_landed_reason(current, outcome),
+                )
+                record_landed(conn, current.id, outcome.commit, outcome.url)
+                outbox.record(
+                    conn,
+                    LANDED,
+                    after,
+                    now=now,
+                    attempt_id=None,
+                    stage=current.stage,
+                    run=current.run,
+                    facts={
+                        "state": str(after.state),
+                        "branch": current.branch,
+                        "base_branch": current.base_branch,
+                        "commit": outcome.commit,
+                        "url": outcome.url,
+                        "mode": pipeline.landing.mode,
+                    },
+                )
+                self.tx.say_after_commit(
+                    f"{task.slug}: landed -> {_landed_reason(current, outcome)}"
+                )
+            elif isinstance(outcome, SendBack):
+                to = pipeline.landing.to or pipeline.first_stage()
+                repo.apply_transition(
+                    conn,
+                    current,
+                    Event.SEND_BACK,
+                    State(to, Status.READY),
+                    now=now,
+                    actor=ACTOR,
+                    reason=_first_line(outcome.hint),
+                    next_hint=outcome.hint,
+                    hint_source="landing",
+                    new_run=True,
+                )
+                self.tx.say_after_commit(f"{task.slug}: landing sent it back to {to}")
+            else:
+                repo.apply_transition(
+                    conn,
+                    current,
+                    Event.GIVE_UP,
+                    State(current.stage, Status.HALTED),
+                    now=now,
+                    actor=ACTOR,
+                    reason=outcome.reason,
+                    halt_reason=HaltReason.LAND_REFUSED.value,
+                )
+                self.tick.halted()
+                self.tx.say_after_commit(f"{task.slug}: halted (land_refused: {outcome.reason})")
+
+    def _halt_unknown(self, task: repo.TaskSnapshot, _again: bool) -> None:
+        with self.tx.write() as conn:
+            current = repo.get_task_by_id(conn, task.id)
+            if current is None or current.version != task.version:
+                return
+            now = db_now(conn)
+            self.tx.ensure_tick(conn, now)
+            self.applier.halt_unknown(conn, current, now)
+
+
+class _MoveFence:
+    """The landing's `CommitPoint` (landing/model.py): the intent to move
+    the base, written only while the task is `landing` at the version this
+    landing read and while this tick holds the repository's landing lock,
+    in a transaction of its own (`begin_move`); withdrawn only if it is
+    still this landing's own."""
+
+    def __init__(self, tx: TxPort, task: repo.TaskSnapshot, lock: str, owner: str) -> None:
+        self.tx = tx
+        self.task = task
+        self.lock = lock
+        self.owner = owner
+        self.commit: str | None = None
+
+    def begin(self, commit: str) -> bool:
+        return self.tx.retrying(functools.partial(self._begin, commit))
+
+    def abandon(self) -> None:
+        self.tx.retrying(self._abandon)
+
+    def _begin(self, commit: str, _again: bool) -> bool:
+        with self.tx.write() as conn:
+            # A landing whose lease another tick took over (a check past its
+            # bound) no longer holds the repository: it must not move it.
+            if land_lock(conn, self.lock).owner != self.owner:
+                return False
+            if not begin_move(conn, self.task.id, self.task.version, commit):
+                return False
+        self.commit = commit
+        return True
+
+    def _abandon(self, _again: bool) -> None:
+        if self.commit is None:
+            return
+        with self.tx.write() as conn:
+            abandon_move(conn, self.task.id, self.commit)
+        self.commit = None
+
+
+def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:
+    if outcome.url:
+        return f"pull request {outcome.url}"
+    if outcome.commit:
+        return f"{task.base_branch} at {outcome.commit[:12]}"
+    return "nothing to land"
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "sent back"
+    return line[:500]
+
+
+def tick_hooks(kernel: Kernel) -> TickHooks:
+    """The landing's points in a tick: what earlier ticks left lands before
+    the claims (without waiting on another host's lock), what this tick's
+    attempts finished lands after them; and before an attempt's commands
+    run in a worktree, a land check a killed tick left there is ended."""
+    lander = Lander(kernel)
+    settings = kernel.settings
+
+    def before_claims(options: TickOptions) -> None:
+        lander.land_all(options.task, wait=False)
+
+    def after_claims(options: TickOptions) -> None:
+        lander.land_all(options.task)
+
+    def before_workspace(claim: Claim) -> None:
+        end_left_check(settings, claim.task.id, claim.task.slug)
+
+    return TickHooks(
+        before_claims=before_claims,
+        after_claims=after_claims,
+        before_workspace=before_workspace,
+    )

@@ -1,0 +1,237 @@
+"""The extension seam holds: the engine knows no feature, the features
+are islands, the engine's feature words only go down, and a feature
+defined here, wholly outside the package, is reached by a real tick at
+each of its hook points, in registration order.
+
+Imports are read from the source with `ast`, lazy ones inside functions
+included (`test_structure.imports_of`): a feature reached through a lazy
+import is still reached."""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from pathlib import Path
+
+import pytest
+from e2e.e2e_support import PASS, stage
+from support import Project, make_repo
+from test_structure import PACKAGE, imports_of, module_name
+from tick.tick_support import make_bench
+
+from orchestrator import compose
+from orchestrator.ext.hooks import Feature, TickHooks
+from orchestrator.ext.model import Claim, TickOptions
+from orchestrator.ext.ports import Kernel
+from orchestrator.ext.registry import Registry
+from orchestrator.features import FEATURES
+from orchestrator.tick.ticker import Ticker
+
+FEATURES_PACKAGE = "orchestrator.features"
+# The engine and what it stands on: none of it may import a feature.
+ENGINE = ("tick", "storage", "config", "runner", "workspace", "domain", "ext")
+# Edges the config schema removes (its readers will get each feature's
+# keys from the composition root): may only shrink.
+ENGINE_EDGES_ALLOWED = {
+    ("orchestrator.config.model", "orchestrator.features.landing.config"),
+    ("orchestrator.config.sections", "orchestrator.features.landing.config"),
+}
+# Identifiers in tick/ that name a feature, per file, as features still
+# live there (pools, candidates, sandbox, worktrees). A file may
+# only go down; a file not listed has none. Lower a number once a move
+# lowers it.
+FEATURE_WORDS = ("pool", "candidate", "land", "worktree", "sandbox", "restore")
+TICK_FEATURE_WORDS = {
+    "applier.py": 6,
+    "attempt.py": 7,
+    "attempt_context.py": 5,
+    "branches.py": 5,
+    "claims.py": 14,
+    "commands.py": 9,
+    "dry_run.py": 9,
+    "idle.py": 1,
+    "kernel.py": 5,
+    "live_output.py": 3,
+    "pools.py": 69,
+    "recording.py": 8,
+    "round_branches.py": 32,
+    "round_claims.py": 17,
+    "rounds.py": 6,
+    "scheduler.py": 6,
+    "snapshots.py": 2,
+    "wake.py": 6,
+    "walls.py": 13,
+    "workspaces.py": 8,
+}
+
+
+def _modules() -> set[str]:
+    return {module_name(p) for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(folder: Path) -> dict[str, set[str]]:
+    modules = _modules()
+    return {module_name(p): imports_of(p, modules) for p in sorted(folder.rglob("*.py"))}
+
+
+def _is_feature(module: str) -> bool:
+    return module == FEATURES_PACKAGE or module.startswith(FEATURES_PACKAGE + ".")
+
+
+def test_the_engine_imports_no_feature() -> None:
+    found = {
+        (module, target)
+        for folder in ENGINE
+        for module, targets in _imports(PACKAGE / folder).items()
+        for target in targets
+        if _is_feature(target)
+    }
+    assert found <= ENGINE_EDGES_ALLOWED, sorted(found - ENGINE_EDGES_ALLOWED)
+
+
+def test_only_compose_imports_the_registration_list() -> None:
+    modules = _modules()
+    importers = {
+        module_name(p) for p in PACKAGE.rglob("*.py") if FEATURES_PACKAGE in imports_of(p, modules)
+    }
+    assert importers == {"orchestrator.compose"}
+
+
+def test_features_are_islands() -> None:
+    features = PACKAGE / "features"
+    problems = []
+    for folder in sorted(p for p in features.iterdir() if (p / "__init__.py").exists()):
+        own = f"{FEATURES_PACKAGE}.{folder.name}"
+        for module, targets in _imports(folder).items():
+            for target in targets:
+                other = _is_feature(target) and not (target == own or target.startswith(own + "."))
+                if (
+                    other
+                    or target == "orchestrator.tick"
+                    or target.startswith("orchestrator.tick.")
+                ):
+                    problems.append(f"{module} imports {target}")
+    assert problems == []
+
+
+def _feature_words(path: Path) -> int:
+    source = io.BytesIO(path.read_bytes())
+    return sum(
+        1
+        for token in tokenize.tokenize(source.readline)
+        if token.type == tokenize.NAME and any(w in token.string.lower() for w in FEATURE_WORDS)
+    )
+
+
+def test_the_engine_names_features_less_and_less() -> None:
+    grown = {
+        path.name: (count, TICK_FEATURE_WORDS.get(path.name, 0))
+        for path in sorted((PACKAGE / "tick").glob("*.py"))
+        if (count := _feature_words(path)) > TICK_FEATURE_WORDS.get(path.name, 0)
+    }
+    assert grown == {}, "(found, allowed) per file: move the feature's code behind a hook"
+
+
+def test_the_words_counted_are_identifiers_only(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('# a pool\nland_all = "worktree"\nx = pools.sandbox\n', encoding="utf-8")
+    assert _feature_words(sample) == 3
+
+
+# -- a feature defined here, wholly outside the package ----------------------------
+
+
+# A task is a branch: its worktree is where `before_workspace` is reached.
+STAGES = '[pipelines.default]\nrepository = "repo"\n\n' + stage(
+    "only", worker=["true"], verifier=PASS
+)
+
+
+def _toy(name: str, seen: list[str]) -> Feature:
+    def tick(kernel: Kernel) -> TickHooks:
+        seen.append(f"{name}: built for {kernel.settings.state_root.name}")
+
+        def before_claims(options: TickOptions) -> None:
+            seen.append(f"{name}: before_claims {options.task}")
+
+        def before_workspace(claim: Claim) -> None:
+            seen.append(f"{name}: before_workspace {claim.task.slug} #{claim.number}")
+
+        def after_claims(options: TickOptions) -> None:
+            seen.append(f"{name}: after_claims {options.task}")
+
+        return TickHooks(
+            before_claims=before_claims,
+            before_workspace=before_workspace,
+            after_claims=after_claims,
+        )
+
+    return Feature(name=name, tick=tick)
+
+
+def test_a_toy_feature_is_reached_by_a_real_tick(project: Project) -> None:
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    seen: list[str] = []
+    try:
+        ticker = Ticker(bench.settings, bench.engine, features=(_toy("toy", seen),))
+        report = ticker.tick(TickOptions(task="t1"))
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 1}
+    assert seen == [
+        f"toy: built for {bench.settings.state_root.name}",
+        "toy: before_claims t1",
+        "toy: before_workspace t1 #1",
+        "toy: after_claims t1",
+    ]
+
+
+def test_hooks_run_in_registration_order(project: Project) -> None:
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    seen: list[str] = []
+    try:
+        features = (_toy("b", seen), Feature(name="quiet"), _toy("a", seen))
+        Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    points = [line for line in seen if "built" not in line]
+    assert [line.split(":")[0] for line in points] == ["b", "a"] * 3
+    assert [line.split(": ")[1].split()[0] for line in points[::2]] == [
+        "before_claims",
+        "before_workspace",
+        "after_claims",
+    ]
+
+
+def test_a_point_no_feature_sets_is_an_empty_tuple() -> None:
+    """The hot path pays one empty loop for a point nobody uses: the
+    registry keeps only the hooks set, built once."""
+
+    def only_before(options: TickOptions) -> None:
+        raise AssertionError("not called here")
+
+    registry = Registry(
+        (Feature(name="one", tick=lambda kernel: TickHooks(before_claims=only_before)),),
+        kernel=None,  # type: ignore[arg-type]  # this feature's factory reads none of it
+    )
+    assert registry._before_workspace == ()
+    assert registry._after_claims == ()
+    assert registry._before_claims == (only_before,)
+
+
+@pytest.mark.parametrize("name", [f.name for f in FEATURES])
+def test_the_composition_root_registers_each_feature(name: str, project: Project) -> None:
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    try:
+        ticker = compose.ticker(bench.settings, bench.engine)
+    finally:
+        bench.engine.dispose()
+    assert name in ticker.registry.names
+    assert ticker.registry.names == tuple(f.name for f in FEATURES)
