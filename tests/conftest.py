@@ -4,6 +4,11 @@ PostgreSQL: `ORCHESTRATOR_TEST_PG_URL` names a server database where we may
 CREATE DATABASE; every test that asks for `db_url` on the `pg` backend gets a
 database of its own, dropped afterwards. Without the variable those tests
 skip with the reason; with CI=true they fail instead (CI must run them all).
+
+A migrated database (`migrated_url`, `project`) is a copy of a template each
+test process migrates once: a migration costs about a second, a copy a
+millisecond (a file copy on SQLite, `CREATE DATABASE ... TEMPLATE` on
+PostgreSQL). Tests of migrating itself start from `db_url`.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import compileall
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +24,7 @@ from typing import Any
 
 import pytest
 from reliability_report import BACKENDS, REPORTS, new_reports
-from support import Project, make_project, pg_server_url
+from support import PG_DATABASES, Project, make_project, pg_server_url
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,6 +44,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow lanes (soaks, sweeps) first: xdist hands tests out in this
     order, and a long test started last would leave the other workers idle."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Wait for the copied PostgreSQL databases still being dropped."""
+    dropped_badly = PG_DATABASES.wait()
+    assert not dropped_badly, f"test databases not dropped: {dropped_badly}"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -99,15 +111,62 @@ def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
-@pytest.fixture
-def migrated_url(db_url: str) -> str:
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite database, built once and copied by each test (migrating
+    costs far more than copying)."""
     from orchestrator.storage import migrate
     from orchestrator.storage.db import make_engine
 
-    engine = make_engine(db_url, create=True)
+    path = tmp_path_factory.mktemp("template") / "orchestrator.db"
+    engine = make_engine(f"sqlite:///{path}", create=True)
+    migrate.upgrade(engine)
+    engine.dispose()  # the last close checkpoints the WAL into the file
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+    return path
+
+
+@pytest.fixture(scope="session")
+def template_pg() -> Iterator[str]:
+    """A migrated PostgreSQL database, built once and copied by each test."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from orchestrator.storage import migrate
+    from orchestrator.storage.db import make_engine
+
+    server = make_url(pg_server_url())
+    PG_DATABASES.server = server.render_as_string(hide_password=False)
+    name = f"orch_tpl_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = server.set(database=name).render_as_string(hide_password=False)
+    engine = make_engine(url, create=True)
     migrate.upgrade(engine)
     engine.dispose()
-    return db_url
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def migrated_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database at the schema's head on the backend under test (where
+    `db_url` would be on SQLite): a copy of the session's template."""
+    if backend == "sqlite":
+        path = tmp_path / "orchestrator.db"
+        shutil.copyfile(request.getfixturevalue("template_db"), path)
+        yield f"sqlite:///{path}"
+        return
+    url = PG_DATABASES.copy(str(request.getfixturevalue("template_pg")))
+    try:
+        yield url
+    finally:
+        PG_DATABASES.drop_all()
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
-"""A fork server for the crash, sweep and soak lanes.
+"""A fork server for the tests' `orchestrator` processes.
 
-Those lanes start thousands of short `orchestrator` processes, and a fresh
+The crash, sweep and soak lanes start thousands of short `orchestrator`
+processes, and the end-to-end tests hundreds (`Project.run`); a fresh
 interpreter spends far longer importing SQLAlchemy and the package than a
-tick spends working. So one server process imports them once, and each run
+command spends working. So one server process imports them once, and each run
 is a fork of it that then behaves as a real, separate process: its own pid
 and session (as `start_new_session=True`), its own environment, working
 folder and standard streams, default signal dispositions, and the normal
@@ -139,10 +140,16 @@ def _become(request: dict[str, Any]) -> None:
 
 def _run_forked(request: dict[str, Any]) -> int:
     _become(request)
-    from orchestrator.cli import main
-
     try:
-        main(request["argv"])
+        if request.get("entry") == "module":
+            # As `python -m orchestrator`: the idle tick's answer first.
+            from orchestrator.__main__ import main as module_main
+
+            module_main()
+        else:
+            from orchestrator.cli import main
+
+            main(request["argv"])
     except SystemExit as exc:
         code = exc.code
         if code is None or isinstance(code, int):
@@ -219,7 +226,11 @@ class ForkServer:
         stdout: Path | str = os.devnull,
         stderr: Path | str = os.devnull,
         stdin: Path | str = os.devnull,
+        entry: str = "cli",
     ) -> Forked:
+        """Start `orchestrator ARGV` as a fork: `entry="cli"` enters the command
+        line directly, `entry="module"` as `python -m orchestrator` does (the
+        idle tick's answer first)."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(self.socket)
         request = {
@@ -229,6 +240,7 @@ class ForkServer:
             "stdin": str(stdin),
             "stdout": str(stdout),
             "stderr": str(stderr),
+            "entry": entry,
         }
         conn.sendall(json.dumps(request).encode() + b"\n")
         return Forked(conn, [sys.executable, "-m", "orchestrator", *argv])
@@ -257,14 +269,46 @@ def server() -> ForkServer:
         return _SERVER
 
 
+def enabled() -> bool:
+    """Whether `orchestrator` runs are forks of the server (the default) or
+    fresh interpreters (`ORCHESTRATOR_TEST_FRESH_PROCESSES=1`)."""
+    return os.environ.get("ORCHESTRATOR_TEST_FRESH_PROCESSES", "") not in ("1", "true")
+
+
+def can_fork(env: Mapping[str, str]) -> bool:
+    """Whether a fork behaves as a fresh interpreter would under `env`: not
+    when it sets what only an interpreter's start reads (`PYTHON*` such as
+    PYTHONPROFILEIMPORTTIME, the locale that picks the streams' encoding,
+    the dynamic loader's `LD_*`) differently from the environment the server
+    started in (the test process's)."""
+    started = os.environ
+    return enabled() and not any(
+        env.get(key) != started.get(key)
+        for key in {*env, *started}
+        if key.startswith(("PYTHON", "LD_", "LC_", "LANG"))
+    )
+
+
 def run(
-    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], timeout: float
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    timeout: float,
+    input: str | None = None,
+    entry: str = "cli",
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m orchestrator ARGV` as a fork; its whole session is killed
-    after `timeout` seconds (then TimeoutExpired)."""
+    """`python -m orchestrator ARGV` as a fork, `input` on its standard input;
+    its whole session is killed after `timeout` seconds (then TimeoutExpired)."""
     with tempfile.TemporaryDirectory(prefix="orch-run-") as folder:
         out, err = Path(folder) / "out", Path(folder) / "err"
-        proc = server().spawn(argv, cwd=cwd, env=env, stdout=out, stderr=err)
+        stdin: Path | str = os.devnull
+        if input is not None:
+            stdin = Path(folder) / "in"
+            stdin.write_text(input)
+        proc = server().spawn(
+            argv, cwd=cwd, env=env, stdout=out, stderr=err, stdin=stdin, entry=entry
+        )
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, text
@@ -34,6 +39,93 @@ def pg_server_url() -> str:
     pytest.skip(f"PostgreSQL tests need {PG_ENV} (a server where CREATE DATABASE is allowed)")
 
 
+class PgDatabases:
+    """PostgreSQL databases for the tests, copied from a template.
+
+    Migrating costs far more than `CREATE DATABASE ... TEMPLATE`, so one
+    database is migrated per session (conftest's `template_pg`) and each
+    test's database is a copy; a clone of a project copies its database the
+    same way. Each test's databases are dropped when it ends (`drop_all`)."""
+
+    def __init__(self) -> None:
+        self.server: str | None = None
+        self.made: list[str] = []
+        self.drop_errors: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._dropper: threading.Thread | None = None
+
+    def _admin(self) -> Any:
+        assert self.server is not None
+        return create_engine(self.server, isolation_level="AUTOCOMMIT")
+
+    def copy(self, source_url: str) -> str:
+        from sqlalchemy.engine import make_url
+
+        source = make_url(source_url)
+        name = f"orch_copy_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+        admin = self._admin()
+        try:
+            with admin.connect() as conn:
+                # A template must have no other session: end any left over.
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :db AND pid <> pg_backend_pid()"
+                    ),
+                    {"db": source.database},
+                )
+                conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{source.database}"'))
+        finally:
+            admin.dispose()
+        self.made.append(name)
+        return source.set(database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        """Drop this test's databases in the background: each DROP DATABASE
+        forces a server checkpoint (seconds on a busy server), and the next
+        test need not wait for them. `wait` before the session ends."""
+        if not self.made:
+            return
+        if self._dropper is None:
+            self._dropper = threading.Thread(target=self._drop_queued, daemon=True)
+            self._dropper.start()
+        for name in self.made:
+            self._queue.put(name)
+        self.made.clear()
+
+    def _drop_queued(self) -> None:
+        while True:
+            name = self._queue.get()
+            try:
+                admin = self._admin()
+                try:
+                    with admin.connect() as conn:
+                        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                finally:
+                    admin.dispose()
+            except Exception as exc:
+                self.drop_errors.append(f"{name}: {exc}")
+            finally:
+                self._queue.task_done()
+
+    def wait(self) -> list[str]:
+        """Block until every queued database is dropped; the drops that failed."""
+        self._queue.join()
+        return self.drop_errors
+
+
+PG_DATABASES = PgDatabases()
+
+
+def copy_database(template_db: Path, path: Path) -> str:
+    """The URL of a migrated SQLite database at `path`: a copy of the
+    session's `template_db` fixture (a copy costs a millisecond, a migration
+    about a second)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template_db, path)
+    return f"sqlite:///{path}"
+
+
 DEFAULT_STAGES = """
 [[pipelines.default.stages]]
 name = "research"
@@ -46,6 +138,34 @@ name = "implement"
 worker = ["true"]
 verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
 """
+
+
+def run_orchestrator(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float = 300,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`python -m orchestrator ARGS` as a real process; the timeout is a
+    safety net against a hang, generous for a loaded machine.
+
+    The process is a fork of the pre-imported fork server (`forkserver.py`),
+    which spares each run the interpreter's start and the imports (most of
+    a short command's time), unless its environment asks for what only a
+    fresh interpreter reads, or `ORCHESTRATOR_TEST_FRESH_PROCESSES=1`."""
+    if forkserver.can_fork(env):
+        return forkserver.run(args, cwd=cwd, env=env, timeout=timeout, input=input, entry="module")
+    return subprocess.run(  # noqa: PLW1510 - callers assert on returncode
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
 
 
 @dataclass
@@ -80,16 +200,10 @@ class Project:
         extra_env: Mapping[str, str] | None = None,
         input: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command as a real process (`python -m orchestrator`); the
-        timeout is a safety net against a hang, generous for a loaded machine."""
-        return subprocess.run(  # noqa: PLW1510 - callers assert on returncode
-            [sys.executable, "-m", "orchestrator", *args],
-            cwd=self.dir,
-            env=self.process_env(extra_env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            input=input,
+        """Run a command as a real process (`python -m orchestrator`, see
+        `run_orchestrator`) in the project's folder."""
+        return run_orchestrator(
+            args, cwd=self.dir, env=self.process_env(extra_env), timeout=timeout, input=input
         )
 
     def popen(
@@ -384,8 +498,10 @@ __all__: Sequence[str] = [
     "Project",
     "check_invariants",
     "cli_json",
+    "copy_database",
     "make_project",
     "pg_server_url",
+    "run_orchestrator",
     "write_config",
 ]
 

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support import Project, make_project
+from support import Project, copy_database, make_project
 
 from orchestrator import doctor
 from orchestrator.doctor import folders as doctor_folders
 from orchestrator.locking import TickLock
-from orchestrator.storage import migrate, repo, schema
+from orchestrator.storage import repo, schema
 from orchestrator.storage.db import make_engine, write_tx
 
 STAGES_WITH = """
@@ -25,12 +25,8 @@ verifier = ["sh", "-c", "echo '{{\\"pass\\": true}}'"]
 
 
 @pytest.fixture
-def sqlite_project(tmp_path: Path) -> Project:
-    url = f"sqlite:///{tmp_path / 'proj' / 'orchestrator.db'}"
-    (tmp_path / "proj").mkdir()
-    engine = make_engine(url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
+def sqlite_project(tmp_path: Path, template_db: Path) -> Project:
+    url = copy_database(template_db, tmp_path / "proj" / "orchestrator.db")
     return make_project(tmp_path / "proj", url)
 
 

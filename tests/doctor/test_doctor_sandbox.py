@@ -11,11 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import Project, make_project
+from support import Project, copy_database, make_project
 
 from orchestrator.runner.sandbox import bwrap_program
-from orchestrator.storage import migrate
-from orchestrator.storage.db import make_engine
 
 STAGE = """
 [[pipelines.default.stages]]
@@ -27,12 +25,8 @@ sandbox = "{mode}"
 
 
 @pytest.fixture
-def sqlite_project(tmp_path: Path) -> Project:
-    url = f"sqlite:///{tmp_path / 'proj' / 'orchestrator.db'}"
-    (tmp_path / "proj").mkdir()
-    engine = make_engine(url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
+def sqlite_project(tmp_path: Path, template_db: Path) -> Project:
+    url = copy_database(template_db, tmp_path / "proj" / "orchestrator.db")
     return make_project(tmp_path / "proj", url, STAGE.format(mode="bwrap"))
 
 

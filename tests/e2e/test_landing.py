@@ -6,9 +6,9 @@ the config's refusals."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -420,7 +420,7 @@ def test_a_killed_ticks_land_check_is_ended_before_the_next_check_starts(
     starts in the same worktree (not `start start end end`)."""
     make_repo(project.dir)
     log, release = tmp_path / "checked.log", tmp_path / "release"
-    marker = f"land-check-{os.getpid()}"
+    marker = f"land-check-{uuid.uuid4().hex}"  # no other run's marker contains it
     script = (
         f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
         f'echo end >> "{log}"'
@@ -454,7 +454,7 @@ def test_a_killed_ticks_land_check_is_ended_before_a_worker_runs_beside_it(
     only before the next check)."""
     make_repo(project.dir)
     log, release, seen = tmp_path / "checked.log", tmp_path / "release", tmp_path / "seen"
-    marker = f"land-check-{os.getpid()}"
+    marker = f"land-check-{uuid.uuid4().hex}"  # no other run's marker contains it
     script = (
         f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
         f'echo end >> "{log}"'

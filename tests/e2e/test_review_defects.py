@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from e2e.e2e_support import PASS, agent, attempts, execute, gone, stage, wait_for
-from support import Project, check_invariants, make_project
+from support import Project, check_invariants, copy_database, make_project
 
 pytestmark = pytest.mark.e2e
 
@@ -164,15 +164,9 @@ def test_run_recovers_what_its_own_earlier_tick_left_at_once(project: Project) -
 
 
 @pytest.fixture
-def sqlite_project(tmp_path: Path) -> Project:
+def sqlite_project(tmp_path: Path, template_db: Path) -> Project:
     """A project on SQLite only: its write lock is what these tests are about."""
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    url = f"sqlite:///{tmp_path / 'orchestrator.db'}"
-    engine = make_engine(url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
+    url = copy_database(template_db, tmp_path / "orchestrator.db")
     return make_project(tmp_path / "proj", url)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import PASS, attempts, kill_quietly, reap, stage, wait_for
-from support import Project, make_repo, write_config
+from support import Project, copy_database, make_repo, write_config
 
 from orchestrator.runner import pid_alive
 from orchestrator.runner.sandbox import bwrap_program
@@ -254,16 +254,10 @@ def test_dev_shm_is_bounded_like_tmp(project: Project, home: Path) -> None:
 
 
 @pytest.fixture
-def outside_project(home: Path) -> Iterator[Project]:
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
+def outside_project(home: Path, template_db: Path) -> Iterator[Project]:
     folder = Path(tempfile.mkdtemp(prefix="orch-proj-", dir=home.parent)).resolve()
     try:
-        url = f"sqlite:///{folder / 'orchestrator.db'}"
-        engine = make_engine(url, create=True)
-        migrate.upgrade(engine)
-        engine.dispose()
+        url = copy_database(template_db, folder / "orchestrator.db")
         project = Project(dir=folder, db_url=url, config=folder / "orchestrator.toml")
         project.env["HOME"] = str(home)
         (folder / "secrets.env").write_text("TOKEN=the-env-file-secret\n")

@@ -247,7 +247,14 @@ def test_run_ticks_repeatedly_and_exits_cleanly_on_sigterm(project: Project, bac
         wait_for(lambda: project.state("t1") == "complete", what="the first tick")
         assert project.cli("add", "t2", "--title", "Second").exit_code == 0
         wait_for(lambda: project.state("t2") == "complete", what="a later tick")
-        time.sleep(1.5)  # a few idle ticks
+        # A few idle ticks: each moves this host's idle row forward.
+        ends: set[object] = set()
+
+        def idle_ticks() -> bool:
+            ends.add(project.query("SELECT max(finished_at) FROM ticks")[0][0])
+            return len(ends) > 5
+
+        wait_for(idle_ticks, what="a few idle ticks")
         if backend == "pg":  # each tick's engine is disposed: no connections pile up
             [(held,)] = project.query(
                 "SELECT count(*) FROM pg_stat_activity "

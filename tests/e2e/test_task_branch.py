@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from e2e.e2e_support import PASS, execute, stage
-from support import Project, check_invariants, git, make_repo, write_config
+from support import Project, check_invariants, git, make_repo, run_orchestrator, write_config
 
 # Commits one file itself, changes one, adds one, deletes one; leaves a log
 # file the repository ignores. Run again (after a kill), it does no more.
@@ -224,34 +222,20 @@ def test_init_repository_writes_a_branch_pipeline(tmp_path: Path, agent: str | N
     (repo / "src").mkdir()
     folder = tmp_path / "tasks-project"
     folder.mkdir()
-    argv = [sys.executable, "-m", "orchestrator", "init", "--repository", str(repo / "src")]
+    argv = ["init", "--repository", str(repo / "src")]
     argv += ["--agent", agent] if agent else []
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, env=env, check=False)
+    done = run_orchestrator(argv, cwd=folder, env=env)
     assert done.returncode == 0, done.stderr
     text = (folder / "orchestrator.toml").read_text()
     assert f'\nrepository = "{repo}"\n' in text and "setup =" not in text
-    added = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "add", "t1", "--title", "T"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    added = run_orchestrator(["add", "t1", "--title", "T"], cwd=folder, env=env)
     assert added.returncode == 0, added.stderr
 
 
 def test_init_refuses_a_repository_that_is_not_one(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "init", "--repository", str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    done = run_orchestrator(["init", "--repository", str(tmp_path)], cwd=tmp_path, env=env)
     assert done.returncode == 1 and "--repository" in done.stderr
     assert not (tmp_path / "orchestrator.toml").exists()
 

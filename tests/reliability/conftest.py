@@ -11,17 +11,15 @@ worker hands its figures to the controller when it finishes.
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from reliability_report import REPORTS, ReliabilityReport, new_reports
-from reliability_support import GATED, PG_DATABASES
-from support import Project, make_project, pg_server_url
+from reliability_support import GATED
+from support import PG_DATABASES, Project, make_project
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,10 +58,7 @@ def pytest_runtest_makereport(
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Wait for the databases still being dropped; an xdist worker then sends
-    its figures to the controller, which prints them."""
-    dropped_badly = PG_DATABASES.wait()
-    assert not dropped_badly, f"test databases not dropped: {dropped_badly}"
+    """An xdist worker sends its figures to the controller, which prints them."""
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         reports = session.config.stash[REPORTS]
@@ -71,48 +66,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 # -- projects -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated SQLite database, built once and copied by each test (migrating
-    costs far more than copying)."""
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    path = tmp_path_factory.mktemp("template") / "orchestrator.db"
-    engine = make_engine(f"sqlite:///{path}", create=True)
-    migrate.upgrade(engine)
-    engine.dispose()  # the last close checkpoints the WAL into the file
-    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
-    return path
-
-
-@pytest.fixture(scope="session")
-def template_pg() -> Iterator[str]:
-    """A migrated PostgreSQL database, built once and copied by each test."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    server = make_url(pg_server_url())
-    PG_DATABASES.server = server.render_as_string(hide_password=False)
-    name = f"orch_tpl_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = server.set(database=name).render_as_string(hide_password=False)
-    engine = make_engine(url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
-    try:
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("pg", marks=pytest.mark.pg)])

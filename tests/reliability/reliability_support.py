@@ -12,15 +12,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +27,7 @@ import forkserver
 from e2e.e2e_support import AGENT, agent
 from reliability_report import percentile
 from sqlalchemy import create_engine, text
-from support import DEFAULT_STAGES, Project, check_invariants
+from support import DEFAULT_STAGES, PG_DATABASES, Project, check_invariants
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "orchestrator"
@@ -69,7 +66,7 @@ def run(
     """`orchestrator ARGS` as a real process, with a hard deadline: forked from
     the fork server unless it needs a `preexec_fn` (set in a fresh child) or
     asks to be `fresh`."""
-    if preexec_fn is None and not fresh and forked():
+    if preexec_fn is None and not fresh and forkserver.enabled():
         try:
             return forkserver.run(
                 args, cwd=project.dir, env=project.process_env(env), timeout=timeout
@@ -95,11 +92,6 @@ def run(
         proc.communicate()
         raise AssertionError(f"orchestrator {' '.join(args)} hung for {timeout}s") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def forked() -> bool:
-    """Whether runs are forks of the fork server (the default) or fresh interpreters."""
-    return os.environ.get("ORCHESTRATOR_TEST_FRESH_PROCESSES", "") not in ("1", "true")
 
 
 def crash_env(point: str) -> dict[str, str]:
@@ -130,84 +122,6 @@ def clone_project(source: Project, folder: Path) -> Project:
     for suffix in ("-shm",):  # a stale -shm is rebuilt by SQLite; never copy one
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return Project(dir=folder, db_url=f"sqlite:///{db}", config=folder / source.config.name)
-
-
-class PgDatabases:
-    """PostgreSQL databases for the reliability suite, copied from a template.
-
-    Migrating costs far more than `CREATE DATABASE ... TEMPLATE`, so one
-    database is migrated per session and each project gets a copy; a clone
-    of a project copies its database the same way. Each test's databases
-    are dropped when it ends (`drop_all`)."""
-
-    def __init__(self) -> None:
-        self.server: str | None = None
-        self.made: list[str] = []
-        self.drop_errors: list[str] = []
-        self._queue: queue.Queue[str] = queue.Queue()
-        self._dropper: threading.Thread | None = None
-
-    def _admin(self) -> Any:
-        assert self.server is not None
-        return create_engine(self.server, isolation_level="AUTOCOMMIT")
-
-    def copy(self, source_url: str) -> str:
-        from sqlalchemy.engine import make_url
-
-        source = make_url(source_url)
-        name = f"orch_rel_{os.getpid()}_{uuid.uuid4().hex[:10]}"
-        admin = self._admin()
-        try:
-            with admin.connect() as conn:
-                # A template must have no other session: end any left over.
-                conn.execute(
-                    text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = :db AND pid <> pg_backend_pid()"
-                    ),
-                    {"db": source.database},
-                )
-                conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{source.database}"'))
-        finally:
-            admin.dispose()
-        self.made.append(name)
-        return source.set(database=name).render_as_string(hide_password=False)
-
-    def drop_all(self) -> None:
-        """Drop this test's databases in the background: each DROP DATABASE
-        forces a server checkpoint (seconds on a busy server), and the next
-        test need not wait for them. `wait` before the session ends."""
-        if not self.made:
-            return
-        if self._dropper is None:
-            self._dropper = threading.Thread(target=self._drop_queued, daemon=True)
-            self._dropper.start()
-        for name in self.made:
-            self._queue.put(name)
-        self.made.clear()
-
-    def _drop_queued(self) -> None:
-        while True:
-            name = self._queue.get()
-            try:
-                admin = self._admin()
-                try:
-                    with admin.connect() as conn:
-                        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-                finally:
-                    admin.dispose()
-            except Exception as exc:
-                self.drop_errors.append(f"{name}: {exc}")
-            finally:
-                self._queue.task_done()
-
-    def wait(self) -> list[str]:
-        """Block until every queued database is dropped; the drops that failed."""
-        self._queue.join()
-        return self.drop_errors
-
-
-PG_DATABASES = PgDatabases()
 
 
 def sqlite_file(db_url: str) -> Path:
@@ -421,7 +335,6 @@ __all__ = [
     "events",
     "fault_points",
     "file_digest",
-    "forked",
     "one_error_line",
     "outcomes",
     "percentile",

@@ -35,7 +35,6 @@ from reliability_support import (
     PASS_VERDICT,
     agent,
     audit_transitions,
-    forked,
     query,
     run,
     transition_log,
@@ -49,7 +48,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 ITERATIONS = int(os.environ.get("ORCHESTRATOR_SOAK_ITERATIONS", "200"))
 TASKS = max(10, ITERATIONS // 3)
 # A fork starts in milliseconds, a fresh interpreter in a few tenths of a second.
-KILL_WINDOW = 0.3 if forked() else 0.6
+KILL_WINDOW = 0.3 if forkserver.enabled() else 0.6
 MODES = ("tick", "session", "session+worker")
 Process = forkserver.Forked | subprocess.Popen[bytes]
 
@@ -121,7 +120,7 @@ def start_tick(project: Project) -> Process:
     """A tick of two tasks at once (`--jobs 2`, where attempts killed before
     their spawn were found) in a session of its own, its output discarded."""
     argv = ["tick", "--jobs", "2", "--max-tasks", "2", "-q"]
-    if forked():
+    if forkserver.enabled():
         return forkserver.server().spawn(argv, cwd=project.dir, env=project.process_env())
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *argv],

@@ -34,7 +34,7 @@ from pathlib import Path
 import forkserver
 import pytest
 from e2e.e2e_support import PASS, stage
-from reliability_support import forked, run
+from reliability_support import run
 from support import Project, check_invariants, git, make_repo, write_config
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -57,7 +57,7 @@ def cli(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
 
 def start_tick(project: Project) -> Process:
     argv = ["tick", "-q"]
-    if forked():
+    if forkserver.enabled():
         return forkserver.server().spawn(argv, cwd=project.dir, env=project.process_env())
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *argv],
