@@ -29,13 +29,13 @@ from orchestrator import errors
 from orchestrator.agents.config import AGENT_SECTION
 from orchestrator.cli import cli
 from orchestrator.config import core
-from orchestrator.config import pools as pool_config
 from orchestrator.config import sections as config_sections
 from orchestrator.config.schema import Key, Text
 from orchestrator.domain import event_kinds as kinds
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event
 from orchestrator.events import hooks
+from orchestrator.features.pools import config as pool_config
 from orchestrator.guards import config as guard_config
 from orchestrator.storage import migrate
 from orchestrator.storage.db import make_engine

@@ -10,10 +10,10 @@ from sqlalchemy import Engine
 from orchestrator.api.actions import ActionResult
 from orchestrator.config import Settings
 from orchestrator.errors import RefusedError
+from orchestrator.features.pools import store as pool_rows
+from orchestrator.features.pools.gate import PoolGate
+from orchestrator.features.pools.views import pool_states
 from orchestrator.storage.db import db_now, read_tx, write_tx
-from orchestrator.storage.repo import pools as pool_rows
-from orchestrator.tick.pools import PoolGate
-from orchestrator.views.pools import pool_states
 
 
 def pool_list(engine: Engine, settings: Settings) -> list[dict[str, Any]]:

@@ -167,6 +167,6 @@ def _pending_lines(pending: dict[str, Any] | None) -> list[str]:
 def _pool_lines(pool: dict[str, Any] | None) -> list[str]:
     if pool is None:
         return []
-    from orchestrator.views.pools import pool_line
+    from orchestrator.features.pools.views import pool_line
 
     return [f"  pool      {pool_line(pool)}"]

@@ -212,7 +212,7 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
     columns = ["slug", "state", "attempt", "score", "cost_usd", "halt_reason", "title"]
     emit_rows(columns, [[r[c] for c in columns] for r in rows], fmt or "table")
     if (fmt or "table") == "table" and app.settings().pools:
-        from orchestrator.views.pools import pool_line
+        from orchestrator.features.pools.views import pool_line
 
         for pool in app.project().pools():  # a paused pool holds its tasks back
             if pool.paused:

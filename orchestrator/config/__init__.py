@@ -27,4 +27,3 @@ from orchestrator.config.model import PipelineConfig as PipelineConfig
 from orchestrator.config.model import Settings as Settings
 from orchestrator.config.model import StageConfig as StageConfig
 from orchestrator.config.model import StdinMode as StdinMode
-from orchestrator.config.pools import PoolConfig as PoolConfig

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from orchestrator.config.pools import PoolConfig
 from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.config.selection import OnHalt
 from orchestrator.domain.backoff import Backoff
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.agents.output import OutputFormat
     from orchestrator.events.hooks import HookConfig
     from orchestrator.features.landing.config import LandConfig
+    from orchestrator.features.pools.config import PoolConfig
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"

@@ -16,7 +16,7 @@ CRASHED = "crashed"
 # the pull request, for the hooks.
 LANDED = "landed"
 
-# A usage limit paused a pool / the pause ended (`tick.pools`); the task is
+# A usage limit paused a pool / the pause ended (`features.pools`); the task is
 # the one whose attempt met the limit.
 POOL_PAUSED = "pool_paused"
 POOL_RESUMED = "pool_resumed"

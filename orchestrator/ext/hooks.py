@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     # Annotations only: a feature's package (which config reads its keys
     # from) can declare its `Feature` without loading the engine's vocabulary.
-    from orchestrator.ext.model import Claim, TickOptions
+    from sqlalchemy import Connection
+
+    from orchestrator.config import StageConfig
+    from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
     from orchestrator.ext.ports import Kernel
 
 
@@ -43,6 +48,37 @@ class TickHooks:
     May end processes and remove files of its own; must not write the
     database (the attempt's fence is the engine's). Called on the hot
     path: a feature with nothing to do returns after one cheap look."""
+
+    refuse_claim: Callable[[Connection, StageConfig, datetime], Refusal | None] | None = None
+    """Inside the claim's transaction (its `Connection`, no command runner),
+    once the claim has found a task of `StageConfig` and before it opens the
+    attempt; `datetime` is the database's now. May lock and write its own
+    rows, which commit with the claim when it admits; a refusal must leave
+    nothing held or written (on PostgreSQL, roll back to a savepoint), since
+    the claim goes on to other tasks in the same transaction. The first
+    refusal wins ("first non-None"): later features are not asked. Called
+    per candidate task: a stage it does not govern returns None at once."""
+
+    would_refuse: Callable[[Connection, StageConfig, datetime], Refusal | None] | None = None
+    """The dry run's `refuse_claim`: the refusal a claim would meet now,
+    inside the dry run's read transaction. Reads only: no lock, no write.
+    First non-None, as `refuse_claim`."""
+
+    after_run: Callable[[Claim, AttemptRun, Path], None] | None = None
+    """On the attempt's thread, once worker, verifier and the runaway
+    guards are done with the attempt and before the transaction that
+    records it; outside any transaction. May read the attempt's folder
+    (`Path`) and change the `AttemptRun` (its outcome, error, backoff, what
+    it carries to `after_record`); must not write the database or run
+    commands. Called for every attempt: return at once when not concerned."""
+
+    after_record: Callable[[Connection, Claim, AttemptRun, datetime], None] | None = None
+    """Inside the transaction recording the attempt (its `Connection`, no
+    command runner), after the attempt's row is closed and its decision
+    applied; `datetime` is the database's now. May write its own rows and
+    events (through the outbox), which commit with the record or not at
+    all, and say a line after the commit (`Kernel.tx.say_after_commit`).
+    Runs again when the record's transaction is retried."""
 
 
 @dataclass(frozen=True)

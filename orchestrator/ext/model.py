@@ -108,7 +108,19 @@ class AttemptRun:
     workspace_changed: bool | None = None
     backoff_seconds: float | None = None
     commit_sha: str | None = None  # the task branch's tip after a passed stage
-    usage_limit: UsageLimit | None = None  # met by the attempt: pauses its pool (`tick.pools`)
+    usage_limit: UsageLimit | None = None  # met by the attempt: pauses its pool (`features.pools`)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A feature's no to a claim (`TickHooks.refuse_claim`): why, for a
+    person; the (pipeline, stage) pairs the same no covers, which the claim
+    passes over for the rest of its search instead of asking task by task;
+    and how the dry run words that passing over."""
+
+    reason: str
+    stages: tuple[tuple[str, str], ...] = ()
+    passed_over: str = ""
 
 
 class Cooldown:

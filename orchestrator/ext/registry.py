@@ -9,10 +9,15 @@ an empty tuple (a point on the hot path costs one empty loop)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar, cast
 
+from sqlalchemy import Connection
+
+from orchestrator.config import StageConfig
 from orchestrator.ext.hooks import Feature, TickHooks
-from orchestrator.ext.model import Claim, TickOptions
+from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
 from orchestrator.ext.ports import Kernel
 
 _H = TypeVar("_H")
@@ -27,6 +32,16 @@ class Registry:
         self._before_claims = _each(built, lambda h: h.before_claims)
         self._after_claims = _each(built, lambda h: h.after_claims)
         self._before_workspace = _each(built, lambda h: h.before_workspace)
+        self._refuse_claim = _each(built, lambda h: h.refuse_claim)
+        self._would_refuse = _each(built, lambda h: h.would_refuse)
+        self._after_run = _each(built, lambda h: h.after_run)
+        self._after_record = _each(built, lambda h: h.after_record)
+
+    @classmethod
+    def empty(cls) -> Registry:
+        """No feature: the engine alone, for a job built outside a `Ticker`
+        (a test's). No factory runs, so no kernel is needed."""
+        return cls((), cast(Kernel, None))
 
     def before_claims(self, options: TickOptions) -> None:
         for hook in self._before_claims:
@@ -39,6 +54,26 @@ class Registry:
     def before_workspace(self, claim: Claim) -> None:
         for hook in self._before_workspace:
             hook(claim)
+
+    def refuse_claim(self, conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
+        for hook in self._refuse_claim:
+            if (refusal := hook(conn, stage, now)) is not None:
+                return refusal
+        return None
+
+    def would_refuse(self, conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
+        for hook in self._would_refuse:
+            if (refusal := hook(conn, stage, now)) is not None:
+                return refusal
+        return None
+
+    def after_run(self, claim: Claim, run: AttemptRun, folder: Path) -> None:
+        for hook in self._after_run:
+            hook(claim, run, folder)
+
+    def after_record(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
+        for hook in self._after_record:
+            hook(conn, claim, run, now)
 
 
 def _each(built: Sequence[TickHooks], point: Callable[[TickHooks], _H | None]) -> tuple[_H, ...]:

@@ -6,8 +6,10 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import landing, restore
+from orchestrator.features import landing, pools, restore
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
-FEATURES: tuple[Feature, ...] = (landing.FEATURE, restore.FEATURE)
+# Pools shares no point with either (the claim's refusal, the attempt's
+# usage limit, the record's pause).
+FEATURES: tuple[Feature, ...] = (landing.FEATURE, restore.FEATURE, pools.FEATURE)

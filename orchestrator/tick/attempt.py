@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -21,10 +20,11 @@ from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text
 from orchestrator.domain.verdict import parse_verdict, strict_pass_problem
 from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
+from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches, pools, round_branches, samples, snapshots
+from orchestrator.tick import branches, round_branches, samples, snapshots
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.commands import CommandRunner
@@ -80,6 +80,7 @@ class AttemptRunner:
         runaway: RunawayGuards,
         recorder: Recorder,
         progress: Progress,
+        registry: Registry | None = None,
     ) -> None:
         self.settings = settings
         self.tx = tx
@@ -91,6 +92,7 @@ class AttemptRunner:
         self.runaway = runaway
         self.recorder = recorder
         self.progress = progress  # live lines on a terminal
+        self.registry = registry or Registry.empty()  # `after_run` (a usage limit)
 
     def attempt(self, claim: Claim, chain: Chain | None) -> Ended:
         """Run and record one attempt (and, with `chain`, claim the next)."""
@@ -123,7 +125,7 @@ class AttemptRunner:
             self.runaway.judge(claim, result)
         except Exception as exc:  # a guard's failure must not lose the attempt's result
             result.error = f"{result.error or ''}; runaway guards skipped: {exc}".lstrip("; ")
-        pools.note_limit(claim, result, folder, datetime.now(UTC))
+        self.registry.after_run(claim, result, folder)
         fault_point("before_record")
         try:
             recorded = self.tx.retrying(

@@ -16,6 +16,7 @@ from orchestrator.agents import budget as agent_budget
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.domain.pipeline import Event, State, Status, landing_instead, next_state
 from orchestrator.ext.model import ACTOR, Claim, TickOptions
+from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.repo import rounds as round_rows
@@ -25,7 +26,6 @@ from orchestrator.tick import branches, round_claims
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.pools import PoolGate
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
 
@@ -46,6 +46,7 @@ class Claimer:
         me: HostIdentity,
         applier: Applier,
         config: ConfigWatch,
+        registry: Registry | None = None,
     ) -> None:
         self.settings = settings
         self.tx = tx
@@ -53,7 +54,8 @@ class Claimer:
         self.me = me
         self.applier = applier
         self.config = config
-        self.pools = PoolGate(settings)  # the `[pools.NAME]` caps and pauses
+        # The features' `refuse_claim` (a pool's cap or pause, ...).
+        self.registry = registry or Registry.empty()
 
     def advance_approved(self) -> None:
         approved = self.tx.retrying(lambda _again: self._approved())
@@ -148,11 +150,11 @@ class Claimer:
                 now=now,
                 tick_id=self.tx.ensure_tick(conn, now),
                 lease=repo.lease_expiry(now, self.settings.lease_seconds),
-                refused=lambda stage: self.pools.refusal(conn, stage, now) is not None,
+                refused=lambda stage: self.registry.refuse_claim(conn, stage, now) is not None,
             )
             if slot is not None:
                 return slot
-        refused: list[tuple[str, str]] = []  # (pipeline, stage) of pools that said no
+        refused: list[tuple[str, str]] = []  # (pipeline, stage) a feature said no to
         while True:
             task = repo.find_claimable(
                 conn,
@@ -180,8 +182,9 @@ class Claimer:
                     self.tick.report.halted += 1
                 self.tx.say_after_commit(f"{task.slug}: halted (budget: {over.describe()})")
                 continue
-            if stage.pool is not None and self.pools.refusal(conn, stage, now) is not None:
-                refused.extend(self.pools.members(stage.pool))
+            refusal = self.registry.refuse_claim(conn, stage, now)
+            if refusal is not None:
+                refused.extend(refusal.stages)
                 continue
             return self._open_attempt(conn, task, pipeline, stage, now, token)
 

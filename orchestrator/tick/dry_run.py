@@ -10,11 +10,11 @@ from orchestrator.agents.context_file import CONTEXT_NAME
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.ext.model import TickOptions
+from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.lookups import attempt_folder, stage_of
-from orchestrator.tick.pools import PoolGate
 from orchestrator.tick.recovery import Recovery
 from orchestrator.tick.tick_run import TickRun
 
@@ -31,13 +31,15 @@ class DryRun:
         tick: TickRun,
         me: HostIdentity,
         recovery: Recovery,
+        registry: Registry | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
         self.tick = tick
         self.me = me
         self.recovery = recovery  # its own test of an orphan
-        self.pools = PoolGate(settings)  # the claim's own refusal, asked read-only
+        # The features' `would_refuse`: the claim's own refusals, read-only.
+        self.registry = registry or Registry.empty()
 
     def show(self, options: TickOptions) -> None:
         """What a tick would do now, read through the claim's own query (same
@@ -51,7 +53,7 @@ class DryRun:
             for task in repo.tasks_with_status(conn, Status.APPROVED):
                 self.tick.say(f"{task.slug}: would move {task.state} to its next stage")
             seen: list[int] = []
-            refused: list[tuple[str, str]] = []  # (pipeline, stage) of pools that said no
+            refused: list[tuple[str, str]] = []  # (pipeline, stage) a feature said no to
             shown = 0  # attempts, as --max-tasks counts them (a halt is none)
             while options.max_tasks is None or shown < options.max_tasks:
                 found = repo.find_claimable(
@@ -74,13 +76,13 @@ class DryRun:
                 if budget is not None and budget.reached:
                     self.tick.say(f"{found.slug}: would halt (budget: {budget.describe()})")
                     continue
-                # The claim's own pool check, read-only; like the claim, the
-                # pool's other tasks are then passed over.
-                pool_says = self.pools.would_refuse(conn, stage, now)
-                if pool_says is not None:
-                    refused.extend(self.pools.members(stage.pool or ""))
-                    others = "nor would the pool's other tasks"
-                    self.tick.say(f"{found.slug}: would not run ({pool_says}; {others})")
+                # The claim's own refusals, read-only; like the claim, the
+                # tasks the same refusal covers are then passed over.
+                refusal = self.registry.would_refuse(conn, stage, now)
+                if refusal is not None:
+                    refused.extend(refusal.stages)
+                    why = "; ".join(filter(None, (refusal.reason, refusal.passed_over)))
+                    self.tick.say(f"{found.slug}: would not run ({why})")
                     continue
                 shown += 1
                 prev = repo.last_attempt(conn, found.id, found.stage)

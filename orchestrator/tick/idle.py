@@ -233,7 +233,7 @@ DUE: tuple[tuple[str, str], ...] = (
     ),
     # features.landing.landing.Lander.land_all
     ("a task landing", "SELECT 1 FROM tasks WHERE status = 'landing' LIMIT 1"),
-    # tick.pools: the claim that finds a pause over clears it (`pool_resumed`);
+    # features.pools: the claim that finds a pause over clears it (`pool_resumed`);
     # only a claim does, so an ended pause with no task to claim (its pool
     # renamed, its tasks halted) is no work: the full tick leaves it as is.
     (

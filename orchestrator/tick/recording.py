@@ -19,6 +19,7 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
 from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
+from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import connection_lost, db_now, savepoint
 from orchestrator.testing import fault_point
@@ -49,6 +50,7 @@ class Recorder:
         claimer: Claimer,
         applier: Applier,
         notes: AttemptNotes,
+        registry: Registry | None = None,
     ) -> None:
         self.settings = settings
         self.tx = tx
@@ -56,6 +58,7 @@ class Recorder:
         self.claimer = claimer
         self.applier = applier
         self.notes = notes
+        self.registry = registry or Registry.empty()  # `after_record` (a pool's pause)
 
     def record(
         self, claim: Claim, run: AttemptRun, chain: Chain | None = None, again: bool = False
@@ -120,7 +123,7 @@ class Recorder:
             if wait is not None and decision.state.status is Status.READY:
                 # A backoff's or a pending verdict's recheck; 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
-            self._pool_after(conn, claim, run, now)
+            self.registry.after_record(conn, claim, run, now)
             ready = decision.state.status is Status.READY
             if chain is not None:
                 following = self._claim_next(conn, chain, claim.task.id if ready else None)
@@ -170,12 +173,6 @@ class Recorder:
         columns = {("pass" if k == "passed" else k): v for k, v in fields.items()}
         return columns, usage
 
-    def _pool_after(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
-        """The usage limit the attempt met pauses its pool (`tick.pools`)."""
-        paused = self.claimer.pools.after_attempt(conn, claim, run, now)
-        if paused is not None:
-            self.tx.say_after_commit(f"{claim.task.slug}: {paused}")
-
     def _task(self, conn: Connection, claim: Claim) -> repo.TaskSnapshot | None:
         if claim.round is not None:  # one candidate's close at a time sees the round full
             rounds.lock(conn, claim.task.id)
@@ -199,7 +196,7 @@ class Recorder:
             repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
             return True, None
         fault_point("inside_record_tx")
-        self._pool_after(conn, claim, run, now)
+        self.registry.after_record(conn, claim, run, now)
         end = rounds.decide_if_full(conn, self.settings, self.applier, task, claim.round, now)
         ready = end is not None and end.decision.state.status is Status.READY
         following: Claim | None = None

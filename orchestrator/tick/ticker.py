@@ -84,8 +84,8 @@ class Ticker:
         self.kernel = TickKernel(settings, tx, self.state, me, applier)
         self.registry = Registry(features, self.kernel)
         config = ConfigWatch(settings.config_path, settings.fingerprint)
-        self.claimer = Claimer(settings, tx, self.state, me, applier, config)
-        recorder = Recorder(settings, tx, self.state, self.claimer, applier, notes)
+        self.claimer = Claimer(settings, tx, self.state, me, applier, config, self.registry)
+        recorder = Recorder(settings, tx, self.state, self.claimer, applier, notes, self.registry)
         shown = progress or NoProgress()  # live lines on a terminal
         commands = CommandRunner(settings, self.state, notes, shown)
         attempts = AttemptRunner(
@@ -101,10 +101,11 @@ class Ticker:
             RunawayGuards(settings, tx, guards.WorkspaceWatch()),
             recorder,
             shown,
+            self.registry,
         )
         self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
-        self.dry_run = DryRun(settings, engine, self.state, me, self.recovery)
+        self.dry_run = DryRun(settings, engine, self.state, me, self.recovery, self.registry)
 
     @property
     def report(self) -> TickReport:

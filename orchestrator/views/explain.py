@@ -24,10 +24,10 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
 from orchestrator.domain.waits import waiting_line
 from orchestrator.features.landing import views as landing
+from orchestrator.features.pools.views import holds_back, pool_state
 from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
-from orchestrator.views.pools import holds_back, pool_state
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
 

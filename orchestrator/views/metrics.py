@@ -22,10 +22,10 @@ from sqlalchemy import Connection, Engine
 
 from orchestrator.domain.pipeline import Status
 from orchestrator.errors import HostIOError, host_error
+from orchestrator.features.pools import store as pool_rows
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.reads import metrics as counts_of
-from orchestrator.storage.repo import pools as pool_rows
 
 PREFIX = "orchestrator"
 

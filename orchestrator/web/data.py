@@ -18,11 +18,11 @@ from sqlalchemy import Connection, Engine
 
 from orchestrator.domain.pipeline import Status, state_string
 from orchestrator.domain.waits import waiting_line
+from orchestrator.features.pools import store as pool_rows
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.reads.board import capped_count, section_rows
 from orchestrator.storage.reads.history import history_page_rows
-from orchestrator.storage.repo import pools as pool_rows
 from orchestrator.storage.repo import restores
 from orchestrator.views.suggest import unknown_task
 from orchestrator.views.ticks import last_tick_text

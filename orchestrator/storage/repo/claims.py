@@ -40,7 +40,7 @@ def find_claimable(
     A task waiting out a backoff (`backoff_until` still ahead of the
     database's clock) is passed over, and so are one that waits on a task
     not yet complete (`add --after`) and a task at any (pipeline, stage) of
-    `skip_stages` (a pool that refused the claim: `tick.pools`).
+    `skip_stages` (a pool that refused the claim: `features.pools`).
     """
     query = _claim_query(
         any_host=any_host, slug=slug is not None, lock=lock, skipped=len(skip_stages)

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from orchestrator.config import Settings
-from orchestrator.storage.repo import pools as pool_rows
+from orchestrator.features.pools import store as pool_rows
 
 
 def pool_states(conn: Connection, settings: Settings, now: datetime) -> list[dict[str, Any]]:

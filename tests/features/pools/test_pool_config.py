@@ -9,8 +9,8 @@ import pytest
 from orchestrator.agents.kinds import NAMES as AGENTS
 from orchestrator.agents.recipes import recipe_text
 from orchestrator.config import load_settings
-from orchestrator.config.pools import PoolConfig
 from orchestrator.errors import ConfigError
+from orchestrator.features.pools.config import PoolConfig
 
 STAGE = """
 [[pipelines.default.stages]]

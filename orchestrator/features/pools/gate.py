@@ -1,7 +1,7 @@
 """The tick's side of `[pools.NAME]`: whether a claim may open one more of
 the pool's attempts, and the pause a usage limit puts on the pool.
 
-A claim of a pooled stage locks the pool's row (`storage.repo.pools`) and,
+A claim of a pooled stage locks the pool's row (`store.py`) and,
 in the claim's own transaction, checks: the pool is not paused, fewer than
 `max_running` of its attempts are open on any host, and its attempts that
 finished since UTC midnight recorded less than `max_usd_per_day`. On
@@ -16,28 +16,72 @@ time was given; the pause is a row, so every host sees it.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
 from orchestrator import safefs
 from orchestrator.agents import limits
 from orchestrator.agents import runtime as agent_runtime
-from orchestrator.config import PoolConfig, Settings, StageConfig
+from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.decide import Outcome
 from orchestrator.domain.event_kinds import POOL_PAUSED, POOL_RESUMED
-from orchestrator.ext.model import AttemptRun, Claim
+from orchestrator.ext.hooks import TickHooks
+from orchestrator.ext.model import AttemptRun, Claim, Refusal
+from orchestrator.features.pools import store as pool_rows
+from orchestrator.features.pools.config import PoolConfig
 from orchestrator.storage import repo
 from orchestrator.storage.db import savepoint
 from orchestrator.storage.repo import outbox
-from orchestrator.storage.repo import pools as pool_rows
+
+if TYPE_CHECKING:
+    from orchestrator.ext.ports import Kernel
 
 # Outcomes a usage limit turns into `backoff`: the attempt did not do its
 # work because of the wall. A verdict read stands (the limit still pauses
 # the pool); a stopped or crashed attempt is not the agent's to explain.
 LIMITED = frozenset({Outcome.WORKER_ERROR, Outcome.VERIFIER_ERROR, Outcome.BACKOFF})
 _CAPTURE_READ = 4 << 20  # the envelope is at the end; a limit's output is short
+
+
+# How the dry run words the tasks a refusal passes over with the one asked.
+_PASSED_OVER = "nor would the pool's other tasks"
+
+
+def tick_hooks(kernel: Kernel) -> TickHooks:
+    """The pools' points in a tick: the cap and pause checked in the claim's
+    transaction (and read-only by the dry run), the usage limit read after
+    the attempt ran, the pause written in the record's transaction."""
+    gate = PoolGate(kernel.settings)
+
+    def refuse_claim(conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
+        if stage.pool is None:
+            return None
+        reason = gate.refusal(conn, stage, now)
+        return None if reason is None else Refusal(reason, gate.members(stage.pool), _PASSED_OVER)
+
+    def would_refuse(conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
+        reason = gate.would_refuse(conn, stage, now)
+        if reason is None:
+            return None
+        return Refusal(reason, gate.members(stage.pool or ""), _PASSED_OVER)
+
+    def after_run(claim: Claim, run: AttemptRun, folder: Path) -> None:
+        note_limit(claim, run, folder, datetime.now(UTC))
+
+    def after_record(conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
+        paused = gate.after_attempt(conn, claim, run, now)
+        if paused is not None:
+            kernel.tx.say_after_commit(f"{claim.task.slug}: {paused}")
+
+    return TickHooks(
+        refuse_claim=refuse_claim,
+        would_refuse=would_refuse,
+        after_run=after_run,
+        after_record=after_record,
+    )
 
 
 class _Refused(Exception):
