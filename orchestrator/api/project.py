@@ -20,24 +20,27 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine
 
 from orchestrator.api import actions
-from orchestrator.api.actions import ActionResult, TaskSpec
-from orchestrator.api.types import (
+from orchestrator.api.actions import ActionResult
+from orchestrator.api.adding import TaskSpec, add_tasks, refuse_old_state
+from orchestrator.api.results import (
     CalibrateResult,
     Delivery,
     EventView,
-    ExplainView,
-    GateChange,
-    GateFacts,
-    HistoryRow,
-    JsonObject,
     Metrics,
     MigrateResult,
-    PoolView,
     PrunedFolder,
     PruneResult,
     RemovedWorktree,
     RestoreResult,
     SchemaRevision,
+)
+from orchestrator.api.types import (
+    ExplainView,
+    GateChange,
+    GateFacts,
+    HistoryRow,
+    JsonObject,
+    PoolView,
     ScoreRow,
     TaskRow,
     TaskView,
@@ -131,8 +134,8 @@ class Project:
 
     def add_many(self, specs: Sequence[TaskSpec], *, by: str | None = None) -> int:
         """Add tasks in one transaction: all of them, or none. Returns how many."""
-        actions.refuse_old_state(self.engine, self.settings, specs)
-        return actions.add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
+        refuse_old_state(self.engine, self.settings, specs)
+        return add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
 
     def approve(
         self,
