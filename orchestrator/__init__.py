@@ -14,13 +14,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from orchestrator.api.actions import ActionResult, TaskSpec
+    from orchestrator.api.actions import ActionResult
+    from orchestrator.api.adding import TaskSpec
     from orchestrator.api.project import Project
     from orchestrator.api.ticking import TickResult
 
 _LAZY = {
     "Project": "orchestrator.api.project",
-    "TaskSpec": "orchestrator.api.actions",
+    "TaskSpec": "orchestrator.api.adding",
     "ActionResult": "orchestrator.api.actions",
     "TickResult": "orchestrator.api.ticking",
 }

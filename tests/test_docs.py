@@ -28,7 +28,7 @@ from sqlalchemy import inspect
 from orchestrator import errors
 from orchestrator.agents.config import AGENT_SECTION
 from orchestrator.cli import cli
-from orchestrator.config import core
+from orchestrator.config import core, orchestrator_table
 from orchestrator.config import sections as config_sections
 from orchestrator.config.schema import Key, Text
 from orchestrator.domain import event_kinds as kinds
@@ -219,7 +219,7 @@ def code_config() -> dict[str, set[str]]:
     schema = core.schema(config_sections.FEATURE_SECTIONS)
     return {
         "orchestrator.toml": set(schema.top()),
-        "[orchestrator]": set(core.ORCHESTRATOR_SECTION.names()),
+        "[orchestrator]": set(orchestrator_table.ORCHESTRATOR_SECTION.names()),
         "[defaults]": set(schema.allowed("defaults")),
         "[pipelines.NAME]": set(schema.allowed("pipeline")),
         "[[pipelines.NAME.stages]]": set(schema.allowed("stage")),
@@ -275,7 +275,9 @@ def test_a_configuration_key_added_without_docs_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(
-        core, "ORCHESTRATOR_SECTION", with_key(core.ORCHESTRATOR_SECTION, "frobnicate")
+        orchestrator_table,
+        "ORCHESTRATOR_SECTION",
+        with_key(orchestrator_table.ORCHESTRATOR_SECTION, "frobnicate"),
     )
     monkeypatch.setattr(hooks, "HOOKS_SECTION", with_key(hooks.HOOKS_SECTION, "wobble"))
     assert config_problems(page("configuration.md")) == [

@@ -1,4 +1,5 @@
-"""The human commands: add, approve, reject, halt, resume, cancel.
+"""The human commands that move a task: approve, reject, halt, resume, cancel
+(adding one is `adding`).
 
 Each is one short write transaction: read the task, ask the state machine
 for the next state, compare-and-set it with its transition row. On SQLite
@@ -10,14 +11,11 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import IntegrityError
 
-from orchestrator.config import PipelineConfig, Settings
+from orchestrator.config import Settings
 from orchestrator.domain.actor import actor_problem
 from orchestrator.domain.decide import HaltReason
 from orchestrator.domain.pipeline import (
@@ -29,20 +27,15 @@ from orchestrator.domain.pipeline import (
     parse_state,
     reject_state,
 )
-from orchestrator.domain.slug import slug_problem, validate_slug
 from orchestrator.domain.text import clean_text
-from orchestrator.errors import ConfigError, IllegalTransitionError, RefusedError
+from orchestrator.errors import IllegalTransitionError, RefusedError
 from orchestrator.storage import repo
-from orchestrator.storage.db import db_now, read_tx, write_tx
+from orchestrator.storage.db import db_now, write_tx
 from orchestrator.storage.repo.wake import notify_wake
 from orchestrator.testing import fault_point
 from orchestrator.views.suggest import unknown_task
-from orchestrator.workspace import worktree
 from orchestrator.workspace.approval import approval_reason
-from orchestrator.workspace.gitrun import GitError
 
-MAX_TITLE_BYTES = 1024
-MAX_BODY_BYTES = 1_048_576
 MAX_NOTE_BYTES = 8192
 
 
@@ -52,110 +45,6 @@ class ActionResult:
     changed: bool
     state: str
     message: str
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    slug: str
-    title: str
-    pipeline: str = "default"
-    priority: int = 0
-    body: str = ""
-    max_cost_usd: float | None = None  # the task's own budget (`add --budget`)
-    after: tuple[str, ...] = ()  # tasks it waits on (`add --after`)
-    parent: str | None = None  # the task whose agent added it (`orchestrator mcp`)
-
-
-def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], actor: str) -> int:
-    """Create tasks in one transaction: all of them, or none (exit 1 says why)."""
-    new: list[repo.NewTask] = []
-    seen: set[str] = set()
-    given, specs = specs, []
-    for spec in given:
-        validate_slug(spec.slug)
-        if spec.slug in seen:
-            raise RefusedError(f"slug {spec.slug!r} appears twice in the input")
-        seen.add(spec.slug)
-        if not isinstance(spec.title, str) or not isinstance(spec.body, str):
-            raise RefusedError(f"task {spec.slug!r}: title and body must be strings")
-        title = clean_text(spec.title, MAX_TITLE_BYTES).strip()
-        if not title:
-            raise RefusedError(f"task {spec.slug!r} needs a non-empty title")
-        if not isinstance(spec.after, tuple) or not all(isinstance(o, str) for o in spec.after):
-            raise RefusedError(f"task {spec.slug!r}: after must be a list of task slugs")
-        # A repeat is the same wait (the library and MCP pass `after` as
-        # given): one row, not a primary-key clash read as a lost race.
-        specs.append(replace(spec, after=tuple(dict.fromkeys(spec.after))))
-        if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
-            raise RefusedError(f"task {spec.slug!r}: priority must be an integer")
-        if abs(spec.priority) > 2**31 - 1:
-            raise RefusedError(f"task {spec.slug!r}: priority out of range")
-        # A non-string name (JSON lines) is unknown, not an unhashable-key crash.
-        pipeline = settings.pipeline(spec.pipeline) if isinstance(spec.pipeline, str) else None
-        if pipeline is None:
-            known = ", ".join(sorted(settings.pipelines)) or "none configured"
-            raise RefusedError(f"unknown pipeline {spec.pipeline!r} (known: {known})")
-        new.append(
-            repo.NewTask(
-                slug=spec.slug,
-                title=title,
-                pipeline=spec.pipeline,
-                first_stage=pipeline.first_stage(),
-                priority=spec.priority,
-                body=clean_text(spec.body, MAX_BODY_BYTES),
-                max_cost_usd=spec.max_cost_usd,
-                **task_branch(pipeline, spec.slug),
-            )
-        )
-    try:
-        with write_tx(engine) as conn:
-            taken = repo.existing_slugs(conn, [t.slug for t in new])
-            if taken:
-                raise RefusedError(f"task {sorted(taken)[0]!r} already exists")
-            check_links(conn, specs)
-            repo.insert_tasks(conn, new, db_now(conn), actor)
-            repo.link_tasks(conn, [(s.slug, s.parent, s.after) for s in specs])
-            notify_wake(conn)  # new work: `run` takes it now, not at its interval
-    except IntegrityError as exc:
-        # PostgreSQL does not serialise two `add`s of one slug: the loser of
-        # the race meets the unique slug here, after the check above passed.
-        which = f"task {new[0].slug!r}" if len(new) == 1 else "one of these tasks"
-        raise RefusedError(f"{which} already exists (added meanwhile)") from exc
-    return len(new)
-
-
-def check_links(conn: Connection, specs: Sequence[TaskSpec]) -> None:
-    """Refuse (65) a wait on a task that is not there or in this input, or a
-    cycle; refuse (1) a parent that is not there."""
-    from orchestrator.domain.waits import check_waits
-
-    named = {o for s in specs for o in s.after} | {s.parent for s in specs if s.parent}
-    existing = repo.existing_slugs(conn, sorted(named))
-    check_waits({s.slug: s.after for s in specs}, existing)
-    for spec in specs:
-        if spec.parent is not None and spec.parent not in existing:
-            raise RefusedError(f"task {spec.slug!r}: parent {spec.parent!r} does not exist")
-
-
-def task_branch(pipeline: PipelineConfig, slug: str) -> dict[str, str]:
-    """A task of a pipeline with `repository` is the branch `task/<slug>`
-    from `base` (else the branch checked out there now), recorded at `add`
-    so that a later checkout in the repository cannot change it."""
-    if pipeline.repository is None:
-        return {}
-    problem = worktree.branch_problem(slug)
-    if problem is not None:
-        raise RefusedError(f"invalid slug {slug!r} for pipeline {pipeline.name!r}: {problem}")
-    try:
-        root = worktree.repository_root(pipeline.repository)
-        base = pipeline.base or worktree.current_branch(root)
-    except GitError as exc:
-        raise ConfigError(f"pipeline {pipeline.name!r}: repository: {exc}") from exc
-    if worktree.branch_tip(root, base) is None:
-        raise ConfigError(
-            f"pipeline {pipeline.name!r}: base branch {base!r} does not exist in {root}"
-        )
-    return {"branch": worktree.branch_name(slug), "base_branch": base}
 
 
 def actor_name(by: str | None = None) -> str:
@@ -172,32 +61,6 @@ def actor_name(by: str | None = None) -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return f"uid:{os.getuid()}"
-
-
-def refuse_old_state(engine: Engine, settings: Settings, specs: Sequence[TaskSpec]) -> None:
-    """A slug used before (a database made afresh) would write its attempts'
-    output over the old task's files in `state/<slug>/<stage>-001/`."""
-    slugs = [s.slug for s in specs if isinstance(s.slug, str) and slug_problem(s.slug) is None]
-    with read_tx(engine) as conn:
-        taken = repo.existing_slugs(conn, slugs)  # add_tasks says "already exists"
-    for spec in specs:
-        if spec.slug not in slugs or spec.slug in taken:
-            continue
-        old = settings.state_root / spec.slug
-        if os.path.lexists(old):  # a dangling link is a leftover too
-            raise RefusedError(
-                f"{spec.slug}: {_shown(old)} holds the output of an earlier task named "
-                f"{spec.slug!r}, which its attempts would overwrite; move it away or "
-                "pick another slug"
-            )
-
-
-def _shown(path: Path) -> str:
-    """`path` relative to the working folder when under it, as the CLI prints paths."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _load(conn: Connection, slug: str) -> repo.TaskSnapshot:

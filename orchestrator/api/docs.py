@@ -87,14 +87,15 @@ def _methods() -> Iterator[str]:
 
 
 def _views() -> Iterator[str]:
-    from orchestrator.api import types
-    from orchestrator.api.actions import ActionResult, TaskSpec
+    from orchestrator.api import results, types
+    from orchestrator.api.actions import ActionResult
+    from orchestrator.api.adding import TaskSpec
     from orchestrator.api.ticking import TickResult
 
     yield "### What the methods take and return"
     yield ""
     yield _doc(types)
-    found = {name: getattr(types, name) for name in types.__all__}
+    found = {name: getattr(module, name) for module in (types, results) for name in module.__all__}
     found.update(ActionResult=ActionResult, TaskSpec=TaskSpec, TickResult=TickResult)
     for name, view in sorted(found.items()):
         if not isinstance(view, type) or not dataclasses.is_dataclass(view):

@@ -20,60 +20,38 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine
 
 from orchestrator.api import actions
-from orchestrator.api.actions import ActionResult, TaskSpec
-from orchestrator.api.types import (
+from orchestrator.api.actions import ActionResult
+from orchestrator.api.adding import TaskSpec, add_tasks, refuse_old_state
+from orchestrator.api.database import migrate_database, open_engine, schema_revision
+from orchestrator.api.reading import event_views, explain_view, task_view
+from orchestrator.api.results import (
     CalibrateResult,
-    Delivery,
     EventView,
-    ExplainView,
-    GateChange,
-    GateFacts,
-    HistoryRow,
-    JsonObject,
     Metrics,
     MigrateResult,
-    PoolView,
     PrunedFolder,
     PruneResult,
     RemovedWorktree,
     RestoreResult,
     SchemaRevision,
+)
+from orchestrator.api.types import (
+    ExplainView,
+    HistoryRow,
+    PoolView,
     ScoreRow,
     TaskRow,
     TaskView,
-    Transition,
-    Wait,
-    WaitOn,
     of_json,
 )
 from orchestrator.config import Settings, config_fingerprint, load_settings
 from orchestrator.errors import RefusedError
 from orchestrator.locking import TickLock
-from orchestrator.storage import db as storage_db
-from orchestrator.storage.db import read_tx
 from orchestrator.storage.repo.outbox import with_hooks
-from orchestrator.storage.schema import require_head
 from orchestrator.views import reports
 
 if TYPE_CHECKING:
     from orchestrator.api.ticking import TickResult
-
-
-def open_engine(settings: Settings, *, check: bool = True, jobs: int = 1) -> Engine:
-    """The project's database, refusing (78) a missing file or, with `check`,
-    a schema not at head. The caller disposes the engine."""
-    # Looked up on the module at each call, so a test can stand in for it.
-    engine = storage_db.make_engine(
-        settings.database_url, busy_timeout=settings.busy_timeout, jobs=jobs
-    )
-    if check:
-        try:
-            with read_tx(engine) as conn:  # no write lock just to look
-                require_head(conn)
-        except BaseException:
-            engine.dispose()
-            raise
-    return with_hooks(engine, settings.hooks)
 
 
 class Project:
@@ -131,8 +109,8 @@ class Project:
 
     def add_many(self, specs: Sequence[TaskSpec], *, by: str | None = None) -> int:
         """Add tasks in one transaction: all of them, or none. Returns how many."""
-        actions.refuse_old_state(self.engine, self.settings, specs)
-        return actions.add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
+        refuse_old_state(self.engine, self.settings, specs)
+        return add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
 
     def approve(
         self,
@@ -272,38 +250,7 @@ class Project:
         """One task with its transitions and attempts, as `show --json`; a task
         at a gate also carries the `approval_hash` that `approve(expect=)` checks
         and the `answer` its agent gave (the text out of its JSON envelope)."""
-        data = reports.show_task(self.engine, slug, self.settings.state_root)
-        gate = None
-        if data["status"] == "awaiting_approval":
-            from orchestrator.views.gate import gate_view
-
-            view = gate_view(self.engine, self.settings, slug)
-            answer = None if view.answer is None else view.answer.text
-            gate = GateFacts(view.digest, answer)
-            if view.branch is not None:  # the whole change, then this stage's part
-                whole, part = (
-                    None if p is None else GateChange(p.base, p.files)
-                    for p in (view.branch.whole, view.branch.stage)
-                )
-                gate = GateFacts(view.digest, answer, whole, part, branch=True)
-        return of_json(
-            TaskView,
-            data,
-            after=tuple(Wait(w["slug"], w["state"]) for w in data["after"]),
-            transitions=tuple(of_json(Transition, t) for t in data["transitions"]),
-            change=self._branch(slug),
-            gate=gate,
-        )
-
-    def _branch(self, slug: str) -> JsonObject | None:
-        """Where a branch task's change is (None for a folder task)."""
-        from orchestrator.storage import repo
-        from orchestrator.views.branch import branch_state
-
-        with read_tx(self.engine) as conn:
-            task = repo.get_task(conn, slug)
-        state = None if task is None else branch_state(self.settings, task)
-        return None if state is None else state.as_dict()
+        return task_view(self.engine, self.settings, slug)
 
     def diff(self, slug: str, stage: str | None = None, stat: bool = False) -> str:
         """The task's whole change against its base commit (committed,
@@ -314,16 +261,7 @@ class Project:
 
     def explain(self, slug: str) -> ExplainView:
         """Why the task is where it is and what the next tick will do, as `explain --json`."""
-        from orchestrator.views.explain import explain_task
-
-        data = explain_task(self.engine, self.settings, slug)
-        pool = data["pool"]
-        return of_json(
-            ExplainView,
-            data,
-            waits_on=tuple(of_json(WaitOn, w) for w in data["waits_on"]),
-            pool=None if pool is None else of_json(PoolView, pool),
-        )
+        return explain_view(self.engine, self.settings, slug)
 
     def history(self, slug: str | None = None, limit: int | None = None) -> list[HistoryRow]:
         """Transitions, oldest first (every task's, or `slug`'s); `limit` keeps the newest."""
@@ -338,18 +276,7 @@ class Project:
         """The newest `limit` events (None: all), oldest first, each with its
         hooks' deliveries, as `events --json`; `pending`: only those some hook
         has not received yet."""
-        from orchestrator.events.listing import list_events
-
-        with read_tx(self.engine) as conn:
-            rows = list_events(conn, pending=pending, limit=limit, hooks=bool(self.settings.hooks))
-        return [
-            of_json(
-                EventView,
-                row,
-                deliveries=tuple(of_json(Delivery, d) for d in row["deliveries"]),
-            )
-            for row in rows
-        ]
+        return event_views(self.engine, self.settings, pending=pending, limit=limit)
 
     def metrics(self) -> Metrics:
         """Tasks, attempts, ticks, approvals, pools and hook deliveries in
@@ -415,39 +342,12 @@ class Project:
         upgrade` / `db downgrade`. A class method: `open()` refuses a schema
         not at head, which is what this mends. Refused (`LockBusyError`, 75)
         while a tick holds the lock or attempts are unfinished, unless `force`."""
-        from orchestrator.storage import migrate
-        from orchestrator.storage.db import sqlite_path
-
-        file = sqlite_path(settings.database_url)
-        created = not down and file is not None and not file.exists()
-        if down:
-            engine = open_engine(settings, check=False)
-        else:
-            engine = storage_db.make_engine(
-                settings.database_url, busy_timeout=settings.busy_timeout, create=True
-            )
-        try:
-            with migrate.quiesced(settings.lock_file, engine, force=force):
-                before = migrate.current(engine)
-                if down:
-                    migrate.downgrade(engine, revision)
-                else:
-                    migrate.upgrade(engine, revision)
-                return MigrateResult(before, migrate.current(engine), created)
-        finally:
-            engine.dispose()
+        return migrate_database(settings, revision, down=down, force=force)
 
     @classmethod
     def schema_revision(cls, settings: Settings) -> SchemaRevision:
         """The database's schema revision (None: empty) and this code's, as `db current`."""
-        from orchestrator.storage import migrate
-        from orchestrator.storage.schema import HEAD
-
-        engine = open_engine(settings, check=False)
-        try:
-            return SchemaRevision(migrate.current(engine), HEAD)
-        finally:
-            engine.dispose()
+        return schema_revision(settings)
 
     def sql(self, query: str) -> tuple[list[str], list[tuple[object, ...]]]:
         """Column names and rows of one read-only query."""
@@ -457,4 +357,4 @@ class Project:
         return {s.name for p in self.settings.pipelines.values() for s in p.stages}
 
 
-__all__ = ["ActionResult", "Project", "TaskSpec", "open_engine"]
+__all__ = ["ActionResult", "Project", "TaskSpec"]

@@ -21,7 +21,7 @@ import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any, Protocol, TypeVar
 
 JsonObject = Mapping[str, object]
@@ -32,7 +32,7 @@ class _HasDict(Protocol):
     def to_dict(self) -> dict[str, object]: ...
 
 
-def _deprecated_getitem(self: _HasDict, key: str) -> object:
+def deprecated_getitem(self: _HasDict, key: str) -> object:
     """`view["key"]`, as when the method returned a dict: the value its JSON has."""
     warnings.warn(
         f"{type(self).__name__}[{key!r}] is deprecated: use the attribute, or "
@@ -55,7 +55,7 @@ def _plain(value: object) -> object:
     return value
 
 
-def _fields(view: object, *, skip: frozenset[str] = frozenset()) -> dict[str, object]:
+def json_fields(view: object, *, skip: frozenset[str] = frozenset()) -> dict[str, object]:
     """The view's fields in declaration order, under their JSON names."""
     out: dict[str, object] = {}
     for f in dataclasses.fields(view):  # type: ignore[arg-type]
@@ -98,10 +98,10 @@ class TaskRow:
     halt_reason: str | None
     updated_at: str | None
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +111,10 @@ class Wait:
     slug: str
     state: str
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +131,10 @@ class Transition:
     attempt_id: int | None
     at: str | None
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,10 +147,10 @@ class WaitOn:
     status: str
     halt_reason: str | None
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +160,7 @@ class GateChange:
     base: str
     files: tuple[tuple[str, str], ...]
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
         return {"base": self.base, "files": [list(f) for f in self.files]}
@@ -219,7 +219,7 @@ class TaskView:
     change: JsonObject | None
     gate: GateFacts | None = None
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     @property
     def approval_hash(self) -> str | None:
@@ -230,7 +230,7 @@ class TaskView:
         return None if self.gate is None else self.gate.answer
 
     def to_dict(self) -> dict[str, object]:
-        out = _fields(self, skip=frozenset({"gate"}))
+        out = json_fields(self, skip=frozenset({"gate"}))
         out["attempts"] = [dict(a) for a in self.attempts]
         if self.gate is not None:
             out.update(self.gate.to_dict())
@@ -268,10 +268,10 @@ class ExplainView:
     pool: PoolView | None
     next_tick: str
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,10 +288,10 @@ class HistoryRow:
     note: str | None
     at: str | None
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,10 +307,10 @@ class ScoreRow:
     cost_usd: float | None
     at: str | None
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,192 +328,19 @@ class PoolView:
     seconds_left: float | None
     pause_reason: str | None
 
-    __getitem__ = _deprecated_getitem
+    __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class RestoreResult:
-    """What `restore()` put back, as `restore --json`; `commit` is None when
-    the branch held that attempt's work already."""
-
-    task: str
-    stage: str
-    attempt: int
-    ref: str
-    commit: str | None
-
-    __getitem__ = _deprecated_getitem
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class CalibrateResult:
-    """The spread of `calibrate()`'s scores, as `calibrate --json`."""
-
-    task: str
-    stage: str
-    samples: int
-    mean: float
-    stdev: float
-    min: float
-    max: float
-    suggested_min_delta: float
-    invalid: int  # runs that printed no verdict, left out of the spread
-    scores: tuple[float, ...]
-
-    __getitem__ = _deprecated_getitem
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class MigrateResult:
-    """The schema revision before and after `Project.migrate()`; `created`
-    when it made the SQLite file. None is an empty database."""
-
-    before: str | None
-    after: str | None
-    created: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaRevision:
-    """`Project.schema_revision()`: the database's revision (None: empty)
-    and the one this code expects."""
-
-    database: str | None
-    code: str
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One hook's standing on one event."""
-
-    hook: str
-    tries: int
-    last_error: str | None
-    next_try_at: str | None
-    delivered_at: str | None
-
-    __getitem__ = _deprecated_getitem
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class EventView:
-    """One event of `events()`, a row of `events --json`."""
-
-    id: int
-    kind: str
-    task: str
-    state: str | None
-    reason: str | None
-    at: str
-    dispatched: bool
-    deliveries: tuple[Delivery, ...]
-    payload: JsonObject
-
-    __getitem__ = _deprecated_getitem
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Metrics:
-    """`metrics()`: the Prometheus text exposition, read in one transaction."""
-
-    exposition: bytes
-
-    @property
-    def text(self) -> str:
-        return self.exposition.decode()
-
-    def write_textfile(self, path: Path) -> None:
-        """Write them to `path` atomically, for node_exporter's textfile
-        collector: a file that cannot be written is `HostIOError` (74, or 77
-        for a permission or a read-only disk), no temporary file left behind."""
-        from orchestrator.views.metrics import write_exposition
-
-        write_exposition(path, self.exposition)
-
-
-@dataclass(frozen=True, slots=True)
-class RemovedWorktree:
-    """A finished branch task's worktree `prune(finished=True)` removed (or
-    would); `error` when git refused and it is still there. The branch stays."""
-
-    slug: str
-    workspace: Path
-    branch: str
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class PrunedFolder:
-    """A task's state_root folder `prune(older_than=)` removed (or would)."""
-
-    slug: str
-    path: Path
-    size: int  # bytes, links not followed
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
-
-
-@dataclass(frozen=True, slots=True)
-class PruneResult:
-    """What `prune()` removed, or with `dry_run` would: worktrees first, then
-    folders; `kept` are folders left alone because they overlap workspace_root."""
-
-    dry_run: bool
-    worktrees: tuple[RemovedWorktree, ...] = ()
-    folders: tuple[PrunedFolder, ...] = ()
-    kept: tuple[Path, ...] = ()
-
-    @property
-    def freed(self) -> int:
-        """Bytes the folders held."""
-        return sum(folder.size for folder in self.folders)
-
-    def to_dict(self) -> dict[str, object]:
-        return _fields(self)
+        return json_fields(self)
 
 
 __all__ = [
-    "CalibrateResult",
-    "Delivery",
-    "EventView",
     "ExplainView",
     "GateChange",
     "GateFacts",
     "HistoryRow",
     "JsonObject",
-    "Metrics",
-    "MigrateResult",
     "PoolView",
-    "PruneResult",
-    "PrunedFolder",
-    "RemovedWorktree",
-    "RestoreResult",
-    "SchemaRevision",
     "ScoreRow",
     "TaskRow",
     "TaskView",

@@ -58,7 +58,7 @@ class App:
         The engine is disposed when the command ends, unless `owned`: then the
         caller disposes it (`run` opens one per tick and must not pile them up).
         """
-        from orchestrator.api.project import open_engine
+        from orchestrator.api.database import open_engine
 
         settings = settings or self.settings()
         engine = open_engine(settings, check=check, jobs=jobs)

@@ -105,7 +105,7 @@ class OrchestratorGroup(LazyGroup):
         except OrchestratorError as error:
             raise CliError(error, _flag(ctx, "verbose"), _flag(ctx, "stamped")) from error
         except Exception as error:
-            from orchestrator.storage.db import translate
+            from orchestrator.storage.driver_errors import translate
 
             mapped = translate(error)
             if mapped is None:

@@ -68,7 +68,7 @@ def prune_command(app: Any, days: float | None, finished: bool, dry_run: bool) -
     DAYS ago); each branch stays. Database rows are never touched: history,
     scores and transitions stay."""
     from orchestrator.api.prune import size_text
-    from orchestrator.api.types import RemovedWorktree
+    from orchestrator.api.results import RemovedWorktree
 
     if days is None and not finished:
         raise click.UsageError("say --older-than DAYS, --finished, or both")

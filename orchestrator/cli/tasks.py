@@ -37,7 +37,7 @@ ATTEMPT_FILES = (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.api.actions import TaskSpec
+    from orchestrator.api.adding import TaskSpec
     from orchestrator.api.types import TaskView
 
 
@@ -106,7 +106,7 @@ def add(
 
     SLUG names the task and its workspace folder: 1-63 characters of a-z 0-9 . _ -.
     """
-    from orchestrator.api.actions import TaskSpec
+    from orchestrator.api.adding import TaskSpec
 
     if from_file is not None:
         if slug or title:
@@ -144,7 +144,7 @@ def add(
 
 def read_specs(source: str) -> list[TaskSpec]:
     """The tasks of a JSON-lines file (`-`: stdin), refusing the first bad line."""
-    from orchestrator.api.actions import TaskSpec
+    from orchestrator.api.adding import TaskSpec
     from orchestrator.domain.slug import slug_problem
 
     stream = sys.stdin if source == "-" else None

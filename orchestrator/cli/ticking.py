@@ -195,10 +195,10 @@ def _remember_for_idle_ticks(app: App, settings: Settings) -> None:
     """What this tick read of its config, for the next idle one to trust
     without reading it again (`orchestrator.tick.idle`)."""
     from orchestrator.storage.db import sqlite_path
-    from orchestrator.tick import idle
+    from orchestrator.tick.idle import marker
 
     database = sqlite_path(settings.database_url)
-    idle.remember(
+    marker.remember(
         config=settings.config_path,
         fingerprint=settings.fingerprint,
         database=None if database is None else str(database),

@@ -1,5 +1,6 @@
-"""The engine's own keys: `[orchestrator]`, a pipeline's and a stage's
-frame (name, commands, attempts, plateau), declared like any feature's.
+"""The engine's own keys: a pipeline's and a stage's frame (name, commands,
+attempts, plateau), declared like any feature's; `[orchestrator]` is
+`orchestrator_table`.
 
 The top-level tables `defaults` and `pipelines` are the engine's too; the
 other top-level tables belong to the Section that names them.
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from orchestrator.config.orchestrator_table import ORCHESTRATOR_SECTION
 from orchestrator.config.schema import (
     PIPELINE_ONLY,
     STAGE_KEY,
@@ -30,14 +32,12 @@ from orchestrator.config.schema import (
     Raw,
     Schema,
     Section,
-    Strings,
     Text,
     dotted,
 )
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.workspace.worktree import Identity
 
-ORCHESTRATOR = frozenset({"orchestrator"})
 PLATEAU = frozenset({"plateau"})
 
 # The top-level tables the engine reads itself, with their line in the reference.
@@ -52,151 +52,6 @@ ENGINE_TABLES: tuple[tuple[str, str], ...] = (
         "pipelines",
         "`[pipelines.NAME]`, one per pipeline; tasks name theirs "
         "(`add --pipeline`, default `default`)",
-    ),
-)
-
-ORCHESTRATOR_SECTION: Section[None] = Section(
-    name="engine",
-    table="orchestrator",
-    keys=(
-        Key(
-            "database",
-            Text(),
-            "sqlite:///orchestrator.db",
-            "SQLAlchemy URL: `sqlite:///relative.db`, `sqlite:////absolute.db`, "
-            "`postgresql+psycopg://user:pass@host/db`. `--db` and `ORCHESTRATOR_DB_URL` "
-            "override it (a relative SQLite path given there is relative to the current folder)",
-            ORCHESTRATOR,
-            shown="`sqlite:///orchestrator.db` (beside the config)",
-        ),
-        Key(
-            "workspace_root",
-            FilePath(),
-            "tasks",
-            "each task works in `<workspace_root>/<slug>/`, shared by all its stages, created "
-            "on first use (by the pipeline's `setup` when set), never cleaned",
-            ORCHESTRATOR,
-            shown="`tasks`",
-            read_default=True,
-        ),
-        Key(
-            "lock_file",
-            FilePath(),
-            "orchestrator.lock",
-            "the host's tick lock (`flock`); keep it on a local filesystem, not in `/tmp`",
-            ORCHESTRATOR,
-            shown="`orchestrator.lock`",
-            read_default=True,
-        ),
-        Key(
-            "state_root",
-            FilePath(),
-            "state",
-            "the orchestrator's own files per attempt (`<state_root>/<slug>/<stage>-<NNN>/`: "
-            "`worker.out`, `worker.err`, `verifier.out`, `verifier.err`, `prompt.md`, "
-            "`context.json`), outside the workspace so they never show in the agent's "
-            "`git status`. Each attempt's folder is made new; one already there (no attempt of "
-            "ours reuses a folder) is not used, and the attempt is recorded `host_error`, "
-            "counting toward nothing. Files there and in workspaces are read only when regular "
-            "(never through a link, a FIFO or a device) and written by renaming a new file into "
-            "place; a folder the worker moved away or swapped for a link is noted on its "
-            "attempt, and the tick goes on (only a full, read-only or failing disk stops it "
-            "claiming)",
-            ORCHESTRATOR,
-            shown="`state`",
-            read_default=True,
-        ),
-        Key(
-            "lease_seconds",
-            Number(low=0.0, low_inclusive=False),
-            900.0,
-            "how long a claim holds without renewal; renewed every "
-            "`min(5 s, lease_seconds / 3)` while the attempt runs; recovery treats an expired "
-            "lease as a crashed attempt",
-            ORCHESTRATOR,
-        ),
-        Key(
-            "retry_interval",
-            Number(low=0.0),
-            60.0,
-            "seconds after an attempt ends before the same tick may give the task another one. "
-            "A tick never waits for it: a short tick advances a task at most one attempt, a "
-            "long tick (other attempts still running) retries after this long. `0` retries at "
-            "once (the demo)",
-            ORCHESTRATOR,
-        ),
-        Key(
-            "max_interrupts",
-            Integer(1),
-            3,
-            "halt a task as `interrupted` after this many interrupted attempts in a row, so a "
-            "tick killed by an outer timeout cannot loop for ever",
-            ORCHESTRATOR,
-        ),
-        Key(
-            "env_deny",
-            Strings(),
-            (),
-            "environment variables never passed to workers, verifiers and hooks: exact names "
-            'or shell patterns such as `"*_TOKEN"` (case-sensitive)',
-            ORCHESTRATOR,
-        ),
-        Key(
-            "affinity",
-            Choice(("host", "any")),
-            "host",
-            '`"host"`: a task stays on the host that first ran it (its workspace is there); '
-            '`"any"`: any host\'s tick may claim it (workspace root on shared storage)',
-            ORCHESTRATOR,
-        ),
-        Key(
-            "busy_timeout",
-            Number(low=0.0),
-            30.0,
-            "seconds a SQLite statement waits for another writer before failing with exit 69",
-            ORCHESTRATOR,
-        ),
-        Key(
-            "reconnect_seconds",
-            Number(low=0.0),
-            60.0,
-            "how long a tick keeps retrying a transaction (claim, lease renewal, record) whose "
-            "database connection was lost (a server restart, a failover, a killed session), "
-            "backing off from 50 ms to 2 s; never longer than `lease_seconds`. Past it the tick "
-            "stops its attempts and exits 69. `0`: no retry",
-            ORCHESTRATOR,
-        ),
-        Key(
-            "output_cap_bytes",
-            Integer(1),
-            1_048_576,
-            "captured output kept per stream per command (a quarter from the head, the rest "
-            "from the tail, where the verdict is); the stream's last line is kept whole up to "
-            "`max(output_cap_bytes, 8 MiB)`, so an agent's one-line result envelope is read "
-            "however long it is",
-            ORCHESTRATOR,
-        ),
-        Key(
-            "kill_grace_seconds",
-            Number(low=0.0),
-            5.0,
-            "on timeout or interrupt, the process group gets SIGTERM, then SIGKILL after this long",
-            ORCHESTRATOR,
-        ),
-        Key(
-            "env_file",
-            FilePath(),
-            None,
-            "a file of `NAME=value` lines (dotenv: `#` comments at a line's start, blank "
-            "lines, an optional `export `, a value optionally in single quotes, or in double "
-            'quotes with `\\n`, `\\t`, `\\\\`, `\\"` and `\\$` escapes; nothing is expanded) '
-            "where a tick finds the stages' `secrets` that its environment lacks (an exported "
-            "value wins); read at each tick, its variables reach only the stages whose "
-            "`secrets` name them. Refused (exit 78, one line naming the file and line, never "
-            "the value) unless a regular file, not a link, that group and others cannot access "
-            "(`chmod 600`)",
-            ORCHESTRATOR,
-        ),
     ),
 )
 

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.core import ENGINE_TABLES, ORCHESTRATOR_SECTION, schema
+from orchestrator.config.core import ENGINE_TABLES, schema
+from orchestrator.config.orchestrator_table import ORCHESTRATOR_SECTION
 from orchestrator.config.schema import DEFAULTS, PIPELINE, STAGE, Key, Nested, Schema, Section
 from orchestrator.config.sections import FEATURE_SECTIONS
 

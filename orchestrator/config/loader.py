@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.core import ORCHESTRATOR_SECTION, schema
+from orchestrator.config.core import schema
 from orchestrator.config.files import _absolute, _parse, _read, find_config, resolve_database_url
 from orchestrator.config.model import DB_URL_ENV, DEFAULT_DATABASE, Settings
+from orchestrator.config.orchestrator_table import ORCHESTRATOR_SECTION
 from orchestrator.config.pipelines import _PipelineReader
 from orchestrator.config.schema import Section, dotted, read_keys
 from orchestrator.errors import ConfigError

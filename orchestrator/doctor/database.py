@@ -16,7 +16,8 @@ from orchestrator.errors import OrchestratorError
 def _database_checks(settings: Settings) -> list[Check]:
     from sqlalchemy.engine import make_url
 
-    from orchestrator.storage.db import make_engine, translate_errors
+    from orchestrator.storage.db import make_engine
+    from orchestrator.storage.driver_errors import translate_errors
 
     shown = make_url(settings.database_url).render_as_string(hide_password=True)
     try:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from orchestrator.api.actions import TaskSpec, add_tasks
+from orchestrator.api.adding import TaskSpec, add_tasks
 from orchestrator.config import Settings
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem

@@ -21,7 +21,8 @@ from sqlalchemy.exc import IntegrityError
 from orchestrator.errors import LockBusyError, SchemaError
 from orchestrator.locking import TickLock
 from orchestrator.storage import repo
-from orchestrator.storage.db import enable_wal, read_tx, translate_errors
+from orchestrator.storage.db import enable_wal, read_tx
+from orchestrator.storage.driver_errors import translate_errors
 from orchestrator.storage.schema import HEAD, REVISIONS, current_revision
 
 

@@ -89,7 +89,7 @@ def seal(token: str, kept: dict[str, Any]) -> str:
 
 def database_fault(exc: BaseException) -> bool:
     """Whether an error out of a record is the database's (busy, out of
-    reach, full, read-only: the statuses `storage.db.translate` gives),
+    reach, full, read-only: the statuses `storage.driver_errors.translate` gives),
     rather than a fault of ours."""
     return isinstance(exc, OrchestratorError) and exc.exit_code in (69, 74, 77)
 

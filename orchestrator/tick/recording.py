@@ -21,7 +21,8 @@ from orchestrator.domain.text import clean_text, one_line
 from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
-from orchestrator.storage.db import connection_lost, db_now, savepoint
+from orchestrator.storage.db import db_now, savepoint
+from orchestrator.storage.driver_errors import connection_lost
 from orchestrator.testing import fault_point
 from orchestrator.tick import rounds
 from orchestrator.tick.applier import Applier

@@ -8,12 +8,9 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from orchestrator import runner
-from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
-from orchestrator.domain.slug import slug_problem
 from orchestrator.ext.model import LEASE_EXPIRED, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, is_sqlite, read_tx
@@ -24,15 +21,12 @@ from orchestrator.tick import round_branches, round_claims, rounds
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.dead_ticks import close_dead_ticks
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.kept import forget_kept, kept_run, read_kept
+from orchestrator.tick.kept import forget_kept, kept_run
 from orchestrator.tick.lookups import attempt_folder, stage_names, stage_of, stage_policy
+from orchestrator.tick.orphan_traces import ALIVE, OrphanTraces
 from orchestrator.tick.recording import Recorder
-from orchestrator.tick.started import has_started
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
-
-# `Recovery._by_process`: the attempt's tick is running.
-ALIVE = "alive"
 
 
 class Recovery:
@@ -62,9 +56,10 @@ class Recovery:
         self.me = me
         self.recorder = recorder
         self.applier = applier
+        self.traces = OrphanTraces(settings, tx, me)
 
     def orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
-        verdict = self._by_process(attempt)
+        verdict = self.traces.by_process(attempt, self.tick.tick_id)
         if verdict == ALIVE and is_sqlite(self.tx.engine):
             # SQLite is one host: a holder seen alive keeps its attempt,
             # whatever the clocks of two processes say about its lease.
@@ -72,29 +67,6 @@ class Recovery:
         if attempt.lease_expires_at < now:
             return LEASE_EXPIRED
         return None if verdict in (ALIVE, None) else verdict
-
-    def _by_process(self, attempt: repo.AttemptSnapshot) -> str | None:
-        """Why the attempt's tick is gone, by its pid, start time, boot and
-        pid namespace; `ALIVE` when it runs; None when this host cannot tell."""
-        if attempt.host != self.me.host:
-            return None
-        boot, _, namespace = attempt.boot_id.partition("/")
-        if boot != self.me.boot:
-            return "host rebooted"
-        if namespace != self.me.pid_namespace:
-            return None  # its pids mean nothing here: only its lease can tell
-        if attempt.tick_pid == self.me.pid and attempt.tick_start == self.me.start_token:
-            # This process: its own attempt only in the tick that opened it
-            # (`run` ticks many times); one of an earlier tick was left over.
-            if attempt.tick_id is not None and attempt.tick_id == self.tick.tick_id:
-                return ALIVE
-            return "left by an earlier tick of this process"
-        if not runner.pid_alive(attempt.tick_pid):
-            return "tick process is gone"
-        started = runner.process_start_time(attempt.tick_pid)
-        if attempt.tick_start is not None and started is not None and started != attempt.tick_start:
-            return "tick process is gone (pid reused)"
-        return ALIVE
 
     def recover(self) -> None:
         """Close attempts whose tick died, killing their process groups first.
@@ -109,7 +81,7 @@ class Recovery:
             )
         )
         for attempt, why, slug in self.tx.retrying(lambda _again: self._orphans()):
-            self._kill_orphans(attempt, slug)
+            self.traces.kill(attempt, slug)
             fault_point("before_recover_tx")
             try:
                 self._recover_one(attempt, why, slug)
@@ -135,7 +107,7 @@ class Recovery:
     def _recover_one(self, attempt: repo.AttemptSnapshot, why: str, slug: str | None) -> None:
         """Record the result its tick kept when the database failed it (as if
         that tick had recorded it), else close the attempt `crashed`."""
-        kept = self._kept_result(attempt, slug)
+        kept = self.traces.kept_result(attempt, slug)
         if kept is not None:
             try:
                 if self._record_kept(attempt, kept):
@@ -144,37 +116,14 @@ class Recovery:
                 raise
             except Exception as exc:  # it failed its tick too: closed as a crash
                 self.tick.error(f"{slug}: recording the result attempt {attempt.number} kept", exc)
-        usage = self._spent(attempt, slug)
+        usage = self.traces.spent(attempt, slug)
         # What a command reported spending says it ran, noted or not.
-        started = kept is not None or bool(usage) or not self._never_started(attempt, slug)
+        started = kept is not None or bool(usage) or not self.traces.never_started(attempt, slug)
         if not started:
             why += "; none of its commands had started"
         self.tx.retrying(
             lambda _again: self._close_crashed(attempt, why, kept, usage, started=started)
         )
-
-    def _never_started(self, attempt: repo.AttemptSnapshot, slug: str | None) -> bool:
-        """Whether its tick died before any command of it ran (no `started`
-        marker in its state folder); known only on the attempt's own host."""
-        if attempt.host != self.me.host or slug is None or slug_problem(slug) is not None:
-            return False
-        return not has_started(attempt_folder(self.settings, slug, attempt.stage, attempt.number))
-
-    def _spent(self, attempt: repo.AttemptSnapshot, slug: str | None) -> dict[str, Any]:
-        """What the attempt's commands reported spending, from its state
-        folder as its tick would have read it: a crash must not make what
-        was spent vanish from the budget. Nothing when the folder is not
-        on this host or the config lost the attempt's stage."""
-        if attempt.host != self.me.host or slug is None or slug_problem(slug) is not None:
-            return {}
-        task = self.tx.retrying(lambda _again: self._task(attempt.task_id))
-        pipeline = None if task is None else self.settings.pipeline(task.pipeline)
-        stage = None if pipeline is None else pipeline.stage(attempt.stage)
-        if stage is None:
-            return {}
-        folder = attempt_folder(self.settings, slug, attempt.stage, attempt.number)
-        usage = agent_runtime.attempt_usage(folder, stage)
-        return {name: value for name, value in usage.items() if value is not None}
 
     def _record_kept(self, attempt: repo.AttemptSnapshot, kept: dict[str, Any]) -> bool:
         """Record a kept result through `Recorder.record`, fenced as its own tick's
@@ -183,7 +132,7 @@ class Recovery:
         the result in `late_result`). False when it cannot be (the task is
         gone, the config lost its stage): then it is closed like a crash."""
         version = kept.get("version")
-        task = self.tx.retrying(lambda _again: self._task(attempt.task_id))
+        task = self.tx.retrying(lambda _again: self.traces.task(attempt.task_id))
         pipeline = None if task is None else self.settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(attempt.stage)
         if task is None or pipeline is None or stage is None or not isinstance(version, int):
@@ -198,7 +147,7 @@ class Recovery:
             hint=attempt.hint,
             prev_outcome="",
             prev_score="",
-            **self.tx.retrying(lambda _again: self._round_fields(attempt.id)),
+            **self.tx.retrying(lambda _again: self.traces.round_fields(attempt.id)),
         )
         self.tx.retrying(lambda _again: self.tx.open_tick())
         self.tx.retrying(functools.partial(self.recorder.record, claim, kept_run(kept), None))
@@ -207,59 +156,6 @@ class Recovery:
         folder = attempt_folder(self.settings, task.slug, attempt.stage, attempt.number)
         forget_kept(folder)  # recorded: nothing is kept any more
         return True
-
-    def _round_fields(self, attempt_id: int) -> dict[str, Any]:
-        if not round_claims.configured(self.settings):
-            return {}
-        with read_tx(self.tx.engine) as conn:
-            return round_claims.claim_fields(conn, attempt_id)
-
-    def _task(self, task_id: int) -> repo.TaskSnapshot | None:
-        with read_tx(self.tx.engine) as conn:
-            return repo.get_task_by_id(conn, task_id)
-
-    def _local_pids(self, attempt: repo.AttemptSnapshot) -> bool:
-        """Whether the attempt's pids are ours to judge: same host, boot, namespace."""
-        return attempt.host == self.me.host and attempt.boot_id == self.me.identity
-
-    def _kill_orphans(self, attempt: repo.AttemptSnapshot, slug: str | None) -> None:
-        """Kill what the attempt started: each noted process group, and on
-        Linux every process still carrying the attempt's tag (a command
-        started just before the tick died has no note yet; a group whose
-        leader exited cannot be matched by the leader's start time)."""
-        if not self._local_pids(attempt):
-            return
-        grace = self.settings.kill_grace_seconds
-        for ident in self._identities(attempt, slug):
-            runner.kill_process_group(ident, grace=grace)
-        runner.kill_tagged(runner.process_tag(attempt.lease_token), grace=grace)
-
-    def _identities(
-        self, attempt: repo.AttemptSnapshot, slug: str | None
-    ) -> list[runner.ProcessIdentity]:
-        """The process groups an attempt started, as recorded when they started.
-
-        They are written to host-local files in the attempt's state folder
-        (not the database: two commits per attempt saved, and only this host
-        could kill them anyway). The runner kills a group only when host,
-        boot id and the leader's start time all still match.
-        """
-        if attempt.host != self.me.host or slug is None:
-            return []
-        folder = attempt_folder(self.settings, slug, attempt.stage, attempt.number)
-        notes = [folder / f"{name}.proc" for name in ("setup", "worker", "verifier")]
-        notes += sorted(folder.glob("verifier-*.proc"))  # `verifier_samples`' later ones
-        return [ident for ident in map(runner.ProcessIdentity.read_note, notes) if ident]
-
-    def _kept_result(
-        self, attempt: repo.AttemptSnapshot, slug: str | None
-    ) -> dict[str, Any] | None:
-        """The result a tick could not record (`kept.keep_result`), if it left one."""
-        if attempt.host != self.me.host or slug is None:
-            return None
-        return read_kept(
-            attempt_folder(self.settings, slug, attempt.stage, attempt.number), attempt.lease_token
-        )
 
     def _close_crashed(
         self,

@@ -7,7 +7,7 @@ PostgreSQL: the loop LISTENs on a connection of its own; `approve`,
 
 SQLite: the loop polls `PRAGMA data_version` (`POLL_SECONDS`), which moves
 when another connection commits; only then does it read which gates and
-ready tasks a tick would take now (`tick.idle.WAKE_CANDIDATES`) and wake
+ready tasks a tick would take now (`tick.idle.sql.WAKE_CANDIDATES`) and wake
 when one is new. New against what, decides what wakes:
 - an approved gate not approved when the tick began: a tick always moves
   every approved gate on, so one still there was approved while (or after)
@@ -33,7 +33,7 @@ from typing import Protocol
 
 from orchestrator.storage.db import sqlite_path
 from orchestrator.storage.repo.wake import CHANNEL
-from orchestrator.tick.idle import WAKE_CANDIDATES
+from orchestrator.tick.idle.sql import WAKE_CANDIDATES
 
 POLL_SECONDS = 0.1  # SQLite: how often data_version is read between ticks
 SLICE_SECONDS = 0.25  # PostgreSQL: the longest wait before a stop is looked at

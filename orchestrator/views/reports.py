@@ -18,7 +18,8 @@ from orchestrator.agents.report import attempt_usage
 from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.storage import repo
-from orchestrator.storage.db import read_tx, translate
+from orchestrator.storage.db import read_tx
+from orchestrator.storage.driver_errors import translate
 from orchestrator.storage.reads.attempts import exit_codes, score_rows, tried_stages
 from orchestrator.storage.reads.history import history_rows
 from orchestrator.storage.reads.tasks import held_stages

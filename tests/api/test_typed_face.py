@@ -22,9 +22,12 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
 
     from orchestrator import Project, TaskSpec
+    from orchestrator.api.results import (
+        CalibrateResult, EventView, Metrics, MigrateResult, PruneResult, RemovedWorktree,
+        RestoreResult, SchemaRevision,
+    )
     from orchestrator.api.types import (
-        CalibrateResult, EventView, ExplainView, HistoryRow, Metrics, MigrateResult, PoolView,
-        PruneResult, RemovedWorktree, RestoreResult, SchemaRevision, ScoreRow, TaskRow, TaskView,
+        ExplainView, HistoryRow, PoolView, ScoreRow, TaskRow, TaskView,
     )
     from orchestrator.config import load_settings
 

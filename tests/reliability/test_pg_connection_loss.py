@@ -23,7 +23,8 @@ from support import make_project
 
 from orchestrator.errors import ConnectionLostError
 from orchestrator.storage import migrate
-from orchestrator.storage.db import db_now, make_engine, translate, write_tx
+from orchestrator.storage.db import db_now, make_engine, write_tx
+from orchestrator.storage.driver_errors import translate
 
 pytestmark = [pytest.mark.reliability, pytest.mark.pg]
 

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, event, insert, select, text
 from support import Project, check_invariants, make_project
 
 from orchestrator.errors import SchemaError
-from orchestrator.storage import db, migrate, repo
+from orchestrator.storage import db, driver_errors, migrate, repo
 from orchestrator.storage.db import make_engine, read_tx, write_tx
 
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -330,5 +330,8 @@ def test_a_pool_timeout_is_database_busy() -> None:
 
     from orchestrator.errors import DatabaseBusyError
 
-    with pytest.raises(DatabaseBusyError, match="no free connection"), db.translate_errors():
+    with (
+        pytest.raises(DatabaseBusyError, match="no free connection"),
+        driver_errors.translate_errors(),
+    ):
         raise PoolTimeoutError("QueuePool limit of size 5 overflow 10 reached")

@@ -29,7 +29,7 @@ from orchestrator.storage import migrate
 from orchestrator.storage.db import make_engine
 from orchestrator.storage.schema import HEAD
 from orchestrator.tick import idle
-from orchestrator.tick.idle import try_idle_tick
+from orchestrator.tick.idle import marker, schema, sql, try_idle_tick
 
 SLUGS = [f"t{i}" for i in range(6)]
 TASK_STATES = ["ready", "awaiting_approval", "approved", "halted", "complete", "cancelled"]
@@ -75,7 +75,7 @@ def remember(
         cwd=project.dir,
         require_config=True,
     )
-    idle.remember(
+    marker.remember(
         config=loaded.config_path,
         fingerprint=loaded.fingerprint,
         database=str(project.dir / "orchestrator.db"),
@@ -374,27 +374,29 @@ def test_a_held_lock_exits_75_as_the_full_tick_does(template: Path, tmp_path: Pa
 
 def test_the_module_knows_the_schema_at_head(template: Path) -> None:
     """A migration that adds a table or column turns the fast path off:
-    read idle.py again (does a tick act on the new thing? add a DUE line),
+    read tick/idle/sql.py again (does a tick act on the new thing? add a DUE line),
     then move IDLE_REVISION and KNOWN_SCHEMA on."""
-    assert idle.IDLE_REVISION == HEAD
+    assert schema.IDLE_REVISION == HEAD
     conn = sqlite3.connect(template / "orchestrator.db")
     try:
         found: dict[str, set[str]] = {}
-        for table, column in conn.execute(idle._SCHEMA):
+        for table, column in conn.execute(sql.SCHEMA_COLUMNS):
             found.setdefault(table, set()).add(column)
     finally:
         conn.close()
-    assert found == idle.KNOWN_SCHEMA
+    assert found == schema.KNOWN_SCHEMA
 
 
-def test_the_module_imports_the_standard_library_only() -> None:
-    source = Path(idle.__file__).read_text()
+def test_the_package_imports_the_standard_library_only() -> None:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
+    for path in Path(idle.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                if node.level == 0 and node.module.startswith(f"{idle.__name__}."):
+                    continue  # its own modules, held to the same rule here
+                names.add(node.module.split(".")[0])
     assert names <= {
         "__future__",
         "os",
@@ -569,4 +571,4 @@ def test_the_idle_path_anchors_a_database_url_as_the_cli_does(url: str) -> None:
     from orchestrator.config.files import resolve_database_url
 
     for base in ("/home/u", "/srv/odd%20?folder", "/"):
-        assert idle.anchored_url(url, base) == resolve_database_url(url, Path(base)), (url, base)
+        assert marker.anchored_url(url, base) == resolve_database_url(url, Path(base)), (url, base)

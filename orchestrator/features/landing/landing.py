@@ -25,9 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any, cast
 
 from orchestrator import runner
@@ -37,9 +35,10 @@ from orchestrator.domain.event_kinds import LANDED
 from orchestrator.domain.pipeline import COMPLETE, Event, State, Status
 from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import ACTOR, Claim, TickOptions
-from orchestrator.ext.ports import Kernel, TxPort
+from orchestrator.ext.ports import Kernel
 from orchestrator.features.landing.config import LandConfig
 from orchestrator.features.landing.land_check import LandCheck, end_left_check
+from orchestrator.features.landing.lock import MoveFence, RepositoryLock
 from orchestrator.features.landing.merge import land_merge
 from orchestrator.features.landing.model import (
     Landed,
@@ -50,13 +49,9 @@ from orchestrator.features.landing.model import (
     Stopped,
 )
 from orchestrator.features.landing.store import (
-    LandLock,
     abandon_move,
-    begin_move,
-    land_lock,
     record_landed,
     release_land_lock,
-    take_land_lock,
 )
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
@@ -65,7 +60,6 @@ from orchestrator.testing import fault_point
 from orchestrator.workspace.gitrun import GIT_TIMEOUT, SafeGit
 
 Mode = Callable[[LandRequest], LandOutcome]
-LOCK_POLL = 0.05  # seconds between looks at a busy landing lock
 
 
 def _pull_request(request: LandRequest) -> LandOutcome:
@@ -99,6 +93,7 @@ class Lander:
         me = kernel.me
         self.modes = MODES if modes is None else modes
         self.owner = f"{me.host}|{me.identity}|{me.pid}|{me.start_token or ''}"
+        self.lock = RepositoryLock(kernel, self.owner)
 
     def land_all(self, only: str | None = None, *, wait: bool = True) -> None:
         """Land every landing task this host may (`only`: that one task).
@@ -128,18 +123,18 @@ class Lander:
             return
         config = pipeline.landing
         if not config.lands:  # the config stopped landing: finish as without it
-            self._record(task, pipeline, self._moved_before(task, pipeline))
+            self._record(task, pipeline, _moved_before(task, pipeline))
             return
         mode = self.modes.get(config.mode)
         if mode is None:
             self._record(task, pipeline, Refused(f"no landing mode {config.mode!r}"))
             return
-        request = self.request(task, pipeline, config)
+        request = land_request(self.kernel, self.owner, task, pipeline, config)
         if config.mode not in LOCKED:
             self._record(task, pipeline, mode(request))
             return
         key = str(request.repository)
-        taken = self._take(key, task, config, wait)
+        taken = self.lock.take(key, task, config, wait)
         if taken is None:
             self.tick.say(f"{task.slug}: landing waits for {key} (another landing holds it)")
             return
@@ -148,101 +143,10 @@ class Lander:
         try:
             outcome = mode(request)
         except BaseException:
-            self.tx.retrying(functools.partial(self._free, key))
+            self.tx.retrying(functools.partial(self.lock.free, key))
             raise
         # The record frees the lock in its own transaction: one commit less.
         self._record(task, pipeline, outcome, lock=key)
-
-    def _moved_before(self, task: repo.TaskSnapshot, pipeline: PipelineConfig) -> Landed:
-        """What a task finishing without landing has landed: nothing, unless
-        a landing killed past its commit point moved the base to its intent
-        (`landed_commit` on a `landing` task) before the config stopped
-        landing; then that move, so it is recorded as it happened. An
-        intent the base does not hold is dropped by the record."""
-        intent = task.landed_commit
-        if intent is None or pipeline.repository is None:
-            return Landed()
-        base = task.base_branch or pipeline.base or "main"
-        git = SafeGit(pipeline.repository, timeout=GIT_TIMEOUT)
-        held = git.run("merge-base", "--is-ancestor", intent, f"refs/heads/{base}")
-        return Landed(commit=intent) if held.ok else Landed()
-
-    def request(
-        self, task: repo.TaskSnapshot, pipeline: PipelineConfig, config: LandConfig
-    ) -> LandRequest:
-        assert pipeline.repository is not None
-        check_env = runner.child_environment(
-            os.environ,
-            deny=self.settings.child_deny,
-            extra={},
-            orchestrator_vars={"ORCHESTRATOR_TASK": task.slug},
-        )
-        return LandRequest(
-            slug=task.slug,
-            title=task.title,
-            body=task.body,
-            repository=pipeline.repository,
-            worktree=self.settings.workspace_root / task.slug,
-            branch=task.branch or f"task/{task.slug}",
-            base_branch=task.base_branch or pipeline.base or "main",
-            remote=config.remote,
-            env=check_env,
-            timeout=config.timeout,
-            check=config.check,
-            committer=pipeline.commit_author,
-            commit_point=_MoveFence(self.tx, task, str(pipeline.repository), self.owner),
-            run_check=LandCheck(self.kernel, pipeline, task.id, task.slug, task.stage),
-        )
-
-    # The lock: a lease row per repository.
-
-    def _take(
-        self, key: str, task: repo.TaskSnapshot, config: LandConfig, wait: bool
-    ) -> bool | None:
-        """Take the repository's lock, waiting for it (at most the check's
-        bound) when `wait`: True when taken, False when the task is no
-        longer as read (not taken: nothing to land), None when still held."""
-        deadline = time.monotonic() + (config.timeout if wait else 0.0)
-        # The git steps before the check, the check, and the steps after it.
-        lease = timedelta(seconds=3 * config.timeout + 60)
-        while True:
-            taken = self.tx.retrying(functools.partial(self._try_take, key, task, lease))
-            if taken is not None:
-                return taken
-            if time.monotonic() >= deadline or self.tick.stop.wait(LOCK_POLL):
-                return None
-
-    def _try_take(
-        self, key: str, task: repo.TaskSnapshot, lease: timedelta, _again: bool
-    ) -> bool | None:
-        with self.tx.write() as conn:
-            now = db_now(conn)
-            held = land_lock(conn, key)
-            if not self._free_for_us(held, now):
-                return None
-            current = repo.get_task_by_id(conn, task.id)
-            if current is None or current.version != task.version:
-                return False
-            take_land_lock(conn, key, self.owner, task.id, now + lease)
-            return True
-
-    def _free_for_us(self, held: LandLock, now: datetime) -> bool:
-        if held.owner is None or held.owner == self.owner:
-            return True
-        if held.expires_at is not None and held.expires_at <= now:
-            return True
-        # A holder on this host that died (kill -9) holds nothing.
-        host, _, rest = held.owner.partition("|")
-        identity, _, rest = rest.partition("|")
-        pid, _, start = rest.partition("|")
-        if host != self.me.host or identity != self.me.identity or not pid.isdigit():
-            return False
-        alive = runner.pid_alive(int(pid)) and (runner.process_start_time(int(pid)) or "") == start
-        return not alive
-
-    def _free(self, key: str, _again: bool) -> None:
-        with self.tx.write() as conn:
-            release_land_lock(conn, key, self.owner)
 
     # The record.
 
@@ -262,7 +166,7 @@ class Lander:
             # A person halted or cancelled it meanwhile: theirs wins. The
             # rolled-back record freed nothing.
             if lock is not None:
-                self.tx.retrying(functools.partial(self._free, lock))
+                self.tx.retrying(functools.partial(self.lock.free, lock))
             return
         fault_point("after_land_record")
 
@@ -358,45 +262,6 @@ class Lander:
             self.applier.halt_unknown(conn, current, now)
 
 
-class _MoveFence:
-    """The landing's `CommitPoint` (landing/model.py): the intent to move
-    the base, written only while the task is `landing` at the version this
-    landing read and while this tick holds the repository's landing lock,
-    in a transaction of its own (`begin_move`); withdrawn only if it is
-    still this landing's own."""
-
-    def __init__(self, tx: TxPort, task: repo.TaskSnapshot, lock: str, owner: str) -> None:
-        self.tx = tx
-        self.task = task
-        self.lock = lock
-        self.owner = owner
-        self.commit: str | None = None
-
-    def begin(self, commit: str) -> bool:
-        return self.tx.retrying(functools.partial(self._begin, commit))
-
-    def abandon(self) -> None:
-        self.tx.retrying(self._abandon)
-
-    def _begin(self, commit: str, _again: bool) -> bool:
-        with self.tx.write() as conn:
-            # A landing whose lease another tick took over (a check past its
-            # bound) no longer holds the repository: it must not move it.
-            if land_lock(conn, self.lock).owner != self.owner:
-                return False
-            if not begin_move(conn, self.task.id, self.task.version, commit):
-                return False
-        self.commit = commit
-        return True
-
-    def _abandon(self, _again: bool) -> None:
-        if self.commit is None:
-            return
-        with self.tx.write() as conn:
-            abandon_move(conn, self.task.id, self.commit)
-        self.commit = None
-
-
 def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:
     if outcome.url:
         return f"pull request {outcome.url}"
@@ -408,6 +273,55 @@ def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "sent back"
     return line[:500]
+
+
+def _moved_before(task: repo.TaskSnapshot, pipeline: PipelineConfig) -> Landed:
+    """What a task finishing without landing has landed: nothing, unless
+    a landing killed past its commit point moved the base to its intent
+    (`landed_commit` on a `landing` task) before the config stopped
+    landing; then that move, so it is recorded as it happened. An
+    intent the base does not hold is dropped by the record."""
+    intent = task.landed_commit
+    if intent is None or pipeline.repository is None:
+        return Landed()
+    base = task.base_branch or pipeline.base or "main"
+    git = SafeGit(pipeline.repository, timeout=GIT_TIMEOUT)
+    held = git.run("merge-base", "--is-ancestor", intent, f"refs/heads/{base}")
+    return Landed(commit=intent) if held.ok else Landed()
+
+
+def land_request(
+    kernel: Kernel,
+    owner: str,
+    task: repo.TaskSnapshot,
+    pipeline: PipelineConfig,
+    config: LandConfig,
+) -> LandRequest:
+    """What a mode is handed to land `task`: its branch and base, the check's
+    environment, and the commit point fenced by this landing's lock."""
+    assert pipeline.repository is not None
+    check_env = runner.child_environment(
+        os.environ,
+        deny=kernel.settings.child_deny,
+        extra={},
+        orchestrator_vars={"ORCHESTRATOR_TASK": task.slug},
+    )
+    return LandRequest(
+        slug=task.slug,
+        title=task.title,
+        body=task.body,
+        repository=pipeline.repository,
+        worktree=kernel.settings.workspace_root / task.slug,
+        branch=task.branch or f"task/{task.slug}",
+        base_branch=task.base_branch or pipeline.base or "main",
+        remote=config.remote,
+        env=check_env,
+        timeout=config.timeout,
+        check=config.check,
+        committer=pipeline.commit_author,
+        commit_point=MoveFence(kernel.tx, task, str(pipeline.repository), owner),
+        run_check=LandCheck(kernel, pipeline, task.id, task.slug, task.stage),
+    )
 
 
 def tick_hooks(kernel: Kernel) -> TickHooks:
