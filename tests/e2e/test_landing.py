@@ -498,6 +498,58 @@ def test_a_killed_ticks_land_check_is_ended_before_a_worker_runs_beside_it(
     assert not running(marker)
 
 
+def test_a_check_whose_tick_died_before_noting_it_is_still_ended(
+    project: Project, tmp_path: Path
+) -> None:
+    """The tick dies right after spawning the land check, before it could
+    note the child (`after_spawn`): the check runs on with no note of its
+    pid. Before the resumed stage's worker runs in the worktree, it is
+    ended all the same (found by the landing's tag), because the landing
+    says a check is starting before it starts one."""
+    make_repo(project.dir)
+    log, release, seen = tmp_path / "checked.log", tmp_path / "release", tmp_path / "seen"
+    marker = f"land-check-{uuid.uuid4().hex}"
+    script = (
+        f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
+        f'echo end >> "{log}"'
+    )
+    head, tail = marker[:5], marker[5:]
+    look = (
+        f'm="{head}"; m="${{m}}{tail}"; '
+        "for p in /proc/[0-9]*; do "
+        'case "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" in '
+        f'*"$m"*) echo alive >> "{seen}";; esac; done; '
+        f'echo looked >> "{seen}"'
+    )
+    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "merge"']
+    lines.append(f"land_check = {json.dumps(['sh', '-c', script, marker])}")
+    stages = stage("implement", worker=["sh", "-c", OWN_FILE], verifier=PASS)
+    stages += stage("review", worker=["sh", "-c", look], verifier=PASS)
+    write_config(project.config, "\n".join(lines) + "\n\n" + stages)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    try:
+        # Dies after the rebase, before the check: the task waits to land.
+        first = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "land_after_rebase"})
+        assert first.returncode == 137, first.stderr
+        seen.unlink()
+        # The next tick's first spawn is the check; it dies before noting it.
+        second = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "after_spawn"})
+        assert second.returncode == 137, second.stderr
+        wait_for(lambda: log.exists() and log.read_text() == "start\n", timeout=120, what="check")
+        assert running(marker)
+        assert project.run("halt", "a").returncode == 0
+        assert project.run("resume", "a").returncode == 0
+        third = project.popen("tick")
+        wait_for(seen.exists, timeout=120, what="the resumed worker")
+        release.write_text("")
+        _, err = third.communicate(timeout=120)
+        assert third.returncode == 0, err
+    finally:
+        release.write_text("")
+    assert seen.read_text().split()[0] == "looked", seen.read_text()
+    assert not running(marker)
+
+
 def running(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

@@ -4,10 +4,12 @@ landing's tag in its environment, and inside the stage's walls when the
 pipeline is sandboxed (the check runs the branch's code: a planted
 `conftest.py` must reach no more than the worker that wrote it).
 
-A tick killed during the check leaves it running; before the next check
-of the task starts, and before any command of an attempt runs in the
-task's worktree (`end_left_check`: a halt, resume or send-back after the
-kill), what the dead one started is ended by its note and its tag.
+A tick killed during the check leaves it running (and its note, written
+before the check starts, so even a tick killed between the spawn and the
+child's identity leaves one); before the next check of the task starts,
+and before any command of an attempt runs in the task's worktree
+(`end_left_check`: a halt, resume or send-back after the kill), what the
+dead one started is ended by its note and its tag.
 The landing's git steps stay in `merge.py`.
 """
 
@@ -17,7 +19,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from orchestrator import runner
+from orchestrator import runner, safefs
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.ext.model import PROCESS_NOTE_AFTER
@@ -93,6 +95,10 @@ class LandCheck:
         folder = land_folder(self.settings, self.slug)
         folder.mkdir(parents=True, exist_ok=True)
         end_land_check(self.settings, self.task_id, self.slug)
+        # Said before the check exists: a tick that dies between the spawn
+        # and the child's note still leaves the note's file, and with it
+        # `end_left_check` ends the check by its tag.
+        _starting(folder / NOTE)
         env = {**env, runner.PROCESS_TAG: land_tag(self.settings, self.task_id, self.slug)}
         command: Sequence[str] = argv
         config = check_sandbox(self.pipeline, self.stage)
@@ -118,6 +124,12 @@ class LandCheck:
         with contextlib.suppress(OSError):
             (folder / NOTE).unlink()
         return result
+
+
+def _starting(path: Path) -> None:
+    """A note holding no identity yet (`read_note` gives None for it)."""
+    with contextlib.suppress(OSError):
+        safefs.replace(path, b"{}")
 
 
 def _note(ident: runner.ProcessIdentity, path: Path) -> None:
