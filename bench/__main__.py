@@ -404,7 +404,6 @@ def _parallel_ticks(envs: list[dict[str, str]]) -> float:
 
 def bench_landing(work: Path, rounds: int) -> list[tuple[str, bool]]:
     from bench import landing
-    from bench.gitcount import subcommand
 
     found = [
         report(
@@ -415,7 +414,7 @@ def bench_landing(work: Path, rounds: int) -> list[tuple[str, bool]]:
     ]
     calls = landing.git_calls(work / "landing-counted")
     found.append(count("  git processes per landing", calls, GIT_PER_LANDING))
-    print("    " + " ".join(subcommand(call) for call in calls), flush=True)
+    print("    " + " ".join(calls), flush=True)
     return found
 
 
@@ -510,7 +509,7 @@ def bench_candidates(work: Path, rounds: int) -> list[tuple[str, bool | None]]:
 def _round_git(folder: Path) -> tuple[str, None]:
     """The git processes of that tick's round (worktrees, commits, the
     settle), counted on an untimed tick of its own (`bench.gitcount`)."""
-    from bench.gitcount import counting_git, subcommand
+    from bench.gitcount import counting_git
 
     _repository(folder)
     env = project(folder, CANDIDATE_STAGE.replace("K", "4"))
@@ -521,7 +520,7 @@ def _round_git(folder: Path) -> tuple[str, None]:
         calls = count.calls()
     line = f"{'  git processes per round of 4 candidates':<58} {len(calls):6d}"
     print(line, flush=True)
-    print("    " + " ".join(subcommand(call) for call in calls), flush=True)
+    print("    " + " ".join(calls), flush=True)
     return line, None
 
 

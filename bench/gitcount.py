@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 class GitCount:
-    """The calls noted so far, one line each (git's arguments)."""
+    """The calls noted so far, one line each (the subcommand)."""
 
     def __init__(self, log: Path) -> None:
         self.log = log
@@ -40,9 +40,16 @@ def counting_git(folder: Path) -> Iterator[GitCount]:
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "calls.log"
     wrapper = folder / "git"
+    # One line per call, its subcommand (the first word that is not an
+    # option or `-C`'s folder): a commit message's own lines stay out.
     wrapper.write_text(
         "#!/bin/sh\n"
-        f'printf "%s\\n" "$*" >> {shlex.quote(str(log))}\n'
+        "skip= sub=?\n"
+        'for a in "$@"; do\n'
+        '  if [ -n "$skip" ]; then skip=; continue; fi\n'
+        "  case $a in -C|-c) skip=1 ;; -*) ;; *) sub=$a; break ;; esac\n"
+        "done\n"
+        f'printf "%s\\n" "$sub" >> {shlex.quote(str(log))}\n'
         f'exec {shlex.quote(real)} "$@"\n'
     )
     wrapper.chmod(0o755)
@@ -52,18 +59,3 @@ def counting_git(folder: Path) -> Iterator[GitCount]:
         yield GitCount(log)
     finally:
         os.environ["PATH"] = before
-
-
-def subcommand(call: str) -> str:
-    """The git subcommand of a noted call (after `--no-pager -C DIR --git-dir=...`)."""
-    words = call.split()
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-            continue
-        if word in {"-C", "-c"}:
-            skip = True
-        elif not word.startswith("-"):
-            return word
-    return "?"
