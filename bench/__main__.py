@@ -15,12 +15,14 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
   pg        two PostgreSQL hosts / one host, 16 tasks sleeping 1 s, --jobs 2      <= 0.6
   land      landing one task (lock, rebase, ref move, record; no check) /
             a hand-written `git rebase && git update-ref` of the same branch      <= 3
+            git processes of that landing, counted (bench/gitcount.py)            <= 5
   idle      the line `orchestrator cron` prints, as cron runs it (home folder,
             cron's environment), idle, 100 gates waiting / python -c pass       <= 3
   wake      approve -> next stage starts under run --interval 60 (median, s)     <= 1 s
             on SQLite, and on PostgreSQL with --pg (bench/wake.py)
   candidates  a round of 4 trivial candidates, --jobs 4 /
             (one trivial attempt + stdlib minimum of 4 parallel spawns)           <= 1.5
+            and the git processes of that round, counted (no target)
   approve   approve while a tick holds 4 attempts / approve, no tick             <= 1.5
             (bench/approve.py; the tests prove it never waits, this times it)
 """
@@ -403,13 +405,29 @@ def _parallel_ticks(envs: list[dict[str, str]]) -> float:
 def bench_landing(work: Path, rounds: int) -> list[tuple[str, bool]]:
     from bench import landing
 
-    return [
+    found = [
         report(
             "landing one task (merge, no check) / git rebase && git update-ref",
             landing.ratios(work / "landing", rounds),
             3.0,
         )
     ]
+    calls = landing.git_calls(work / "landing-counted")
+    found.append(count("  git processes per landing", calls, GIT_PER_LANDING))
+    print("    " + " ".join(calls), flush=True)
+    return found
+
+
+# Git processes a landing may start (issue 37: the hand-written one needs 3).
+GIT_PER_LANDING = 5
+
+
+def count(name: str, calls: Sequence[str], target: int) -> tuple[str, bool]:
+    """A count measured once (it does not vary with load), with its target."""
+    ok = len(calls) <= target
+    line = f"{name:<58} {len(calls):6d}   target <= {target}  {'ok' if ok else 'MISSED'}"
+    print(line, flush=True)
+    return line, ok
 
 
 CANDIDATE_STAGE = """
@@ -484,7 +502,26 @@ def bench_candidates(work: Path, rounds: int) -> list[tuple[str, bool | None]]:
     return [
         report("round of 4 candidates --jobs 4 / (one attempt + 4 parallel spawns)", ratios, 1.5),
         info("  4 parallel spawns / one attempt's tick", spawn_parts),
+        _round_git(work / "cand-counted"),
     ]
+
+
+def _round_git(folder: Path) -> tuple[str, None]:
+    """The git processes of that tick's round (worktrees, commits, the
+    settle), counted on an untimed tick of its own (`bench.gitcount`)."""
+    from bench.gitcount import counting_git
+
+    _repository(folder)
+    env = project(folder, CANDIDATE_STAGE.replace("K", "4"))
+    add_tasks(env, 1)
+    with counting_git(folder / "gitcount") as count:
+        env["PATH"] = os.environ["PATH"]
+        timed(orch("tick", "--jobs", "4"), env=env)
+        calls = count.calls()
+    line = f"{'  git processes per round of 4 candidates':<58} {len(calls):6d}"
+    print(line, flush=True)
+    print("    " + " ".join(calls), flush=True)
+    return line, None
 
 
 def compile_package() -> None:

@@ -95,9 +95,14 @@ def hand_written(folder: Path) -> float:
     return elapsed
 
 
-def orchestrator_landing(folder: Path) -> float:
+def orchestrator_landing(folder: Path, count_in: Path | None = None) -> float:
+    """One landing's time; with `count_in`, its git calls are noted there
+    (`gitcount`), and only the landing's: not the setup's."""
+    from contextlib import nullcontext
+
     from sqlalchemy import text
 
+    from bench.gitcount import counting_git
     from orchestrator.config import load_settings
     from orchestrator.features.landing.landing import Lander
     from orchestrator.storage.db import make_engine
@@ -129,9 +134,11 @@ def orchestrator_landing(folder: Path) -> float:
         with engine.begin() as conn:  # as its last stage's pass leaves it
             conn.execute(text("UPDATE tasks SET status = 'landing', host = NULL"))
         ticker = Ticker(settings, engine)
-        started = time.perf_counter()
-        Lander(ticker.kernel).land_all()
-        elapsed = time.perf_counter() - started
+        counting = nullcontext() if count_in is None else counting_git(count_in)
+        with counting:
+            started = time.perf_counter()
+            Lander(ticker.kernel).land_all()
+            elapsed = time.perf_counter() - started
         with engine.connect() as conn:
             row = conn.execute(text("SELECT status, landed_commit FROM tasks")).one()
     finally:
@@ -139,6 +146,16 @@ def orchestrator_landing(folder: Path) -> float:
     if row[0] != "complete" or row[1] != git(repo, "rev-parse", "main"):
         raise SystemExit(f"landing bench: the task did not land ({row})")
     return elapsed
+
+
+def git_calls(work: Path) -> list[str]:
+    """The git calls of one landing, counted on an untimed landing of its
+    own (`gitcount`); the lock, the rebase, the ref move and the checkout
+    that follows it, as the timed ones do."""
+    from bench.gitcount import GitCount
+
+    orchestrator_landing(work / "counted", count_in=work / "gitcount")
+    return GitCount(work / "gitcount" / "calls.log").calls()
 
 
 def ratios(work: Path, rounds: int) -> list[float]:

@@ -1,6 +1,9 @@
 """The stage keys of the agent runtime (each may sit in `[defaults]`):
-`output`, `verifier_output`, `max_cost_usd`, `secrets`. Declared here, by
-the agents that read them; the config reader only walks the Section."""
+`output`, `verifier_output`, `max_cost_usd`, `secrets`, `memory_mb`.
+Declared here, by the agents that read them; the config reader only walks
+the Section. `memory_mb` is here rather than with the memory feature that
+reads it because its default is the agent kind's (`AgentKind.memory_mb`),
+and because the engine's config may not import a feature."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from orchestrator.config.schema import (
     Checked,
     Checks,
     Choice,
+    Integer,
     Key,
     Number,
     Section,
@@ -65,6 +69,18 @@ AGENT_SECTION: Section[None] = Section(
             "this stage's commands only (API keys): no other stage, no `setup` and no hook "
             "inherits a name any stage lists here, with or without `env_deny`",
             STAGE_KEY,
+        ),
+        Key(
+            "memory_mb",
+            Integer(0),
+            None,
+            "MiB an attempt of the stage reserves on its host: a tick starts it only while "
+            "the host's `MemAvailable` minus what the attempts running there reserved is at "
+            "least this, else the task waits and spends no attempt; 0 never waits. Unset: "
+            "2048 when the worker's or verifier's `output` is an agent's (`claude-json`, "
+            "`codex-jsonl`), else 0; see [memory](../how-to/memory.md)",
+            STAGE_KEY,
+            shown="(the agent kind's)",
         ),
     ),
 )

@@ -65,6 +65,10 @@ class AgentKind:
     # init --mcp: the recipe with its commands given an MCP config file and
     # the server's tools allowed, `mcp(text, config_file, server)`.
     mcp: Callable[[str, str, str], str] | None = None
+    # What one session of it holds, in MiB: the memory its attempt reserves
+    # on the host unless the stage sets `memory_mb` (`features.memory`).
+    # One Claude Code or Codex session held 1.5-2 GB in the field.
+    memory_mb: int = 0
 
     @property
     def reports_cost(self) -> bool:

@@ -68,6 +68,9 @@ class StageConfig:
     pending_timeout: float = 3600.0  # a run of pending verdicts, at most (seconds)
     # The `[pools.NAME]` whose caps and pauses this stage's attempts share.
     pool: str | None = None
+    # MiB an attempt of it reserves on its host (`features.memory`); None:
+    # what its agent kind holds (`AgentKind.memory_mb`), 0 for a command.
+    memory_mb: int | None = None
     # Where its worker and verifier run (`config.sandbox`, `runner.sandbox`).
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     # The worker resumes the agent session of the stage's previous attempt.

@@ -24,10 +24,12 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
 from orchestrator.domain.waits import waiting_line
 from orchestrator.features.landing import views as landing
+from orchestrator.features.memory import views as memory
 from orchestrator.features.pools.views import holds_back, pool_state
 from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
+from orchestrator.tick.host import HostIdentity
 from orchestrator.views.reports import attempt_dir
 from orchestrator.views.suggest import unknown_task
 
@@ -64,6 +66,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
             if stage is None or stage.pool is None
             else pool_state(conn, settings, stage.pool, now)
         )
+        short = None if stage is None else _memory_short(conn, settings, task, stage)
     run = [a for a in attempts if a.run == task.run]
     last = next((a for a in reversed(run) if a.finished_at is not None), None)
     open_attempt = next((a for a in run if a.finished_at is None), None)
@@ -141,7 +144,7 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
             + (" --budget USD" if task.halt_reason == "budget" else ""),
             "resume_note": _raise_budget(cost) if task.halt_reason == "budget" else None,
         }
-    data["next_tick"] = _next_tick(task, stage, data, settings)
+    data["next_tick"] = _next_tick(task, stage, data, settings, short)
     return data
 
 
@@ -210,7 +213,11 @@ def _entered(transitions: list[dict[str, Any]], state: str) -> datetime | None:
 
 
 def _next_tick(
-    task: repo.TaskSnapshot, stage: StageConfig | None, data: dict[str, Any], settings: Settings
+    task: repo.TaskSnapshot,
+    stage: StageConfig | None,
+    data: dict[str, Any],
+    settings: Settings,
+    memory_short: str | None = None,
 ) -> str:
     slug = shlex.quote(task.slug)
     if task.status is Status.HALTED:
@@ -270,7 +277,21 @@ def _next_tick(
             f"waits: the worker asked to be retried later; attempt {number} of "
             f"{stage.name} runs after {data['backoff']['until']}{where}"
         )
+    if memory_short is not None:
+        return f"{memory_short}; then attempt {number} of {stage.name} runs{where}"
     return f"runs attempt {number} of {stage.name}{where}"
+
+
+def _memory_short(
+    conn: Connection, settings: Settings, task: repo.TaskSnapshot, stage: StageConfig
+) -> str | None:
+    """What a tick on this host would wait for (each host judges its own
+    memory); None when it would not, or the task is another host's."""
+    here = HostIdentity.here().host
+    pinned = settings.affinity == "host" and task.host not in (None, here)
+    if task.status is not Status.READY or pinned:
+        return None
+    return memory.holds_back(conn, settings, stage, here)
 
 
 def _cost(conn: Connection, task: repo.TaskSnapshot, stage: StageConfig | None) -> dict[str, Any]:

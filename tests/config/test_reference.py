@@ -141,7 +141,8 @@ def test_the_unknown_key_lists_keep_their_order() -> None:
     assert the_schema.allowed("stage") == (
         *("name", "gate", "worker", "verifier", "stdin", "prompt", "env", "max_attempts"),
         *("timeout_seconds", "pass_score", "plateau", "worker_ok_exit", "pool", "candidates"),
-        *("output", "verifier_output", "max_cost_usd", "secrets", "strict_verdict"),
+        *("output", "verifier_output", "max_cost_usd", "secrets", "memory_mb"),
+        "strict_verdict",
         *("halt_after_no_change", "retry_exit_codes", "backoff", "pending_timeout", "sandbox"),
         *("sandbox_ro", "sandbox_rw", "sandbox_network", "sandbox_tmp_mb", "resume"),
         *("on_halt", "verifier_samples"),

@@ -107,6 +107,7 @@ KIND = AgentKind(
     carries=frozenset(f.name for f in fields(Usage)),
     resume=ResumeRule(resumed, gone=("No conversation found with session ID",)),
     program="claude",
+    memory_mb=2048,
     sandbox_ro=("~/.npm-global", "~/.local/bin", "~/.local/share/claude", "~/.nvm"),
     sandbox_rw=("~/.claude", "~/.claude.json", "~/.cache/claude"),
     mcp=with_mcp,

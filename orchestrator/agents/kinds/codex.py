@@ -119,6 +119,7 @@ KIND = AgentKind(
         resumed, gone=("No saved session found", "no rollout found", "thread not found")
     ),
     program="codex",
+    memory_mb=2048,
     subcommands=("exec", "e"),
     sandbox_ro=("~/.npm-global", "~/.local/bin", "~/.nvm"),
     sandbox_rw=("~/.codex",),

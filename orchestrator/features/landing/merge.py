@@ -125,12 +125,19 @@ class _Merge:
             conflict = self._rebase(base, old)
             if conflict is not None:
                 return conflict
-            new = self.work("rev-parse", "--verify", "HEAD").strip()
+        # One `worktree list` says both where the base is checked out and
+        # the rebased tip (the branch's HEAD), where a `rev-parse` was one
+        # more git process. The tip is read before the check runs the
+        # branch's code: what lands is what was checked.
+        trees = self._worktrees()
+        new = old if base in merge_bases else (trees.tip(self.branch_ref) or self._head())
         fault_point("land_after_rebase")
         failed = self._check(old)
         if failed is not None:
             return failed
-        checkout = self._main_checkout()
+        if self.request.check:
+            trees = self._worktrees()  # the check ran the branch's code: look again
+        checkout = trees.main_checkout(self.base_ref, self.request.base_branch)
         if checkout is not None and not self._clean():
             self._reset(old)
             return Refused(
@@ -176,7 +183,7 @@ class _Merge:
         before: bring them along, as the dead landing would have. Known by
         the base's reflog (our move its last entry) and an index that is
         still exactly the tip before; anything else is left alone."""
-        if self._main_checkout() is None:
+        if self._worktrees().main_checkout(self.base_ref, self.request.base_branch) is None:
             return
         said = self.repo.git.out("log", "-g", "-1", "--format=%gs", self.base_ref)
         if said is None or said.decode("utf-8", "replace").strip() != "orchestrator: land":
@@ -275,24 +282,50 @@ class _Merge:
             )
         )
 
-    def _main_checkout(self) -> Path | None:
-        """The main working tree, when it has the base branch checked out."""
-        listed = self.repo("worktree", "list", "--porcelain", "-z").split("\0")
-        path: str | None = None
-        first: str | None = None
-        for field in listed:
-            if field.startswith("worktree "):
-                path = field.removeprefix("worktree ")
-                first = path if first is None else first
-            elif field == f"branch {self.base_ref}" and path is not None:
-                if path != first:
-                    raise GitError(
-                        f"{self.request.base_branch} is checked out in the worktree {path}; "
-                        "check out another branch there to land into it"
-                    )
-                return Path(path)
-        return None
+    def _worktrees(self) -> _Worktrees:
+        return _Worktrees(self.repo("worktree", "list", "--porcelain", "-z"))
+
+    def _head(self) -> str:
+        """The worktree's HEAD, asked on its own: when the listing did not
+        name the branch (never, while the branch is checked out there)."""
+        return self.work("rev-parse", "--verify", "HEAD").strip()
 
     def _clean(self) -> bool:
         status = self.repo.git.out("status", "--porcelain", "--untracked-files=no", "-z")
         return status is not None and status.strip(b"\0") == b""
+
+
+class _Worktrees:
+    """`git worktree list --porcelain -z` read: each working tree's path,
+    HEAD and branch, the main one first."""
+
+    def __init__(self, listed: str) -> None:
+        self.entries: list[tuple[str, str, str]] = []  # (path, HEAD, branch ref or "")
+        path = head = branch = ""
+        for field in [*listed.split("\0"), ""]:
+            if field.startswith("worktree "):
+                path, head, branch = field.removeprefix("worktree "), "", ""
+            elif field.startswith("HEAD "):
+                head = field.removeprefix("HEAD ")
+            elif field.startswith("branch "):
+                branch = field.removeprefix("branch ")
+            elif field == "" and path:  # an entry ends with an empty field
+                self.entries.append((path, head, branch))
+                path = ""
+
+    def tip(self, ref: str) -> str | None:
+        """The HEAD of the working tree that has `ref` checked out."""
+        return next((head for _, head, branch in self.entries if branch == ref and head), None)
+
+    def main_checkout(self, ref: str, name: str) -> Path | None:
+        """The main working tree, when it has `ref` (the base branch, `name`)
+        checked out; GitError when a linked worktree has it instead."""
+        for index, (path, _, branch) in enumerate(self.entries):
+            if branch == ref:
+                if index != 0:
+                    raise GitError(
+                        f"{name} is checked out in the worktree {path}; "
+                        "check out another branch there to land into it"
+                    )
+                return Path(path)
+        return None

@@ -228,3 +228,57 @@ def test_a_worktree_off_its_branch_is_refused_and_nothing_moves(tmp_path: Path, 
     said = "a detached HEAD" if head == "detached" else "refs/heads/elsewhere"
     assert f"has {said} checked out, not task/a" in outcome.reason
     assert tip(repo, "main") == main
+
+
+def count_git(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The subcommands of every git process the landing starts, from here on."""
+    from orchestrator.workspace import gitrun
+
+    calls: list[str] = []
+    real = gitrun.run_bounded
+
+    def counted(argv, env, limit, deadline):  # type: ignore[no-untyped-def]
+        calls.append(next(a for a in argv[1:] if not a.startswith("-") and "/" not in a))
+        return real(argv, env, limit, deadline)
+
+    monkeypatch.setattr(gitrun, "run_bounded", counted)
+    return calls
+
+
+@pytest.mark.parametrize("checked_out", [True, False])
+def test_a_rebasing_landing_starts_at_most_eight_git_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checked_out: bool
+) -> None:
+    """5 when the base is not checked out; the checkout's `status` and two
+    `read-tree`s when it is. The rebased tip comes with the worktree list."""
+    repo = make_repo(tmp_path)
+    task_branch(repo, "a", {"a.txt": "a\n"})
+    task_branch(repo, "b", {"b.txt": "b\n"})
+    assert isinstance(land_merge(request(repo, "a")), Landed)
+    if not checked_out:
+        git(repo, "checkout", "-q", "--detach")
+    calls = count_git(monkeypatch)
+    landed = land_merge(request(repo, "b"))
+    assert isinstance(landed, Landed) and landed.commit == tip(repo, "main")
+    assert tip(repo, "main") == tip(repo, "task/b")
+    head = ["config", "rev-parse", "rebase", "worktree"]
+    follow = ["status", "read-tree", "update-ref", "read-tree"] if checked_out else ["update-ref"]
+    assert calls == head + follow
+
+
+def test_what_lands_is_the_tip_the_check_ran_on_not_one_it_made(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    task_branch(repo, "a", {"a.txt": "a\n"})
+    worktree = task_branch(repo, "b", {"b.txt": "b\n"})
+    assert isinstance(land_merge(request(repo, "a")), Landed)
+    log = tmp_path / "checked"
+    sneak = (
+        f'git rev-parse HEAD >> "{log}"; echo sneaked > s.txt; git add s.txt; '
+        "git -c user.name=x -c user.email=x@x commit -qm sneak"
+    )
+    landed = land_merge(request(repo, "b", ("sh", "-c", sneak)))
+    assert isinstance(landed, Landed)
+    assert landed.commit == log.read_text().strip() == tip(repo, "main")
+    assert git(repo, "show", "main:b.txt") == "b\n"
+    assert "s.txt" not in git(repo, "ls-tree", "--name-only", "main")
+    assert tip(worktree, "HEAD") != landed.commit  # the check's commit stays on the branch
