@@ -6,10 +6,16 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import landing, pools, restore
+from orchestrator.features import candidates, landing, pools, restore
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
 # Pools shares no point with either (the claim's refusal, the attempt's
-# usage limit, the record's pause).
-FEATURES: tuple[Feature, ...] = (landing.FEATURE, restore.FEATURE, pools.FEATURE)
+# usage limit, the record's pause). Candidates asks the pools' refusal
+# through the claim (`ClaimSearch.refused`), not by order.
+FEATURES: tuple[Feature, ...] = (
+    landing.FEATURE,
+    restore.FEATURE,
+    pools.FEATURE,
+    candidates.FEATURE,
+)
