@@ -133,6 +133,17 @@ class Interrupted(OrchestratorError):
 DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
+class HostFault(Exception):
+    """An OSError making or writing an attempt's folders or files: the host's
+    fault (a full disk, a read-only mount, no permission), not the task's.
+    Raised by the tick's steps and a feature's alike, so the attempt counts
+    toward nothing and the tick stops claiming."""
+
+    def __init__(self, error: OrchestratorError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def host_error(what: str, exc: OSError) -> OrchestratorError:
     """`what: reason` with the exit status of an OSError on a host's file."""
     reason = exc.strerror or str(exc)

@@ -14,7 +14,7 @@ from orchestrator.config import Settings
 from orchestrator.domain.slug import slug_problem
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.storage.reads.finished import finished_branches
-from orchestrator.tick.round_branches import drop_attempt_refs
+from orchestrator.workspace.attempt_refs import drop_attempt_refs
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Worktree
 

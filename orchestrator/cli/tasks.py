@@ -227,7 +227,7 @@ def list_(app: App, state: str | None, fmt: str | None) -> None:
 @pass_app
 def show(app: App, slug: str, as_json: bool) -> None:
     """Show one task: its state, transitions and attempts, oldest first."""
-    from orchestrator.views.rounds import slot_label
+    from orchestrator.features.candidates.views import slot_label
 
     view = app.project().task(slug)
     if as_json:

@@ -78,7 +78,7 @@ class StageConfig:
     # Best-attempt restore and verifier noise (`config.selection`).
     on_halt: OnHalt = "last"
     verifier_samples: int = 1
-    # Best of N (`tick.rounds`): a claim opens this many candidates, each
+    # Best of N (`features/candidates`): a claim opens this many candidates, each
     # in its own worktree; 1 is one attempt at a time.
     candidates: int = 1
 

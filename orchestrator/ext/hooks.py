@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Annotations only: a feature's package (which config reads its keys
@@ -21,8 +21,17 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from orchestrator.config import StageConfig
-    from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
+    from orchestrator.ext.model import (
+        AttemptRun,
+        Claim,
+        ClaimSearch,
+        Refusal,
+        RoundEnd,
+        Slot,
+        TickOptions,
+    )
     from orchestrator.ext.ports import Kernel
+    from orchestrator.storage import repo
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,53 @@ class TickHooks:
     database (the attempt's fence is the engine's). Called on the hot
     path: a feature with nothing to do returns after one cheap look."""
 
+    attempt_workspace: Callable[[Claim], Path | None] | None = None
+    """On the attempt's thread, outside any transaction, before anything of
+    the attempt runs: where the claim's commands run when it is not the
+    task's workspace (a candidate's own worktree). Pure: no git, no query,
+    no file made. The first non-None wins. Called twice per attempt: return
+    None at once for a claim not concerned."""
+
+    around_workspace: (
+        Callable[[Claim, Callable[[], AttemptRun | None]], AttemptRun | None] | None
+    ) = None
+    """On the attempt's thread, outside any transaction, for a pipeline
+    with a `repository`, around the making of the task's worktree: handed
+    the rest (`Callable`: the next feature's, last the engine's task
+    worktree and its setup), it may call it once, under a lock, or not at
+    all, make a workspace of its own (its git steps; reads and short
+    transactions through `Kernel.tx`), and returns None when the attempt
+    may run or the attempt's result when it may not; raising `HostFault`
+    makes it the host's. Nested in `FEATURES` order, the first outermost."""
+
+    note_start: Callable[[Claim], bool] | None = None
+    """On the attempt's thread, before its worker runs, outside any
+    transaction: may record the attempt's starting commit itself (its own
+    short transaction, fenced by the lease token) and return True; False:
+    the engine notes the workspace's HEAD. The first True wins."""
+
+    keep_work: Callable[[Claim, Path, AttemptRun], bool] | None = None
+    """On the attempt's thread, once worker and verifier ran (the `Path` is
+    where they ran), before the runaway guards, `after_run` and the record;
+    outside any transaction. May keep the attempt's work its own way (a
+    commit, a ref: git steps), change the `AttemptRun` (`commit_sha`, a
+    failed commit's outcome and error) and return True, in place of the
+    engine's snapshot and stage commit; False: the engine keeps it. The
+    first True wins."""
+
+    after_recorded: Callable[[Claim], None] | None = None
+    """On the attempt's thread, after the transaction recording it
+    committed (not after a record that failed); outside any transaction.
+    May run git and its own short transactions (a decided round's winner
+    made the branch's tip). Called for every attempt: return at once when
+    not concerned."""
+
+    after_recovery: Callable[[], None] | None = None
+    """At the end of recovery, once the dead ticks' attempts were closed,
+    before the approved gates advance; outside any transaction. May run
+    git and its own short transactions, finishing what a dead tick left
+    (a decided round not yet settled onto its branch)."""
+
     refuse_claim: Callable[[Connection, StageConfig, datetime], Refusal | None] | None = None
     """Inside the claim's transaction (its `Connection`, no command runner),
     once the claim has found a task of `StageConfig` and before it opens the
@@ -63,6 +119,42 @@ class TickHooks:
     """The dry run's `refuse_claim`: the refusal a claim would meet now,
     inside the dry run's read transaction. Reads only: no lock, no write.
     First non-None, as `refuse_claim`."""
+
+    claim_first: Callable[[Connection, ClaimSearch], Claim | None] | None = None
+    """Inside the claim's transaction (its `Connection`, no command runner),
+    after the schema check and before the engine looks for a ready task.
+    May open an attempt of a task already running (a round's next slot:
+    no transition, the task's version unchanged) and return its `Claim`,
+    which the tick runs like any; it asks `ClaimSearch.refused` for the
+    stage first. The first non-None wins. Called per claim: a feature with
+    nothing running returns None before any query."""
+
+    open_attempt: (
+        Callable[
+            [Connection, repo.TaskSnapshot, StageConfig, dict[str, Any]], tuple[int, Slot] | None
+        ]
+        | None
+    ) = None
+    """Inside the claim's transaction, once a ready task's claim was
+    admitted and before its claim transition: may insert the attempt's
+    row itself, from the engine's columns (`dict`) and its own, and return
+    its id and the `Slot` the `Claim` carries (the first of a round).
+    None: the engine opens the row. The first non-None wins. Called per
+    claim: a stage it does not govern returns None before any query."""
+
+    slot_of: Callable[[Connection, int], Slot | None] | None = None
+    """Inside the caller's transaction (a retried claim's, recovery's read
+    or close): the `Slot` of the attempt row whose id is given, when it is
+    one of a round; reads only. The first non-None wins."""
+
+    decide_round: Callable[[Connection, repo.TaskSnapshot, Slot, datetime], RoundEnd] | None = None
+    """After the verdict: inside the transaction that closed one attempt of
+    a round (the record's, or recovery's close of a crashed one), which
+    holds the task's row; `datetime` is the database's now. The engine
+    asks no `decide` for such an attempt: this point turns the attempt
+    into a round, deciding the round (through `Kernel.applier`) once its
+    last slot ended, and says the attempt's line's tail. The first one set
+    answers. Runs again when the transaction is retried."""
 
     after_run: Callable[[Claim, AttemptRun, Path], None] | None = None
     """On the attempt's thread, once worker, verifier and the runaway

@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import TypeVar
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import Connection
 
 from orchestrator.agents.limits import UsageLimit
 from orchestrator.config import PipelineConfig, StageConfig
-from orchestrator.domain.decide import Outcome
+from orchestrator.domain.decide import Decision, Outcome
 from orchestrator.domain.verdict import Verdict
 from orchestrator.errors import OrchestratorError
 from orchestrator.storage import repo
+
+if TYPE_CHECKING:
+    from orchestrator.ext.ports import HostPort
 
 ACTOR = "tick"
 LEASE_EXPIRED = "lease expired"
@@ -87,11 +94,89 @@ class Claim:
     hint: str
     prev_outcome: str
     prev_score: str
-    # Best of N (`tick.rounds`): the candidate's slot, 1..candidates, in
-    # the stage's round `round`; 0 for an attempt on its own.
+    # An attempt of a round (`Slot`, the candidates feature): its slot,
+    # 1..candidates, in the stage's round `round`; 0 for an attempt on its own.
     candidate: int = 0
     round: int | None = None
     candidates: int = 1
+
+    @property
+    def slot(self) -> Slot | None:
+        """Its place in a round; None for an attempt on its own."""
+        if self.round is None:
+            return None
+        return Slot(self.round, self.candidate, self.candidates)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An attempt's place in a round of attempts run side by side and
+    decided together (`TickHooks.open_attempt`, `slot_of`): which round of
+    its task's stage, which of its `candidates` slots."""
+
+    round: int
+    candidate: int
+    candidates: int
+
+    def on(self, claim: Claim) -> Claim:
+        """The claim, placed in this slot."""
+        return replace(
+            claim, round=self.round, candidate=self.candidate, candidates=self.candidates
+        )
+
+
+@dataclass(frozen=True)
+class RoundEnd:
+    """What closing one attempt of a round did (`TickHooks.decide_round`):
+    the round's decision, once its last slot ended (None before), and the
+    tail of the closed attempt's line in the log."""
+
+    decision: Decision | None
+    tail: str
+
+
+@dataclass(frozen=True)
+class ClaimSearch:
+    """What a claim looks for (`TickHooks.claim_first`): the tasks it passes
+    over, the one slug it is limited to, the new attempt's lease token, and
+    the features' `refuse_claim`, which a feature's own claim asks too."""
+
+    exclude: Collection[int]
+    only: str | None
+    token: str
+    refused: Callable[[Connection, StageConfig, datetime], Refusal | None]
+
+
+def attempt_columns(
+    me: HostPort,
+    task: repo.TaskSnapshot,
+    stage: StageConfig,
+    *,
+    number: int,
+    token: str,
+    lease: Any,
+    now: datetime,
+    tick_id: int | None,
+) -> dict[str, Any]:
+    """The columns every claim's attempt row gets, the engine's or a
+    feature's (`TickHooks.claim_first`, `open_attempt`): one list, so
+    neither can open a row the other would not."""
+    return {
+        "task_id": task.id,
+        "stage": task.stage,
+        "run": task.run,
+        "number": number,
+        "hint": task.next_hint,
+        "tick_id": tick_id,
+        "lease_token": token,
+        "lease_expires_at": lease,
+        "host": me.host,
+        "boot_id": me.identity,
+        "tick_pid": me.pid,
+        "tick_start": me.start_token,
+        "started_at": now,
+        "pool": stage.pool,
+    }
 
 
 @dataclass

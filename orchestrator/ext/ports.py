@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine
 
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.config.sandbox import SandboxConfig
+from orchestrator.domain.decide import Decision
 from orchestrator.runner import sandbox
 from orchestrator.storage import repo
 
@@ -78,6 +79,15 @@ class ApplierPort(Protocol):
     transaction."""
 
     def halt_unknown(self, conn: Connection, task: repo.TaskSnapshot, now: datetime) -> None: ...
+
+    def apply(
+        self,
+        conn: Connection,
+        task: repo.TaskSnapshot,
+        decision: Decision,
+        attempt_id: int,
+        now: datetime,
+    ) -> None: ...
 
 
 class Kernel(Protocol):

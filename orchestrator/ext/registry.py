@@ -8,17 +8,27 @@ an empty tuple (a point on the hot path costs one empty loop)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection
 
 from orchestrator.config import StageConfig
 from orchestrator.ext.hooks import Feature, TickHooks
-from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
+from orchestrator.ext.model import (
+    AttemptRun,
+    Claim,
+    ClaimSearch,
+    Refusal,
+    RoundEnd,
+    Slot,
+    TickOptions,
+)
 from orchestrator.ext.ports import Kernel
+from orchestrator.storage import repo
 
 _H = TypeVar("_H")
 
@@ -32,9 +42,26 @@ class Registry:
         self._before_claims = _each(built, lambda h: h.before_claims)
         self._after_claims = _each(built, lambda h: h.after_claims)
         self._before_workspace = _each(built, lambda h: h.before_workspace)
+        self._attempt_workspace = _each(built, lambda h: h.attempt_workspace)
+        self._around_workspace = _each(built, lambda h: h.around_workspace)
+        self._note_start = _each(built, lambda h: h.note_start)
+        self._keep_work = _each(built, lambda h: h.keep_work)
+        self._after_recorded = _each(built, lambda h: h.after_recorded)
+        self._after_recovery = _each(built, lambda h: h.after_recovery)
         self._refuse_claim = _each(built, lambda h: h.refuse_claim)
         self._would_refuse = _each(built, lambda h: h.would_refuse)
+        self._claim_first = _each(built, lambda h: h.claim_first)
+        self._open_attempt = _each(built, lambda h: h.open_attempt)
+        self._slot_of = _each(built, lambda h: h.slot_of)
+        self._decide_round = _each(built, lambda h: h.decide_round)
         self._after_run = _each(built, lambda h: h.after_run)
+        # A feature's own claims (`claim_first`) pass over a row another
+        # transaction holds: the claim loop looks for them again each
+        # second while attempts run, not only when one ends.
+        self.claims_recheck = bool(self._claim_first)
+        # Whether any attempt row may be a round's (`slot_of`): without one,
+        # no read is made to ask.
+        self.has_slots = bool(self._slot_of)
         self._after_record = _each(built, lambda h: h.after_record)
 
     @classmethod
@@ -55,6 +82,35 @@ class Registry:
         for hook in self._before_workspace:
             hook(claim)
 
+    def attempt_workspace(self, claim: Claim) -> Path | None:
+        for hook in self._attempt_workspace:
+            if (found := hook(claim)) is not None:
+                return found
+        return None
+
+    def around_workspace(
+        self, claim: Claim, make: Callable[[], AttemptRun | None]
+    ) -> AttemptRun | None:
+        """`make` (the engine's), wrapped by each feature's hook, the first
+        registered outermost."""
+        for hook in reversed(self._around_workspace):
+            make = functools.partial(hook, claim, make)
+        return make()
+
+    def note_start(self, claim: Claim) -> bool:
+        return any(hook(claim) for hook in self._note_start)
+
+    def keep_work(self, claim: Claim, workspace: Path, run: AttemptRun) -> bool:
+        return any(hook(claim, workspace, run) for hook in self._keep_work)
+
+    def after_recorded(self, claim: Claim) -> None:
+        for hook in self._after_recorded:
+            hook(claim)
+
+    def after_recovery(self) -> None:
+        for hook in self._after_recovery:
+            hook()
+
     def refuse_claim(self, conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
         for hook in self._refuse_claim:
             if (refusal := hook(conn, stage, now)) is not None:
@@ -66,6 +122,39 @@ class Registry:
             if (refusal := hook(conn, stage, now)) is not None:
                 return refusal
         return None
+
+    def claim_first(self, conn: Connection, search: ClaimSearch) -> Claim | None:
+        for hook in self._claim_first:
+            if (claim := hook(conn, search)) is not None:
+                return claim
+        return None
+
+    def open_attempt(
+        self,
+        conn: Connection,
+        task: repo.TaskSnapshot,
+        stage: StageConfig,
+        columns: dict[str, Any],
+    ) -> tuple[int, Slot] | None:
+        for hook in self._open_attempt:
+            if (opened := hook(conn, task, stage, columns)) is not None:
+                return opened
+        return None
+
+    def slot_of(self, conn: Connection, attempt_id: int) -> Slot | None:
+        for hook in self._slot_of:
+            if (slot := hook(conn, attempt_id)) is not None:
+                return slot
+        return None
+
+    def decide_round(
+        self, conn: Connection, task: repo.TaskSnapshot, slot: Slot, now: datetime
+    ) -> RoundEnd:
+        """The first feature's answer; a slot no feature decides (none
+        could have opened it) is left undecided."""
+        for hook in self._decide_round:
+            return hook(conn, task, slot, now)
+        return RoundEnd(None, "")
 
     def after_run(self, claim: Claim, run: AttemptRun, folder: Path) -> None:
         for hook in self._after_run:

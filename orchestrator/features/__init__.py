@@ -6,11 +6,19 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import landing, memory, pools, restore
+from orchestrator.features import candidates, landing, memory, pools, restore
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
 # Pools shares no point with either (the claim's refusal, the attempt's
 # usage limit, the record's pause). Memory before pools: its refusal reads
 # only, so a claim it refuses has not locked (or resumed) a pool first.
-FEATURES: tuple[Feature, ...] = (landing.FEATURE, restore.FEATURE, memory.FEATURE, pools.FEATURE)
+# Candidates asks the pools' refusal through the claim
+# (`ClaimSearch.refused`), not by order.
+FEATURES: tuple[Feature, ...] = (
+    landing.FEATURE,
+    restore.FEATURE,
+    memory.FEATURE,
+    pools.FEATURE,
+    candidates.FEATURE,
+)

@@ -24,7 +24,7 @@ from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches, round_branches, samples, snapshots
+from orchestrator.tick import branches, samples, snapshots
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.briefing import Briefer
 from orchestrator.tick.commands import CommandRunner
@@ -135,9 +135,14 @@ class AttemptRunner:
             keep_result(folder, claim, result, database=database_fault(exc))
             raise
         forget_kept(folder)  # the reserve, no longer needed
-        if claim.candidate:  # the round may be decided: its winner becomes the tip
-            round_branches.settle(self.tx.engine, self.settings, claim.task.slug, self.tick.warn)
+        self.registry.after_recorded(claim)  # e.g. a decided round's winner made the tip
         return recorded
+
+    def _workspace(self, claim: Claim) -> Path:
+        """Where the claim's commands run: the task's workspace, unless a
+        feature gives it one of its own."""
+        found = self.registry.attempt_workspace(claim)
+        return self.settings.workspace_root / claim.task.slug if found is None else found
 
     def _execute(self, claim: Claim) -> AttemptRun:
         slug, stage = claim.task.slug, claim.stage
@@ -148,7 +153,7 @@ class AttemptRunner:
         with host_folder("state_root", self.settings.state_root):
             state_dir.mkdir(parents=True, exist_ok=True)
         guard = FenceGuard(self.tick, self.tx, claim)
-        workspace = round_branches.workspace_of(self.settings, claim)
+        workspace = self._workspace(claim)
         context = AttemptContext.of(claim, workspace, self.settings.base_dir)
         tag = runner.process_tag(claim.token)
         # Setup writes its capture files and marker in state_root: an error
@@ -195,9 +200,7 @@ class AttemptRunner:
 
         with self._door(claim, state_dir, env):
             ran = self._worker_and_verifier(claim, run, guard, state_dir)
-        if claim.candidate:  # its commit, passed or not, is its kept work
-            round_branches.commit_candidate(self.settings, claim, ran)
-        else:
+        if not self.registry.keep_work(claim, workspace, ran):  # a feature's own way
             snapshots.keep(claim, workspace, ran)  # passed or not, before the record
             branches.commit_passed(claim, workspace, ran)
         return ran
@@ -211,16 +214,12 @@ class AttemptRunner:
     ) -> AttemptRun:
         """Run the stage's worker, then its verifier, and judge the verdict."""
         stage = claim.stage
-        workspace = round_branches.workspace_of(self.settings, claim)
+        workspace = self._workspace(claim)
         verdict_text: str | None = None
         worker_exit: int | None = None
         last: runner.ProcessResult | None = None  # whose output holds the verdict
         # Where this stage's diff at its gate begins (the first attempt's).
-        if claim.candidate:  # its worktree's HEAD: the round's base
-            self.tx.retrying(
-                lambda _: round_branches.note_base(self.tx.engine, self.settings, claim)
-            )
-        else:
+        if not self.registry.note_start(claim):  # a feature's own workspace notes its own
             self.tx.retrying(
                 lambda _: note_start(self.tx.engine, claim.attempt_id, claim.token, workspace)
             )

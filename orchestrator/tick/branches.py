@@ -18,27 +18,14 @@ from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
 from orchestrator.testing import fault_point
-from orchestrator.tick.steps import HostFault
 from orchestrator.workspace import approval
-from orchestrator.workspace.gitfaults import unwritable
+from orchestrator.workspace.gitfaults import host_fault
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.task_branch import author, sealed_key, task_worktree
 from orchestrator.workspace.worktree import branch_tip
 
 _T = TypeVar("_T")
 Retrying = Callable[[Callable[[bool], _T]], _T]
-
-
-def host_fault(repository: Path, exc: GitError, *folders: tuple[str, Path]) -> None:
-    """After a git step of ours failed: raise the host's fault when the
-    repository's git folder (or one of `folders`) cannot be written (a
-    read-only mount, no permission, a full disk), so the attempt counts
-    toward nothing and the tick stops claiming; else return, and the
-    failure stays the caller's to judge."""
-    dot_git = repository / ".git"
-    error = unwritable([("repository", dot_git), ("repository", dot_git / "objects"), *folders])
-    if error is not None:
-        raise HostFault(error) from exc
 
 
 def prepare(

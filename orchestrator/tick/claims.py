@@ -15,14 +15,13 @@ from sqlalchemy import Connection
 from orchestrator.agents import budget as agent_budget
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.domain.pipeline import Event, State, Status, landing_instead, next_state
-from orchestrator.ext.model import ACTOR, Claim, TickOptions
+from orchestrator.ext.model import ACTOR, Claim, ClaimSearch, TickOptions, attempt_columns
 from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
-from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.storage.schema import HEAD, current_revision
 from orchestrator.testing import fault_point
-from orchestrator.tick import branches, round_claims
+from orchestrator.tick import branches
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claim_limits import ConfigWatch
 from orchestrator.tick.host import HostIdentity
@@ -138,22 +137,10 @@ class Claimer:
         if current_revision(conn) != HEAD:
             self.tick.report.stopped_claiming = "the schema revision changed"
             return None
-        if round_claims.configured(self.settings):  # a round's open slot first
-            now = db_now(conn)
-            slot = round_claims.claim_slot(
-                conn,
-                self.settings,
-                self.me,
-                exclude=exclude,
-                only=only,
-                token=token,
-                now=now,
-                tick_id=self.tx.ensure_tick(conn, now),
-                lease=repo.lease_expiry(now, self.settings.lease_seconds),
-                refused=lambda stage: self.registry.refuse_claim(conn, stage, now) is not None,
-            )
-            if slot is not None:
-                return slot
+        # A feature's own claim first (a running round's next slot).
+        search = ClaimSearch(exclude, only, token, self.registry.refuse_claim)
+        if (first := self.registry.claim_first(conn, search)) is not None:
+            return first
         refused: list[tuple[str, str]] = []  # (pipeline, stage) a feature said no to
         while True:
             task = repo.find_claimable(
@@ -214,7 +201,7 @@ class Claimer:
         with self.tick.lock:
             if self.tick.tick_id is None:  # made by that try, forgotten by `Transactions.write`
                 self.tick.tick_id = attempt.tick_id
-        return Claim(
+        claim = Claim(
             task=task,
             pipeline=pipeline,
             stage=stage,
@@ -224,8 +211,9 @@ class Claimer:
             hint=attempt.hint,
             prev_outcome=(prev.outcome or "") if prev else "",
             prev_score="" if prev is None or prev.score is None else repr(prev.score),
-            **round_claims.claim_fields(conn, attempt.id),
         )
+        slot = self.registry.slot_of(conn, attempt.id)
+        return claim if slot is None else slot.on(claim)
 
     def _open_attempt(
         self,
@@ -238,20 +226,20 @@ class Claimer:
     ) -> Claim:
         prev = repo.last_attempt(conn, task.id, task.stage)
         number = 1 if prev is None else prev.number + 1
-        round_fields = round_claims.first_slot(conn, task, stage)  # {}: one attempt
-        attempt_id = (round_rows.open_candidate if round_fields else repo.open_attempt)(
-            conn,
-            **round_claims.attempt_columns(
-                self.me,
-                task,
-                stage,
-                number=number,
-                token=token,
-                lease=repo.lease_expiry(now, self.settings.lease_seconds),
-                now=now,
-                tick_id=self.tick.tick_id,
-            ),
-            **round_fields,
+        columns = attempt_columns(
+            self.me,
+            task,
+            stage,
+            number=number,
+            token=token,
+            lease=repo.lease_expiry(now, self.settings.lease_seconds),
+            now=now,
+            tick_id=self.tick.tick_id,
+        )
+        # A feature may open it as its own (a round's first slot).
+        opened = self.registry.open_attempt(conn, task, stage, columns)
+        attempt_id, slot = (
+            opened if opened is not None else (repo.open_attempt(conn, **columns), None)
         )
         claimed = repo.apply_transition(
             conn,
@@ -264,7 +252,7 @@ class Claimer:
             attempt_id=attempt_id,
             host=self.me.host if task.host is None else None,
         )
-        return Claim(
+        claim = Claim(
             task=claimed,
             pipeline=pipeline,
             stage=stage,
@@ -274,5 +262,5 @@ class Claimer:
             hint=task.next_hint,
             prev_outcome=(prev.outcome or "") if prev else "",
             prev_score="" if prev is None or prev.score is None else repr(prev.score),
-            **round_fields,
         )
+        return claim if slot is None else slot.on(claim)

@@ -9,12 +9,13 @@ from orchestrator.agents import budget as agent_budget
 from orchestrator.agents.context_file import CONTEXT_NAME
 from orchestrator.config import Settings, StageConfig
 from orchestrator.domain.pipeline import Status
+from orchestrator.ext.lookups import stage_of
 from orchestrator.ext.model import TickOptions
 from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 from orchestrator.tick.host import HostIdentity
-from orchestrator.tick.lookups import attempt_folder, stage_of
+from orchestrator.tick.lookups import attempt_folder
 from orchestrator.tick.recovery import Recovery
 from orchestrator.tick.tick_run import TickRun
 

@@ -14,9 +14,10 @@ from orchestrator import runner
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings
 from orchestrator.domain.slug import slug_problem
+from orchestrator.ext.model import Slot
+from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
-from orchestrator.tick import round_claims
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.kept import read_kept
 from orchestrator.tick.lookups import attempt_folder
@@ -32,10 +33,13 @@ class OrphanTraces:
     its state folder and `tasks` (the task's pipeline); kills process groups
     on this host."""
 
-    def __init__(self, settings: Settings, tx: Transactions, me: HostIdentity) -> None:
+    def __init__(
+        self, settings: Settings, tx: Transactions, me: HostIdentity, registry: Registry
+    ) -> None:
         self.settings = settings
         self.tx = tx
         self.me = me
+        self.registry = registry
 
     def never_started(self, attempt: repo.AttemptSnapshot, slug: str | None) -> bool:
         """Whether its tick died before any command of it ran (no `started`
@@ -128,8 +132,10 @@ class OrphanTraces:
             return "tick process is gone (pid reused)"
         return ALIVE
 
-    def round_fields(self, attempt_id: int) -> dict[str, Any]:
-        if not round_claims.configured(self.settings):
-            return {}
+    def slot_of(self, attempt_id: int) -> Slot | None:
+        """The attempt's place in a round (the features' `slot_of`); no
+        query when no feature has rounds."""
+        if not self.registry.has_slots:
+            return None
         with read_tx(self.tx.engine) as conn:
-            return round_claims.claim_fields(conn, attempt_id)
+            return self.registry.slot_of(conn, attempt_id)

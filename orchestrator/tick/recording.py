@@ -18,16 +18,16 @@ from orchestrator.domain.decide import Decision, Outcome, decide
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
+from orchestrator.ext.lookups import stage_policy
 from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
 from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, savepoint
 from orchestrator.storage.driver_errors import connection_lost
 from orchestrator.testing import fault_point
-from orchestrator.tick import rounds
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.claims import Claimer
-from orchestrator.tick.lookups import attempt_folder, stage_policy
+from orchestrator.tick.lookups import attempt_folder
 from orchestrator.tick.notes import AttemptNotes
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
@@ -99,7 +99,7 @@ class Recorder:
                     self.tick.count(Outcome.INTERRUPTED)
                 return True, None
             if claim.round is not None:
-                return self._record_candidate(conn, claim, task, columns, chain, now, run)
+                return self._record_member(conn, claim, task, columns, chain, now, run)
             decision = decide(
                 task.stage,
                 claim.pipeline.stage_names,
@@ -175,11 +175,11 @@ class Recorder:
         return columns, usage
 
     def _task(self, conn: Connection, claim: Claim) -> repo.TaskSnapshot | None:
-        if claim.round is not None:  # one candidate's close at a time sees the round full
-            rounds.lock(conn, claim.task.id)
+        if claim.round is not None:  # one close of a round's at a time sees it full
+            repo.lock_task(conn, claim.task.id)
         return repo.get_task_by_id(conn, claim.task.id)
 
-    def _record_candidate(
+    def _record_member(
         self,
         conn: Connection,
         claim: Claim,
@@ -189,17 +189,20 @@ class Recorder:
         now: datetime,
         run: AttemptRun,
     ) -> Ended:
-        """A candidate's close, inside `record`'s transaction (the task's
-        row held): the round is decided when this was its last candidate."""
-        assert claim.round is not None
+        """The close of one attempt of a round, inside `record`'s
+        transaction (the task's row held): no `decide` of its own; the
+        feature that opened the round decides it when this was its last
+        slot (`TickHooks.decide_round`)."""
+        slot = claim.slot
+        assert slot is not None
         closed = repo.close_attempt(conn, claim.attempt_id, claim.token, **columns, finished_at=now)
         if not closed:  # recovered meanwhile: the result is kept, not counted
             repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
             return True, None
         fault_point("inside_record_tx")
         self.registry.after_record(conn, claim, run, now)
-        end = rounds.decide_if_full(conn, self.settings, self.applier, task, claim.round, now)
-        ready = end is not None and end.decision.state.status is Status.READY
+        end = self.registry.decide_round(conn, task, slot, now)
+        ready = end.decision is not None and end.decision.state.status is Status.READY
         following: Claim | None = None
         if chain is not None:
             following = self._claim_next(conn, chain, claim.task.id if ready else None)
@@ -208,8 +211,8 @@ class Recorder:
             f"{run.outcome.value}"
             + ("" if run.verdict is None else f" score {run.verdict.score:.2f}")
             + f"{_why(run)} "
-            + ("" if end is None else f"-> {end.decision.state} ")
-            + rounds.describe(end, claim.candidate, claim.candidates, claim.round)
+            + ("" if end.decision is None else f"-> {end.decision.state} ")
+            + end.tail
         )
         self.tick.count(run.outcome)
         if following is not None:

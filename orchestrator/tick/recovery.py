@@ -11,18 +11,18 @@ from typing import Any
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome, decide
 from orchestrator.domain.pipeline import Status
+from orchestrator.ext.lookups import stage_names, stage_of, stage_policy
 from orchestrator.ext.model import LEASE_EXPIRED, Claim
+from orchestrator.ext.registry import Registry
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, is_sqlite, read_tx
 from orchestrator.storage.repo import outbox
-from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.testing import fault_point
-from orchestrator.tick import round_branches, round_claims, rounds
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.dead_ticks import close_dead_ticks
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.kept import forget_kept, kept_run
-from orchestrator.tick.lookups import attempt_folder, stage_names, stage_of, stage_policy
+from orchestrator.tick.lookups import attempt_folder
 from orchestrator.tick.orphan_traces import ALIVE, OrphanTraces
 from orchestrator.tick.recording import Recorder
 from orchestrator.tick.tick_run import TickRun
@@ -49,6 +49,7 @@ class Recovery:
         me: HostIdentity,
         recorder: Recorder,
         applier: Applier,
+        registry: Registry | None = None,
     ) -> None:
         self.settings = settings
         self.tx = tx
@@ -56,7 +57,9 @@ class Recovery:
         self.me = me
         self.recorder = recorder
         self.applier = applier
-        self.traces = OrphanTraces(settings, tx, me)
+        # The features' `slot_of` and `decide_round` (a round's crashed slot).
+        self.registry = registry or Registry.empty()
+        self.traces = OrphanTraces(settings, tx, me, self.registry)
 
     def orphaned(self, attempt: repo.AttemptSnapshot, now: datetime) -> str | None:
         verdict = self.traces.by_process(attempt, self.tick.tick_id)
@@ -87,11 +90,9 @@ class Recovery:
                 self._recover_one(attempt, why, slug)
             except repo.ConflictError:
                 continue
-        if round_claims.configured(self.settings):
-            # Rounds decided by a tick that died before its git steps, or
-            # just now by the closes above: the winner becomes the tip.
-            for slug in round_branches.unsettled(self.settings):
-                round_branches.settle(self.tx.engine, self.settings, slug, self.tick.warn)
+        # What a dead tick left for the features to finish (a decided round
+        # not yet on its branch), the closes above included.
+        self.registry.after_recovery()
 
     def _orphans(self) -> list[tuple[repo.AttemptSnapshot, str, str | None]]:
         with read_tx(self.tx.engine) as conn:
@@ -147,8 +148,9 @@ class Recovery:
             hint=attempt.hint,
             prev_outcome="",
             prev_score="",
-            **self.tx.retrying(lambda _again: self.traces.round_fields(attempt.id)),
         )
+        slot = self.tx.retrying(lambda _again: self.traces.slot_of(attempt.id))
+        claim = claim if slot is None else slot.on(claim)
         self.tx.retrying(lambda _again: self.tx.open_tick())
         self.tx.retrying(functools.partial(self.recorder.record, claim, kept_run(kept), None))
         with self.tick.lock:
@@ -171,13 +173,9 @@ class Recovery:
             why += "; the result its tick could not record is kept in late_result"
         with self.tx.write() as conn:
             now = db_now(conn)
-            in_round = (
-                round_rows.round_of(conn, attempt.id)
-                if round_claims.configured(self.settings)
-                else None
-            )
+            in_round = self.registry.slot_of(conn, attempt.id)
             if in_round is not None:
-                rounds.lock(conn, attempt.task_id)  # one close at a time sees the round full
+                repo.lock_task(conn, attempt.task_id)  # one close at a time sees the round full
             closed = repo.close_attempt(
                 conn,
                 attempt.id,
@@ -201,13 +199,10 @@ class Recovery:
             if task is None or task.status is not Status.RUNNING or task.stage != attempt.stage:
                 return  # halted or cancelled meanwhile: the attempt just ends
             if in_round is not None:
-                end = rounds.decide_if_full(
-                    conn, self.settings, self.applier, task, in_round[0], now
-                )
+                end = self.registry.decide_round(conn, task, in_round, now)
                 self.tx.say_after_commit(
                     f"{task.slug}: attempt {attempt.number} at {attempt.stage} "
-                    f"{outcome.value} ({why}) "
-                    + rounds.describe(end, in_round[1], in_round[2], in_round[0])
+                    f"{outcome.value} ({why}) " + end.tail
                 )
                 fault_point("inside_recover_tx")
                 return

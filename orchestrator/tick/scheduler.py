@@ -12,7 +12,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from orchestrator.config import Settings
 from orchestrator.ext.model import ADVANCE_CHECK_SECONDS, Chain, Claim, Cooldown, Ended, TickOptions
-from orchestrator.tick import round_claims
 from orchestrator.tick.attempt import AttemptRunner
 from orchestrator.tick.claims import Claimer
 from orchestrator.tick.recording import Recorder
@@ -61,7 +60,7 @@ class Scheduler:
         pool: ThreadPoolExecutor | Inline = (
             Inline() if jobs == 1 else ThreadPoolExecutor(jobs, thread_name_prefix="attempt")
         )
-        rounds = jobs > 1 and round_claims.configured(self.settings)
+        recheck = jobs > 1 and self.claimer.registry.claims_recheck
         with pool:
             exhausted = unchecked = False
             exhausted_at = 0.0
@@ -123,7 +122,7 @@ class Scheduler:
                         last_advance = time.monotonic()
                         unchecked = False
                     exhausted = False
-                elif exhausted and rounds and not self.tick.stop.is_set():
+                elif exhausted and recheck and not self.tick.stop.is_set():
                     exhausted = time.monotonic() - exhausted_at < SLOT_RECHECK_SECONDS
 
     def _ended(self, claim: Claim, future: Future[Ended], cooldown: Cooldown) -> Claim | None:

@@ -12,18 +12,10 @@ from pathlib import Path
 from orchestrator import runner, safefs
 from orchestrator.config import StageConfig
 from orchestrator.domain.decide import Outcome
-from orchestrator.errors import OrchestratorError, host_error
+from orchestrator.errors import HostFault as HostFault  # noqa: PLC0414 (the tick's name for it)
+from orchestrator.errors import host_error
 from orchestrator.ext.model import AttemptRun
 from orchestrator.tick.fence import FenceGuard
-
-
-class HostFault(Exception):
-    """An OSError making or writing an attempt's folders or files: the host's
-    fault (a full disk, a read-only mount, no permission), not the task's."""
-
-    def __init__(self, error: OrchestratorError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 @contextmanager

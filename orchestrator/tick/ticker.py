@@ -95,7 +95,11 @@ class Ticker:
             notes,
             commands,
             WorkspacePreparer(
-                settings, tx, commands, before_workspace=self.registry.before_workspace
+                settings,
+                tx,
+                commands,
+                before_workspace=self.registry.before_workspace,
+                around_workspace=self.registry.around_workspace,
             ),
             Briefer(settings, tx, self.state, notes),
             RunawayGuards(settings, tx, guards.WorkspaceWatch()),
@@ -103,7 +107,7 @@ class Ticker:
             shown,
             self.registry,
         )
-        self.recovery = Recovery(settings, tx, self.state, me, recorder, applier)
+        self.recovery = Recovery(settings, tx, self.state, me, recorder, applier, self.registry)
         self.scheduler = Scheduler(settings, tx, self.state, self.claimer, attempts, recorder)
         self.dry_run = DryRun(settings, engine, self.state, me, self.recovery, self.registry)
 

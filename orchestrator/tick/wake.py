@@ -7,7 +7,7 @@ PostgreSQL: the loop LISTENs on a connection of its own; `approve`,
 
 SQLite: the loop polls `PRAGMA data_version` (`POLL_SECONDS`), which moves
 when another connection commits; only then does it read which gates and
-ready tasks a tick would take now (`tick.idle.sql.WAKE_CANDIDATES`) and wake
+ready tasks a tick would take now (`tick.idle.sql.WAKE_DUE`) and wake
 when one is new. New against what, decides what wakes:
 - an approved gate not approved when the tick began: a tick always moves
   every approved gate on, so one still there was approved while (or after)
@@ -33,7 +33,7 @@ from typing import Protocol
 
 from orchestrator.storage.db import sqlite_path
 from orchestrator.storage.repo.wake import CHANNEL
-from orchestrator.tick.idle.sql import WAKE_CANDIDATES
+from orchestrator.tick.idle.sql import WAKE_DUE
 
 POLL_SECONDS = 0.1  # SQLite: how often data_version is read between ticks
 SLICE_SECONDS = 0.25  # PostgreSQL: the longest wait before a stop is looked at
@@ -119,21 +119,21 @@ class _DataVersion:
         self._before: set[tuple[int, int, str]] = set()
         self._after: set[tuple[int, int, str]] = set()
 
-    def _candidates(self) -> set[tuple[int, int, str]]:
-        return {(int(i), int(v), str(s)) for i, v, s in self._conn.execute(WAKE_CANDIDATES)}
+    def _due(self) -> set[tuple[int, int, str]]:
+        return {(int(i), int(v), str(s)) for i, v, s in self._conn.execute(WAKE_DUE)}
 
     def _version(self) -> int:
         return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def arm(self) -> None:
-        self._before = self._candidates()
+        self._before = self._due()
         self._after = set()
 
     def settled(self) -> None:
-        self._after = self._candidates()
+        self._after = self._due()
 
     def _new(self) -> bool:
-        for row in self._candidates():
+        for row in self._due():
             if row in self._before:
                 continue
             if row[2] == "approved" or row not in self._after:

@@ -14,7 +14,7 @@ from orchestrator import runner
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Outcome
 from orchestrator.ext.model import AttemptRun, Claim
-from orchestrator.tick import branches, round_branches, round_claims
+from orchestrator.tick import branches
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.commands import CommandRunner
 from orchestrator.tick.fence import FenceGuard
@@ -37,12 +37,16 @@ class WorkspacePreparer:
         commands: CommandRunner,
         *,
         before_workspace: Callable[[Claim], None] = lambda claim: None,
+        around_workspace: Callable[
+            [Claim, Callable[[], AttemptRun | None]], AttemptRun | None
+        ] = lambda claim, make: make(),
     ) -> None:
         self.settings = settings
         self.tx = tx  # for a task's worktree (`tick.branches`)
         self.commands = commands
         # The features' `before_workspace` hooks (`Registry`), in order.
         self.before_workspace = before_workspace
+        self.around_workspace = around_workspace  # the features' (`Registry`), nested
 
     def prepare(
         self, claim: Claim, context: AttemptContext, state_dir: Path, guard: FenceGuard, tag: str
@@ -113,25 +117,10 @@ class WorkspacePreparer:
         """A task is a branch: the worktree first (`tick.branches`), then the
         pipeline's `setup`, if any, once, inside it."""
         self.settings.workspace_root.mkdir(parents=True, exist_ok=True)
-        # A candidate (`tick.round_branches`) works in a worktree of its
-        # own; the task's is made (and set up) all the same, for the stages
-        # after the round.
-        if not claim.candidate and round_claims.configured(self.settings):
-            # A stage never starts before the last round's winner is on
-            # the branch: otherwise a `HostFault`, not a run on the old tip.
-            round_branches.settle_before(self.tx.engine, self.settings, claim, self.tick_warn)
-        if not claim.candidate:
-            return self._task_worktree(claim, context, state_dir, guard, tag)
-        # The round's candidates start at once: one makes the task's
-        # worktree; once the branch exists a candidate needs only that (its
-        # round may be shared with a host whose worktree holds the branch).
-        with round_branches.task_lock(self.settings, claim.task.slug):
-            if not round_branches.branch_ready(claim):
-                made = self._task_worktree(claim, context, state_dir, guard, tag)
-                if made is not None:
-                    return made
-        return round_branches.prepare_candidate(
-            self.tx.engine, self.settings, claim, self.tick_warn
+        # A feature may make a workspace of its own around the task's (a
+        # candidate's worktree), or settle the branch first.
+        return self.around_workspace(
+            claim, lambda: self._task_worktree(claim, context, state_dir, guard, tag)
         )
 
     def _task_worktree(
@@ -154,9 +143,6 @@ class WorkspacePreparer:
                 return AttemptRun(Outcome.WORKER_ERROR, error=failure("setup", result))
             write_setup_state(marker, "done", claim.number)
         return None
-
-    def tick_warn(self, line: str) -> None:
-        self.tx.tick.warn(line)
 
     def _run_setup(
         self,

@@ -20,13 +20,13 @@ from sqlalchemy import Engine
 
 from orchestrator import safefs
 from orchestrator.config import Settings
+from orchestrator.features.candidates.views import CandidateView, round_candidates
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.storage.reads.attempts import run_started_at
 from orchestrator.views.answer import Answer, agent_answer
 from orchestrator.views.branch import BranchChanges, branch_changes
 from orchestrator.views.reports import attempt_dir
-from orchestrator.views.rounds import CandidateView, round_candidates
 from orchestrator.views.suggest import unknown_task
 from orchestrator.workspace.changes import collect
 from orchestrator.workspace.listing import LOOK_BYTES, StageStart, WorkspaceChanges
@@ -47,7 +47,7 @@ class GateView:
     answer: Answer | None = None  # what the agent said, out of its envelope
     # A task is a branch: the whole change, then this stage's part.
     branch: BranchChanges | None = None
-    # Best of N: the round's candidates, the winner first (`views.rounds`).
+    # Best of N: the round's candidates, the winner first (`features.candidates.views`).
     candidates: list[CandidateView] = field(default_factory=list)
 
     @property

@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError, StatementError
 from orchestrator.agents.report import attempt_usage
 from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
+from orchestrator.features.candidates.views import round_facts
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.storage.driver_errors import translate
@@ -25,7 +26,6 @@ from orchestrator.storage.reads.history import history_rows
 from orchestrator.storage.reads.tasks import held_stages
 from orchestrator.storage.reads.user_sql import READ_ONLY_DRIVERS, execute_one, read_only
 from orchestrator.storage.repo import restores
-from orchestrator.views.rounds import round_facts
 from orchestrator.views.suggest import did_you_mean, unknown_task
 
 

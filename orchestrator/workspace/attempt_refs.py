@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.testing import fault_point
-from orchestrator.workspace.gitrun import GitError, GitSteps
+from orchestrator.workspace.gitrun import GitError, GitSteps, run_git
 from orchestrator.workspace.worktree import TRAILER, Identity, Worktree
 
 REF_PREFIX = "refs/orchestrator/"
@@ -129,7 +129,7 @@ def read_snapshot(tree: Worktree, ref: str, key: str) -> str | None:
         except GitError:
             return None
         body, _cut = git.head("cat-file", "commit", sha, limit=_MESSAGE_BYTES)
-    # A candidate's kept work is its stage commit (`tick.round_branches`),
+    # A candidate's kept work is its stage commit (the candidates feature),
     # sealed with the same key under the stage commit's trailer.
     sealed = {f"{SNAPSHOT_TRAILER}: {key}", f"{STAGE_TRAILER}: {key}"}
     return sha if sealed & set(body.splitlines()) else None
@@ -164,3 +164,14 @@ def restore(tree: Worktree, slug: str, sha: str, message: str, identity: Identit
     # The worktree's own index now matches its HEAD.
     tree.git(["read-tree", "--reset", "HEAD"])
     return new
+
+
+def drop_attempt_refs(repository: Path, slug: str) -> int:
+    """Delete the task's kept attempt refs (`prune --finished`): every
+    attempt's snapshot and every candidate's commit; how many."""
+    prefix = f"{REF_PREFIX}{slug}/"
+    out = run_git(repository, ["for-each-ref", "--format=%(refname)", prefix])
+    refs = [line for line in out.splitlines() if line.startswith(prefix)]
+    for ref in refs:
+        run_git(repository, ["update-ref", "-d", ref])
+    return len(refs)

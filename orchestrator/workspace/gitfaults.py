@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from orchestrator.errors import OrchestratorError, host_error
+from orchestrator.errors import HostFault, OrchestratorError, host_error
 
 _PROBE_BYTES = 4096  # a block: an empty file can still be made on a full disk
 INDEX_LOCK = "index.lock"
@@ -55,6 +55,18 @@ def unwritable(folders: Iterable[tuple[str, Path]]) -> OrchestratorError | None:
             with contextlib.suppress(OSError):
                 Path(path).unlink()
     return None
+
+
+def host_fault(repository: Path, exc: Exception, *folders: tuple[str, Path]) -> None:
+    """After a git step of ours failed: raise the host's fault when the
+    repository's git folder (or one of `folders`) cannot be written (a
+    read-only mount, no permission, a full disk), so the attempt counts
+    toward nothing and the tick stops claiming; else return, and the
+    failure stays the caller's to judge."""
+    dot_git = repository / ".git"
+    error = unwritable([("repository", dot_git), ("repository", dot_git / "objects"), *folders])
+    if error is not None:
+        raise HostFault(error) from exc
 
 
 def clear_stale_lock(lock: Path, working: Sequence[Path], started: float) -> bool:

@@ -108,7 +108,7 @@ def scenario(point: str) -> str:
         return "restore"
     if POINTS[point] in ("branches.py", "snapshots.py", "attempt_refs.py"):
         return "branch"
-    if POINTS[point] == "round_branches.py":
+    if POINTS[point] in ("slots.py", "settling.py", "candidate_worktrees.py"):
         return "candidates"
     if POINTS[point] == "actions.py":
         return "approve"

@@ -52,6 +52,7 @@ from orchestrator.storage.repo.task_rows import get_task as get_task
 from orchestrator.storage.repo.task_rows import get_task_by_id as get_task_by_id
 from orchestrator.storage.repo.task_rows import insert_tasks as insert_tasks
 from orchestrator.storage.repo.task_rows import list_rows as list_rows
+from orchestrator.storage.repo.task_rows import lock_task as lock_task
 from orchestrator.storage.repo.task_rows import record_base_commit as record_base_commit
 from orchestrator.storage.repo.task_rows import tasks_with_status as tasks_with_status
 from orchestrator.storage.repo.tick_rows import DIED_STATUS as DIED_STATUS

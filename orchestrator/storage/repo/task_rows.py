@@ -40,6 +40,13 @@ def get_task_by_id(conn: Connection, task_id: int) -> TaskSnapshot | None:
     return None if row is None else _task(row)
 
 
+def lock_task(conn: Connection, task_id: int) -> None:
+    """Hold the task's row until the transaction ends: the attempts of a
+    round close one at a time, so exactly one of them sees the round full
+    (on SQLite the write transaction already holds every row)."""
+    conn.execute(select(tasks.c.id).where(tasks.c.id == task_id).with_for_update())
+
+
 def existing_slugs(conn: Connection, slugs: Sequence[str]) -> set[str]:
     found: set[str] = set()
     for start in range(0, len(slugs), 500):

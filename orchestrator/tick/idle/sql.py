@@ -94,7 +94,7 @@ SCHEMA_COLUMNS = (
 
 # `run` on SQLite: the gates and ready tasks a tick would take now, by id
 # and version (tick.wake decides which new ones wake it).
-WAKE_CANDIDATES = (
+WAKE_DUE = (
     "SELECT id, version, status FROM tasks WHERE status = 'approved' OR (status = 'ready' AND "
     "(backoff_until IS NULL OR backoff_until <= CURRENT_TIMESTAMP))"
 )

@@ -158,13 +158,6 @@ def _slot_query(*, any_host: bool, slug: bool) -> Prepared:
     return Prepared(query.with_for_update(skip_locked=True, of=tasks))
 
 
-def lock_task(conn: Connection, task_id: int) -> None:
-    """Hold the task's row until the transaction ends: the candidates of a
-    round close one at a time, so exactly one of them sees the round full
-    (on SQLite the write transaction already holds every row)."""
-    conn.execute(select(tasks.c.id).where(tasks.c.id == task_id).with_for_update())
-
-
 def round_of(conn: Connection, attempt_id: int) -> tuple[int, int, int] | None:
     """(round, candidate, candidates) of a candidate attempt; None for an
     attempt on its own."""

@@ -18,14 +18,15 @@ from orchestrator.config import Settings
 from orchestrator.domain import rounds
 from orchestrator.domain.decide import Decision, Outcome, decide
 from orchestrator.domain.verdict import Verdict
+from orchestrator.ext.lookups import stage_names, stage_of, stage_policy
+from orchestrator.ext.model import RoundEnd, Slot
+from orchestrator.ext.ports import ApplierPort
+from orchestrator.features.candidates import store as round_rows
 from orchestrator.storage import repo
-from orchestrator.storage.repo import rounds as round_rows
-from orchestrator.tick.applier import Applier
-from orchestrator.tick.lookups import stage_names, stage_of, stage_policy
 
 
 @dataclass(frozen=True)
-class RoundEnd:
+class Decided:
     """What deciding a round did: its decision and the candidate it names."""
 
     decision: Decision
@@ -33,18 +34,31 @@ class RoundEnd:
     candidates: int
 
 
-def lock(conn: Connection, task_id: int) -> None:
-    round_rows.lock_task(conn, task_id)
+def close(
+    conn: Connection,
+    settings: Settings,
+    applier: ApplierPort,
+    task: repo.TaskSnapshot,
+    slot: Slot,
+    now: datetime,
+) -> RoundEnd:
+    """One candidate closed (`TickHooks.decide_round`): the round decided
+    if it was the last, and the tail of the candidate's line."""
+    end = decide_if_full(conn, settings, applier, task, slot.round, now)
+    return RoundEnd(
+        None if end is None else end.decision,
+        describe(end, slot.candidate, slot.candidates, slot.round),
+    )
 
 
 def decide_if_full(
     conn: Connection,
     settings: Settings,
-    applier: Applier,
+    applier: ApplierPort,
     task: repo.TaskSnapshot,
     round_no: int,
     now: datetime,
-) -> RoundEnd | None:
+) -> Decided | None:
     """Decide the task's round `round_no` when every slot has ended (the
     caller closed one in this transaction, holding the task's row); None
     while candidates remain, or when it was decided already."""
@@ -83,7 +97,7 @@ def decide_if_full(
     keep = chosen.id if best.outcome is Outcome.PASSED else None
     round_rows.clear_commits(conn, [m.id for m in members if m.id != keep])
     applier.apply(conn, task, decision, chosen.id, now)
-    return RoundEnd(decision, chosen, len(members))
+    return Decided(decision, chosen, len(members))
 
 
 def _verdict(member: round_rows.Member) -> Verdict | None:
@@ -93,7 +107,7 @@ def _verdict(member: round_rows.Member) -> Verdict | None:
     return Verdict(bool(member.passed), float(member.score), reasons, member.next_hint or "")
 
 
-def describe(end: RoundEnd | None, candidate: int, candidates: int, round_no: int) -> str:
+def describe(end: Decided | None, candidate: int, candidates: int, round_no: int) -> str:
     """The tail of a candidate's line in the log."""
     if end is None:
         return f"(round {round_no}: candidate {candidate} of {candidates} ended)"

@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from orchestrator.config import Settings
+from orchestrator.features.candidates import store as round_rows
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.storage.reads.attempts import named_attempts, newest_round, round_slots
-from orchestrator.storage.repo import rounds as round_rows
 from orchestrator.workspace.gitrun import GitError, run_git
 
 
