@@ -43,7 +43,10 @@ class TaskSpec:
 
 
 def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], actor: str) -> int:
-    """Create tasks in one transaction: all of them, or none (exit 1 says why)."""
+    """Create tasks in one transaction: all of them, or none (exit 1 says why).
+    The features hear of them in it (`Feature.added`: the version each is on)."""
+    from orchestrator import compose
+
     new: list[repo.NewTask] = []
     seen: set[str] = set()
     given, specs = specs, []
@@ -89,7 +92,9 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
             if taken:
                 raise RefusedError(f"task {sorted(taken)[0]!r} already exists")
             check_links(conn, specs)
-            repo.insert_tasks(conn, new, db_now(conn), actor)
+            now = db_now(conn)
+            repo.insert_tasks(conn, new, now, actor)
+            compose.tasks_added(conn, settings, {t.slug: t.pipeline for t in new}, now)
             repo.link_tasks(conn, [(s.slug, s.parent, s.after) for s in specs])
             notify_wake(conn)  # new work: `run` takes it now, not at its interval
     except IntegrityError as exc:

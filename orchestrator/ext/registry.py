@@ -8,14 +8,14 @@ an empty tuple (a point on the hot path costs one empty loop)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar, cast
 
 from sqlalchemy import Connection
 
-from orchestrator.config import StageConfig
+from orchestrator.config import Settings, StageConfig
 from orchestrator.ext.hooks import Feature, TickHooks
 from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
 from orchestrator.ext.ports import Kernel
@@ -33,6 +33,7 @@ class Registry:
         self._after_claims = _each(built, lambda h: h.after_claims)
         self._before_workspace = _each(built, lambda h: h.before_workspace)
         self._refuse_claim = _each(built, lambda h: h.refuse_claim)
+        self._after_claim = _each(built, lambda h: h.after_claim)
         self._would_refuse = _each(built, lambda h: h.would_refuse)
         self._after_run = _each(built, lambda h: h.after_run)
         self._after_record = _each(built, lambda h: h.after_record)
@@ -61,6 +62,10 @@ class Registry:
                 return refusal
         return None
 
+    def after_claim(self, conn: Connection, claim: Claim, now: datetime) -> None:
+        for hook in self._after_claim:
+            hook(conn, claim, now)
+
     def would_refuse(self, conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
         for hook in self._would_refuse:
             if (refusal := hook(conn, stage, now)) is not None:
@@ -74,6 +79,20 @@ class Registry:
     def after_record(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
         for hook in self._after_record:
             hook(conn, claim, run, now)
+
+
+def tasks_added(
+    features: Sequence[Feature],
+    conn: Connection,
+    settings: Settings,
+    added: Mapping[str, str],
+    now: datetime,
+) -> None:
+    """`add`'s point (`Feature.added`), in `features` order: not part of a
+    tick, so not kept by a `Registry`."""
+    for feature in features:
+        if feature.added is not None:
+            feature.added(conn, settings, added, now)
 
 
 def _each(built: Sequence[TickHooks], point: Callable[[TickHooks], _H | None]) -> tuple[_H, ...]:

@@ -6,10 +6,17 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import landing, pools, restore
+from orchestrator.features import landing, pools, restore, versions
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
 # Pools shares no point with either (the claim's refusal, the attempt's
-# usage limit, the record's pause).
-FEATURES: tuple[Feature, ...] = (landing.FEATURE, restore.FEATURE, pools.FEATURE)
+# usage limit, the record's pause). Versions shares `before_claims` with
+# landing (it only keeps the loaded versions' rows, so after it is fine)
+# and alone sets `after_claim` and `added`.
+FEATURES: tuple[Feature, ...] = (
+    landing.FEATURE,
+    restore.FEATURE,
+    pools.FEATURE,
+    versions.FEATURE,
+)

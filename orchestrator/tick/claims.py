@@ -54,7 +54,8 @@ class Claimer:
         self.me = me
         self.applier = applier
         self.config = config
-        # The features' `refuse_claim` (a pool's cap or pause, ...).
+        # The features' `refuse_claim` (a pool's cap or pause, ...) and
+        # `after_claim` (the version an attempt runs).
         self.registry = registry or Registry.empty()
 
     def advance_approved(self) -> None:
@@ -153,6 +154,7 @@ class Claimer:
                 refused=lambda stage: self.registry.refuse_claim(conn, stage, now) is not None,
             )
             if slot is not None:
+                self.registry.after_claim(conn, slot, now)
                 return slot
         refused: list[tuple[str, str]] = []  # (pipeline, stage) a feature said no to
         while True:
@@ -186,7 +188,9 @@ class Claimer:
             if refusal is not None:
                 refused.extend(refusal.stages)
                 continue
-            return self._open_attempt(conn, task, pipeline, stage, now, token)
+            claim = self._open_attempt(conn, task, pipeline, stage, now, token)
+            self.registry.after_claim(conn, claim, now)
+            return claim
 
     def claim_by_token(self, conn: Connection, token: str) -> Claim | None:
         """The claim a first try made and committed though its answer was
