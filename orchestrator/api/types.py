@@ -267,6 +267,7 @@ class ExplainView:
     waits_on: tuple[WaitOn, ...]
     waiting: str | None
     pool: PoolView | None
+    version: JsonObject | None
     next_tick: str
 
     __getitem__ = deprecated_getitem

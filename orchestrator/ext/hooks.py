@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     # from) can declare its `Feature` without loading the engine's vocabulary.
     from sqlalchemy import Connection
 
-    from orchestrator.config import Settings, StageConfig
+    from orchestrator.config import PipelineConfig, Settings, StageConfig
     from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
     from orchestrator.ext.ports import Kernel
+    from orchestrator.storage import repo
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,19 @@ class TickHooks:
     the claim goes on to other tasks in the same transaction. The first
     refusal wins ("first non-None"): later features are not asked. Called
     per candidate task: a stage it does not govern returns None at once."""
+
+    pipeline_of: (
+        Callable[[Connection, repo.TaskSnapshot, PipelineConfig | None], PipelineConfig | None]
+        | None
+    ) = None
+    """The pipeline a task runs, asked inside the transaction that claims it
+    or moves its approved gate on (and when a lost claim's commit is found
+    again by its token), before its stage is looked up; the third argument
+    is the configured pipeline of the task's name (None: the config lacks
+    it). Reads only. The first non-None answer wins ("first non-None");
+    when every feature answers None the task runs the configured one. What
+    it returns must come from this host's own disk, never from a row: it
+    decides which commands run."""
 
     after_claim: Callable[[Connection, Claim, datetime], None] | None = None
     """Inside the claim's transaction (its `Connection`, no command runner),

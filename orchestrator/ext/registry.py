@@ -15,10 +15,11 @@ from typing import TypeVar, cast
 
 from sqlalchemy import Connection
 
-from orchestrator.config import Settings, StageConfig
+from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.ext.hooks import Feature, TickHooks
 from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
 from orchestrator.ext.ports import Kernel
+from orchestrator.storage import repo
 
 _H = TypeVar("_H")
 
@@ -33,6 +34,7 @@ class Registry:
         self._after_claims = _each(built, lambda h: h.after_claims)
         self._before_workspace = _each(built, lambda h: h.before_workspace)
         self._refuse_claim = _each(built, lambda h: h.refuse_claim)
+        self._pipeline_of = _each(built, lambda h: h.pipeline_of)
         self._after_claim = _each(built, lambda h: h.after_claim)
         self._would_refuse = _each(built, lambda h: h.would_refuse)
         self._after_run = _each(built, lambda h: h.after_run)
@@ -61,6 +63,15 @@ class Registry:
             if (refusal := hook(conn, stage, now)) is not None:
                 return refusal
         return None
+
+    def pipeline_of(
+        self, conn: Connection, task: repo.TaskSnapshot, configured: PipelineConfig | None
+    ) -> PipelineConfig | None:
+        """The pipeline `task` runs: a feature's answer, else `configured`."""
+        for hook in self._pipeline_of:
+            if (pipeline := hook(conn, task, configured)) is not None:
+                return pipeline
+        return configured
 
     def after_claim(self, conn: Connection, claim: Claim, now: datetime) -> None:
         for hook in self._after_claim:

@@ -54,8 +54,7 @@ class Claimer:
         self.me = me
         self.applier = applier
         self.config = config
-        # The features' `refuse_claim` (a pool's cap or pause, ...) and
-        # `after_claim` (the version an attempt runs).
+        # The features' claim hooks (`refuse_claim`, `pipeline_of`, `after_claim`).
         self.registry = registry or Registry.empty()
 
     def advance_approved(self) -> None:
@@ -85,7 +84,7 @@ class Claimer:
                 return
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
-            pipeline = self.settings.pipeline(current.pipeline)
+            pipeline = _pipeline(self, conn, current)
             if pipeline is None or pipeline.stage(current.stage) is None:
                 self.applier.halt_unknown(conn, current, now)
                 return
@@ -170,7 +169,7 @@ class Claimer:
                 return None
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
-            pipeline = self.settings.pipeline(task.pipeline)
+            pipeline = _pipeline(self, conn, task)
             stage = None if pipeline is None else pipeline.stage(task.stage)
             if pipeline is None or stage is None:
                 self.applier.halt_unknown(conn, task, now)
@@ -201,7 +200,7 @@ class Claimer:
         if attempt is None or attempt.finished_at is not None:
             return None
         task = repo.get_task_by_id(conn, attempt.task_id)
-        pipeline = None if task is None else self.settings.pipeline(task.pipeline)
+        pipeline = None if task is None else _pipeline(self, conn, task)
         stage = None if pipeline is None else pipeline.stage(attempt.stage)
         if task is None or pipeline is None or stage is None:
             return None  # the next tick recovers it
@@ -280,3 +279,10 @@ class Claimer:
             prev_score="" if prev is None or prev.score is None else repr(prev.score),
             **round_fields,
         )
+
+
+def _pipeline(claimer: Claimer, conn: Connection, task: repo.TaskSnapshot) -> PipelineConfig | None:
+    """The pipeline the task runs: the configured one, unless a feature
+    answers another (`pipeline_of`, in `conn`'s transaction)."""
+    configured = claimer.settings.pipeline(task.pipeline)
+    return claimer.registry.pipeline_of(conn, task, configured)

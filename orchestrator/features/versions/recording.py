@@ -1,7 +1,9 @@
-"""Where versions are recorded: every version a host loads, at the start
-of a tick's claims and at `add`; a task's version when it is added; an
-attempt's when it is claimed. Reached by the engine only through the
-hooks (`FEATURE` in `__init__.py`).
+"""Where versions are recorded and pinned: every version a host loads is
+kept (its row at the start of a tick's claims and at `add`; its files in
+the host's state folder, `kept.py`); a task's version when it is added; an
+attempt's when it is claimed; and a task on an older version than the
+config's runs that version's pipeline (`pipeline_of`). Reached by the
+engine only through the hooks (`FEATURE` in `__init__.py`).
 
 A tick computes its versions once (the first time a hook needs them), from
 the config it loaded and its prompt files as they stand then, and claims
@@ -14,27 +16,53 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
 from orchestrator import runner
-from orchestrator.config import Settings
+from orchestrator.config import PipelineConfig, Settings
 from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import Claim, TickOptions
-from orchestrator.features.versions import store
-from orchestrator.features.versions.definition import PipelineVersion, loaded_version
+from orchestrator.features.versions import kept, store
+from orchestrator.features.versions.definition import (
+    PipelineVersion,
+    Prompts,
+    pipeline_version,
+    read_prompts,
+)
+from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
 
 if TYPE_CHECKING:
     from orchestrator.ext.ports import Kernel
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A pipeline as this host loaded it: its version, and the prompt
+    bytes the version was computed from (what `kept` keeps)."""
+
+    pipeline: PipelineConfig
+    version: PipelineVersion
+    prompts: Prompts
+
+
+def load(settings: Settings) -> dict[str, Loaded]:
+    """Each configured pipeline as this host loads it now, by name."""
+    found = {}
+    for name, pipeline in sorted(settings.pipelines.items()):
+        prompts = read_prompts(pipeline)
+        found[name] = Loaded(pipeline, pipeline_version(pipeline, prompts), prompts)
+    return found
+
+
 def loaded_versions(settings: Settings) -> dict[str, PipelineVersion]:
     """Each configured pipeline's version, by pipeline name, as this host
     loads it now (its prompt files read)."""
-    return {name: loaded_version(p) for name, p in sorted(settings.pipelines.items())}
+    return {name: found.version for name, found in load(settings).items()}
 
 
 def this_host() -> str:
@@ -42,32 +70,73 @@ def this_host() -> str:
     return os.environ.get("ORCHESTRATOR_HOST") or runner.host_name()
 
 
+def keep_files(settings: Settings, loaded: Mapping[str, Loaded]) -> str | None:
+    """Each loaded version's files kept in the state folder; the problem
+    when the folder refuses (the tasks of these versions then run the
+    config as it is after an edit)."""
+    for found in loaded.values():
+        try:
+            kept.keep(settings.state_root, found.version, found.pipeline, found.prompts)
+        except OSError as exc:
+            return f"cannot keep pipeline version {found.version.short} ({exc})"
+    return None
+
+
 def tick_hooks(kernel: Kernel) -> TickHooks:
     """Versions in a tick: the loaded ones kept before the first claim (a
-    read when all are kept already), each claimed attempt stamped in the
+    read when all are kept already); the pipeline a claimed or advanced
+    task runs, its own version's; each claimed attempt stamped in the
     claim's transaction."""
-    loaded = functools.cache(lambda: loaded_versions(kernel.settings))
+    settings = kernel.settings
+    loaded = functools.cache(lambda: load(settings))
+    # The version of each pipeline object a claim can carry: the configured
+    # ones, and those rebuilt from kept files (by identity: each built once).
+    configured = functools.cache(
+        lambda: {id(f.pipeline): f.version.hash for f in loaded().values()}
+    )
+    pinned: dict[str, PipelineConfig | None] = {}
+    pinned_hashes: dict[int, str] = {}
+
+    def version_of(pipeline: PipelineConfig) -> str | None:
+        return pinned_hashes.get(id(pipeline)) or configured().get(id(pipeline))
 
     def before_claims(options: TickOptions) -> None:
-        versions = loaded()
+        versions = {name: found.version for name, found in loaded().items()}
+        problem = keep_files(settings, loaded())
+        if problem is not None:
+            kernel.tick.warn(problem)
         with read_tx(kernel.tx.engine) as conn:
-            missing = set(v.hash for v in versions.values()) - store.known(
+            missing = {v.hash for v in versions.values()} - store.known(
                 conn, [v.hash for v in versions.values()]
             )
         if missing:
-            kernel.tx.retrying(lambda _again: _keep(kernel, versions, missing))
+            kernel.tx.retrying(lambda _again: _keep_rows(kernel, versions, missing))
+
+    def pipeline_of(
+        conn: Connection, task: repo.TaskSnapshot, _configured: PipelineConfig | None
+    ) -> PipelineConfig | None:
+        version = store.task_version(conn, task.id)
+        current = loaded().get(task.pipeline)
+        if version is None or (current is not None and current.version.hash == version):
+            return None
+        if version not in pinned:
+            rebuilt = kept.load(settings.state_root, version)
+            pinned[version] = rebuilt
+            if rebuilt is not None:
+                pinned_hashes[id(rebuilt)] = version
+        return pinned[version]
 
     def after_claim(conn: Connection, claim: Claim, now: datetime) -> None:
-        version = loaded().get(claim.pipeline.name)
+        version = version_of(claim.pipeline)
         if version is not None:
             store.stamp_attempt(
-                conn, task_id=claim.task.id, attempt_id=claim.attempt_id, version=version.hash
+                conn, task_id=claim.task.id, attempt_id=claim.attempt_id, version=version
             )
 
-    return TickHooks(before_claims=before_claims, after_claim=after_claim)
+    return TickHooks(before_claims=before_claims, pipeline_of=pipeline_of, after_claim=after_claim)
 
 
-def _keep(kernel: Kernel, versions: Mapping[str, PipelineVersion], missing: set[str]) -> None:
+def _keep_rows(kernel: Kernel, versions: Mapping[str, PipelineVersion], missing: set[str]) -> None:
     with kernel.tx.write() as conn:
         new = [v for v in versions.values() if v.hash in missing]
         store.record(conn, new, now=db_now(conn), host=kernel.me.host)
@@ -76,9 +145,11 @@ def _keep(kernel: Kernel, versions: Mapping[str, PipelineVersion], missing: set[
 def tasks_added(
     conn: Connection, settings: Settings, added: Mapping[str, str], now: datetime
 ) -> None:
-    """`add`: every version this host loads kept, each new task on its
-    pipeline's version."""
-    versions = loaded_versions(settings)
+    """`add`: every version this host loads kept (row and files), each new
+    task on its pipeline's version."""
+    loaded = load(settings)
+    keep_files(settings, loaded)  # a refusing state folder does not refuse the add
+    versions = {name: found.version for name, found in loaded.items()}
     store.record(conn, list(versions.values()), now=now, host=this_host())
     by_version: dict[str, list[str]] = {}
     for slug, pipeline in added.items():

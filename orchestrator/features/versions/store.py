@@ -115,6 +115,15 @@ _ADOPT = Prepared(
 )
 
 
+_TASK_VERSION = Prepared(select(tasks.c.pipeline_version).where(tasks.c.id == bindparam("id")))
+
+
+def task_version(conn: Connection, task_id: int) -> str | None:
+    """The version the task is on (None: from before versions were recorded)."""
+    row = _TASK_VERSION.execute(conn, {"id": task_id}).first()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def stamp_attempt(conn: Connection, *, task_id: int, attempt_id: int, version: str) -> None:
     """The attempt runs `version`; its task takes it too if it had none."""
     _STAMP_ATTEMPT.execute(conn, {"id": attempt_id, "v": version})

@@ -7,10 +7,11 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from orchestrator.config import Settings
-from orchestrator.features.versions import store
+from orchestrator.config import PipelineConfig, Settings
+from orchestrator.features.versions import kept, store
 from orchestrator.features.versions.definition import SHORT, PipelineVersion
 from orchestrator.features.versions.recording import loaded_versions
+from orchestrator.storage import repo
 
 
 def pipeline_versions(conn: Connection, settings: Settings) -> list[dict[str, Any]]:
@@ -66,3 +67,35 @@ def _entry(
 def short(version: str | None) -> str:
     """A version as tables print it: its first digits, or `-` for none."""
     return "-" if version is None else version[:SHORT]
+
+
+def task_version(
+    conn: Connection, settings: Settings, task: repo.TaskSnapshot
+) -> tuple[dict[str, Any] | None, PipelineConfig | None]:
+    """`explain`'s `version` part (None for a task from before versions
+    were recorded), and the pipeline the task runs on this host when that
+    is its own older version's rather than the configured one."""
+    version = store.task_version(conn, task.id)
+    if version is None:
+        return None, None
+    current = loaded_versions(settings).get(task.pipeline)
+    older = current is None or current.hash != version
+    pinned = kept.load(settings.state_root, version) if older else None
+    part = {
+        "version": version,
+        "current": None if current is None else current.hash,
+        "older": older,
+        "kept": not older or pinned is not None,
+    }
+    return part, pinned
+
+
+def version_line(part: dict[str, Any] | None) -> str | None:
+    """`explain`'s line for a task on an older version; None otherwise."""
+    if part is None or not part["older"]:
+        return None
+    current = "the config lacks its pipeline" if part["current"] is None else short(part["current"])
+    said = f"runs version {short(part['version'])}, older than the current ({current}): "
+    if part["kept"]:
+        return said + "its own version's stages, kept on this host"
+    return said + "not kept on this host, so the config's stages as they are now"
