@@ -96,6 +96,18 @@ def tick_hooks(kernel: Kernel) -> TickHooks:
     )
     pinned: dict[str, PipelineConfig | None] = {}
     pinned_hashes: dict[int, str] = {}
+    # The unfinished tasks not on their pipeline's current version, read
+    # once a tick at its first claim or advance; every other task runs the
+    # configured pipeline. A task added later in the tick is on the current
+    # one (an edited config stops the claiming).
+    off: dict[int, str | None] = {}
+    read_off: list[bool] = []
+
+    def off_current(conn: Connection) -> dict[int, str | None]:
+        if not read_off:
+            off.update(store.off_current(conn, {f.version.hash for f in loaded().values()}))
+            read_off.append(True)
+        return off
 
     def version_of(pipeline: PipelineConfig) -> str | None:
         return pinned_hashes.get(id(pipeline)) or configured().get(id(pipeline))
@@ -115,9 +127,8 @@ def tick_hooks(kernel: Kernel) -> TickHooks:
     def pipeline_of(
         conn: Connection, task: repo.TaskSnapshot, _configured: PipelineConfig | None
     ) -> PipelineConfig | None:
-        version = store.task_version(conn, task.id)
-        current = loaded().get(task.pipeline)
-        if version is None or (current is not None and current.version.hash == version):
+        version = off_current(conn).get(task.id)
+        if version is None:  # on the current version, or from before versions
             return None
         if version not in pinned:
             rebuilt = kept.load(settings.state_root, version)
@@ -128,10 +139,12 @@ def tick_hooks(kernel: Kernel) -> TickHooks:
 
     def after_claim(conn: Connection, claim: Claim, now: datetime) -> None:
         version = version_of(claim.pipeline)
-        if version is not None:
-            store.stamp_attempt(
-                conn, task_id=claim.task.id, attempt_id=claim.attempt_id, version=version
-            )
+        if version is None:
+            return
+        store.stamp_attempt(conn, claim.attempt_id, version)
+        if claim.task.id in (known := off_current(conn)) and known[claim.task.id] is None:
+            store.adopt(conn, claim.task.id, version)  # from before versions: now on this one
+            del known[claim.task.id]
 
     return TickHooks(before_claims=before_claims, pipeline_of=pipeline_of, after_claim=after_claim)
 

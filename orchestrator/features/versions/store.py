@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, and_, bindparam, func, select, update
+from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 
 from orchestrator.domain.pipeline import Status
 from orchestrator.features.versions.definition import PipelineVersion
@@ -124,9 +124,24 @@ def task_version(conn: Connection, task_id: int) -> str | None:
     return None if row is None or row[0] is None else str(row[0])
 
 
-def stamp_attempt(conn: Connection, *, task_id: int, attempt_id: int, version: str) -> None:
-    """The attempt runs `version`; its task takes it too if it had none."""
+def off_current(conn: Connection, current: Collection[str]) -> dict[int, str | None]:
+    """The unfinished tasks on no version of `current` (an older one, or
+    none: from before versions), by id: one read a tick, so that a claim
+    asks a dict, not the database, which version its task is on."""
+    query = select(tasks.c.id, tasks.c.pipeline_version).where(
+        tasks.c.status.not_in(FINISHED),
+        or_(tasks.c.pipeline_version.is_(None), tasks.c.pipeline_version.not_in(sorted(current))),
+    )
+    return {int(i): None if v is None else str(v) for i, v in conn.execute(query)}
+
+
+def stamp_attempt(conn: Connection, attempt_id: int, version: str) -> None:
+    """The attempt runs `version`."""
     _STAMP_ATTEMPT.execute(conn, {"id": attempt_id, "v": version})
+
+
+def adopt(conn: Connection, task_id: int, version: str) -> None:
+    """A task from before versions takes `version`; one that has one keeps it."""
     _ADOPT.execute(conn, {"id": task_id, "v": version})
 
 
