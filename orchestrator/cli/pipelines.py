@@ -28,7 +28,7 @@ def pipelines(app: App, as_json: bool) -> None:
             short_time(v.first_seen) if v.first_seen else "-",
             v.host or "-",
             v.unfinished,
-            ", ".join(f"{stage}: {n}" for stage, n in sorted(v.stages.items())),
+            ", ".join(f"{stage}: {v.stages[stage]}" for stage in sorted(v.stages)),
         ]
         for view in views
         for v in view.versions

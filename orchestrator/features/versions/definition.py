@@ -72,12 +72,8 @@ def definition(pipeline: PipelineConfig, prompts: Prompts) -> dict[str, JsonValu
         for f in dataclasses.fields(pipeline)
         if f.name not in _PIPELINE_SKIP
     }
-    return {
-        "format": FORMAT,
-        "pipeline": pipeline.name,
-        "stages": [_stage(stage, prompts) for stage in pipeline.stages],
-        **own,
-    }
+    stages: list[JsonValue] = [_stage(stage, prompts) for stage in pipeline.stages]
+    return {"format": FORMAT, "pipeline": pipeline.name, "stages": stages, **own}
 
 
 def _stage(stage: StageConfig, prompts: Prompts) -> dict[str, JsonValue]:
