@@ -348,3 +348,36 @@ def test_added_runs_in_adds_transaction(project: Project, monkeypatch: pytest.Mo
             lib.add("boom", title="boom")
         assert [t.slug for t in lib.tasks()] == ["a", "b"]
     assert heard == [{"a": "default", "b": "default"}, {"boom": "default"}]
+
+
+def test_pipeline_of_decides_what_a_claimed_task_runs(project: Project) -> None:
+    """The first non-None `pipeline_of` is the pipeline the claim opens
+    the attempt on, and the attempt runs its commands; None leaves the
+    configured one."""
+    import dataclasses
+
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    bench.add("t2")
+    marker = project.dir / "other.txt"
+    configured = bench.settings.pipelines["default"]
+    only = configured.stages[0]
+    verifier = ("sh", "-c", f'echo ran >> {marker}; exec "$@"', "-", *(only.verifier or ()))
+    other = dataclasses.replace(configured, stages=(dataclasses.replace(only, verifier=verifier),))
+
+    def answer(kernel: Kernel) -> TickHooks:
+        def pipeline_of(conn: Connection, task: repo.TaskSnapshot, given: object) -> object:
+            assert given is configured
+            return other if task.slug == "t1" else None
+
+        return TickHooks(pipeline_of=pipeline_of)  # type: ignore[arg-type]
+
+    try:
+        features = (Feature(name="quiet"), Feature(name="answer", tick=answer))
+        report = Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 2}
+    assert marker.read_text().splitlines() == ["ran"]  # t1's attempt only
