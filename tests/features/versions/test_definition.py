@@ -30,15 +30,22 @@ worker = ["true"]
 gate = true
 """
 
-# The same config, written another way: inline tables, other spacing, a comment.
+# The same config, written another way: keys in another order, other
+# spacing, arrays over lines, a comment, no pipeline header.
 REFORMATTED = """
 # the same pipeline
-[pipelines.default]
-stages = [
-  {{ name = "build", worker = [ "make","build" ], verifier = ["python3","judge.py"],
-     stdin = "prompt", prompt = "{prompt}" }},
-  {{ name = "review", gate = true, worker = ["true"] }},
-]
+[[pipelines.default.stages]]
+stdin="prompt"
+prompt   =   "{prompt}"
+verifier = [ "python3",
+             "judge.py" ]
+worker=["make","build"]
+name = "build"
+
+[[pipelines.default.stages]]
+gate = true
+name = "review"
+worker = [ "true" ]
 """
 
 
