@@ -2,8 +2,8 @@
 imports `orchestrator.features`, and hands their list to what runs them.
 
 Config, storage and the tick never import a feature; a caller that wants
-a tick with the project's features asks here (`ticker`), and `add` tells
-them of new tasks here (`tasks_added`)."""
+a tick with the project's features asks here (`ticker`), and `Project`
+hands `add` the features' `added` from here (`tasks_added`)."""
 
 from __future__ import annotations
 

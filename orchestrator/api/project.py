@@ -110,8 +110,10 @@ class Project:
 
     def add_many(self, specs: Sequence[TaskSpec], *, by: str | None = None) -> int:
         """Add tasks in one transaction: all of them, or none. Returns how many."""
+        from orchestrator.compose import tasks_added
+
         refuse_old_state(self.engine, self.settings, specs)
-        return add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
+        return add_tasks(self.engine, self.settings, specs, actions.actor_name(by), tasks_added)
 
     def approve(
         self,

@@ -39,6 +39,7 @@ class Registry:
         self._would_refuse = _each(built, lambda h: h.would_refuse)
         self._after_run = _each(built, lambda h: h.after_run)
         self._after_record = _each(built, lambda h: h.after_record)
+        self._added = tuple(f.added for f in features if f.added is not None)
 
     @classmethod
     def empty(cls) -> Registry:
@@ -90,6 +91,14 @@ class Registry:
     def after_record(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
         for hook in self._after_record:
             hook(conn, claim, run, now)
+
+    def tasks_added(
+        self, conn: Connection, settings: Settings, added: Mapping[str, str], now: datetime
+    ) -> None:
+        """`Feature.added`, for tasks added from inside a tick (an agent's
+        `add_subtask` through the door the tick serves)."""
+        for hook in self._added:
+            hook(conn, settings, added, now)
 
 
 def tasks_added(
