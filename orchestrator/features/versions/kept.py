@@ -136,7 +136,8 @@ def _argv(value: Any) -> tuple[str, ...] | None:
 
 
 def _sandbox(value: Mapping[str, Any]) -> SandboxConfig:
-    return SandboxConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+    return SandboxConfig(**fields)
 
 
 def _number(value: Any) -> Any:
