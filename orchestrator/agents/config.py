@@ -1,5 +1,6 @@
 """The stage keys of the agent runtime (each may sit in `[defaults]`):
-`output`, `verifier_output`, `max_cost_usd`, `secrets`. Declared here, by
+`output`, `verifier_output`, `max_cost_usd`, `secrets`, and `resume` (the
+worker resumes the agent session, `agents/resume.py`). Declared here, by
 the agents that read them; the config reader only walks the Section."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import re
 from orchestrator.agents.output import OUTPUT_FORMATS
 from orchestrator.config.schema import (
     STAGE_KEY,
+    Bool,
     Checked,
     Checks,
     Choice,
@@ -64,6 +66,24 @@ AGENT_SECTION: Section[None] = Section(
             "environment variable names passed from the tick's environment (or `env_file`) to "
             "this stage's commands only (API keys): no other stage, no `setup` and no hook "
             "inherits a name any stage lists here, with or without `env_deny`",
+            STAGE_KEY,
+        ),
+    ),
+)
+
+RESUME_SECTION: Section[None] = Section(
+    name="resume",
+    keys=(
+        Key(
+            "resume",
+            Bool(),
+            False,
+            "`true`: from the second attempt on, the worker resumes the agent session the "
+            "stage's previous attempt recorded (`{prev_session}`): `claude --resume ID` for "
+            '`output = "claude-json"`, `codex exec ... resume ID -` for `"codex-jsonl"`; '
+            "when the agent says the session is gone, the worker runs again afresh in the same "
+            "attempt (counted once, `resume.txt` in its state folder says why) "
+            "([sandbox](../how-to/sandbox.md#resume-a-session))",
             STAGE_KEY,
         ),
     ),

@@ -16,8 +16,9 @@ from typing import TypeVar, cast
 from sqlalchemy import Connection
 
 from orchestrator.config import StageConfig
+from orchestrator.errors import ConfigError
 from orchestrator.ext.hooks import Feature, TickHooks
-from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
+from orchestrator.ext.model import AttemptRun, Claim, Command, Refusal, TickOptions
 from orchestrator.ext.ports import Kernel
 
 _H = TypeVar("_H")
@@ -36,6 +37,7 @@ class Registry:
         self._would_refuse = _each(built, lambda h: h.would_refuse)
         self._after_run = _each(built, lambda h: h.after_run)
         self._after_record = _each(built, lambda h: h.after_record)
+        self._wrap_command = _each(built, lambda h: h.wrap_command)
 
     @classmethod
     def empty(cls) -> Registry:
@@ -74,6 +76,22 @@ class Registry:
     def after_record(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
         for hook in self._after_record:
             hook(conn, claim, run, now)
+
+    def wrap_command(self, command: Command) -> tuple[str, ...]:
+        """The argv to start for `command`: the first feature's wrap, else
+        the command as it is. Fails closed: a command whose config asks for
+        walls (`Command.confined`) that no feature wrapped is refused with
+        a `ConfigError`, never run unwrapped."""
+        for hook in self._wrap_command:
+            if (wrapped := hook(command)) is not None:
+                return wrapped
+        if command.confined:
+            raise ConfigError(
+                f"{command.name} of stage {command.stage.name if command.stage else '?'}: "
+                "its config asks for a sandbox and no registered feature wraps commands; "
+                "refusing to run it unwrapped"
+            )
+        return command.argv
 
 
 def _each(built: Sequence[TickHooks], point: Callable[[TickHooks], _H | None]) -> tuple[_H, ...]:
