@@ -170,10 +170,12 @@ def test_a_program_the_walls_hide_is_refused_before_it_runs(
     project: Project, tmp_path: Path
 ) -> None:
     """An attempt's command whose program is on the host but not inside its
-    walls (here, in the project's folder, hidden whole) is refused with the
-    reason and the `sandbox_ro` that would show it."""
+    walls (here, a virtualenv's under the host's `/tmp`, which the walls
+    replace with their own) is refused with the reason and the `sandbox_ro`
+    that would show it."""
     settings = _settings(project, _stage("walled", ["true"], sandbox="bwrap"))
-    program = project.dir / "agent"
+    (tmp_path / "venv").mkdir()
+    program = tmp_path / "venv" / "agent"
     program.write_text("#!/bin/sh\nexit 0\n")
     program.chmod(0o755)
     command = _command(settings, "worker", "walled", tmp_path, (str(program),))
