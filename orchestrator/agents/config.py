@@ -1,5 +1,6 @@
 """The stage keys of the agent runtime (each may sit in `[defaults]`):
-`output`, `verifier_output`, `max_cost_usd`, `secrets`, `memory_mb`.
+`output`, `verifier_output`, `max_cost_usd`, `secrets`, `memory_mb`, and
+`resume` (the worker resumes the agent session, `agents/resume.py`).
 Declared here, by the agents that read them; the config reader only walks
 the Section. `memory_mb` is here rather than with the memory feature that
 reads it because its default is the agent kind's (`AgentKind.memory_mb`),
@@ -12,6 +13,7 @@ import re
 from orchestrator.agents.output import OUTPUT_FORMATS
 from orchestrator.config.schema import (
     STAGE_KEY,
+    Bool,
     Checked,
     Checks,
     Choice,
@@ -81,6 +83,24 @@ AGENT_SECTION: Section[None] = Section(
             "`codex-jsonl`), else 0; see [memory](../how-to/memory.md)",
             STAGE_KEY,
             shown="(the agent kind's)",
+        ),
+    ),
+)
+
+RESUME_SECTION: Section[None] = Section(
+    name="resume",
+    keys=(
+        Key(
+            "resume",
+            Bool(),
+            False,
+            "`true`: from the second attempt on, the worker resumes the agent session the "
+            "stage's previous attempt recorded (`{prev_session}`): `claude --resume ID` for "
+            '`output = "claude-json"`, `codex exec ... resume ID -` for `"codex-jsonl"`; '
+            "when the agent says the session is gone, the worker runs again afresh in the same "
+            "attempt (counted once, `resume.txt` in its state folder says why) "
+            "([sandbox](../how-to/sandbox.md#resume-a-session))",
+            STAGE_KEY,
         ),
     ),
 )

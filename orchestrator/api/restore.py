@@ -20,12 +20,12 @@ from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.verdict import parse_verdict
 from orchestrator.errors import InvalidChoiceError, InvalidSlugError, NoVerdictError, RefusedError
+from orchestrator.ext.model import Command
 from orchestrator.features.restore.restoring import restore_attempt
-from orchestrator.runner import sandbox
+from orchestrator.features.sandbox import wrapping
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.tick.attempt_context import AttemptContext
-from orchestrator.tick.walls import command_walls
 from orchestrator.views.suggest import did_you_mean, require_task
 
 
@@ -111,22 +111,19 @@ def calibrate(
     scores: list[float] = []
     invalid = 0
     with tempfile.TemporaryDirectory(prefix="orchestrator-calibrate-") as scratch:
-        command: tuple[str, ...] | list[str] = argv
-        if found.sandbox.enabled:  # where the tick runs it (tick.commands): the same walls
-            command = sandbox.wrap(
-                argv,
-                command_walls(
-                    settings,
-                    settings.pipeline(task.pipeline),
-                    found.sandbox,
-                    workspace=workspace,
-                    state_dir=Path(scratch),
-                    template=found.verifier,
-                ),
-                cwd=workspace,
-                env=env,
-                base_dir=settings.base_dir,
-            )
+        # Where the tick runs it: the same walls, by the sandbox's own wrap.
+        calibrating = Command(
+            "calibrate",
+            tuple(argv),
+            found.verifier,
+            workspace,
+            env,
+            Path(scratch),
+            settings.pipeline(task.pipeline),
+            found,
+            confined=found.confined,
+        )
+        command = wrapping.wrap(settings, calibrating) or calibrating.argv
         for index in range(samples):
             done = runner.run_command(
                 command,

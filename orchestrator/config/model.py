@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.config.selection import OnHalt
 from orchestrator.domain.backoff import Backoff
 from orchestrator.domain.plateau import PlateauPolicy
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.events.hooks import HookConfig
     from orchestrator.features.landing.config import LandConfig
     from orchestrator.features.pools.config import PoolConfig
+    from orchestrator.features.sandbox.config import SandboxConfig
 
 DEFAULT_CONFIG_NAME = "orchestrator.toml"
 DEFAULT_DATABASE = "sqlite:///orchestrator.db"
@@ -32,6 +32,14 @@ CONFIG_ENV = "ORCHESTRATOR_CONFIG"
 DB_URL_ENV = "ORCHESTRATOR_DB_URL"
 StdinMode = Literal["none", "prompt"]
 Affinity = Literal["host", "any"]
+
+
+def _no_sandbox() -> SandboxConfig:
+    """Commands run on the host. Imported when called, as `_no_landing`:
+    the sandbox's config module imports `config.schema`."""
+    from orchestrator.features.sandbox.config import SandboxConfig
+
+    return SandboxConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +79,8 @@ class StageConfig:
     # MiB an attempt of it reserves on its host (`features.memory`); None:
     # what its agent kind holds (`AgentKind.memory_mb`), 0 for a command.
     memory_mb: int | None = None
-    # Where its worker and verifier run (`config.sandbox`, `runner.sandbox`).
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    # Where its worker and verifier run (`features/sandbox/`).
+    sandbox: SandboxConfig = field(default_factory=_no_sandbox)
     # The worker resumes the agent session of the stage's previous attempt.
     resume: bool = False
     # Best-attempt restore and verifier noise (`config.selection`).
@@ -81,6 +89,12 @@ class StageConfig:
     # Best of N (`features/candidates`): a claim opens this many candidates, each
     # in its own worktree; 1 is one attempt at a time.
     candidates: int = 1
+
+    @property
+    def confined(self) -> bool:
+        """Whether its worker and verifier must run inside walls: the
+        engine runs neither unless a feature wraps it (`ext.model.Command`)."""
+        return self.sandbox.enabled
 
 
 def _no_landing() -> LandConfig:
@@ -111,7 +125,12 @@ class PipelineConfig:
     # What happens once the last stage passes (`land`, `landing.config`).
     landing: LandConfig = field(default_factory=_no_landing)
     # Where `setup` runs; the stages inherit it unless they set their own.
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    sandbox: SandboxConfig = field(default_factory=_no_sandbox)
+
+    @property
+    def confined(self) -> bool:
+        """Whether `setup` must run inside walls, as `StageConfig.confined`."""
+        return self.sandbox.enabled
 
     def stage(self, name: str) -> StageConfig | None:
         """None lets the engine halt a task as `unknown_stage` instead of crashing."""

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.agents.config import AGENT_SECTION
+from orchestrator.agents.config import AGENT_SECTION, RESUME_SECTION
 from orchestrator.config.core import CANDIDATES_SECTION
-from orchestrator.config.sandbox import RESUME_SECTION, SANDBOX_SECTION
 from orchestrator.config.schema import Section
 from orchestrator.config.selection import SELECTION_SECTION
 from orchestrator.events.hooks import HOOKS_SECTION
 from orchestrator.features.landing.config import LAND_SECTION
 from orchestrator.features.pools.config import POOLS_SECTION
+from orchestrator.features.sandbox.config import SANDBOX_SECTION
 from orchestrator.guards.config import GUARD_SECTION
 
 FEATURE_SECTIONS: tuple[Section[Any], ...] = (

@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.config import PipelineConfig, Settings
-from orchestrator.config.sandbox import SandboxConfig
 from orchestrator.doctor.report import Check, Level
-from orchestrator.runner import sandbox
+from orchestrator.features.sandbox import bwrap as sandbox
+from orchestrator.features.sandbox.config import SandboxConfig
 
 NAME = "sandbox"
 TIMEOUT = 30.0
@@ -58,10 +58,11 @@ def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
     """A sandboxed command whose program (or its `#!` interpreter) is on the
     host but not inside its walls would spend every attempt on `bwrap:
     execvp ...: No such file or directory`: one line for each. The walls
-    are the tick's own (`tick/walls.py`), for a task's worktree and
-    attempt folder; the land check's are the landing's."""
-    from orchestrator.features.landing.land_check import check_sandbox
-    from orchestrator.tick.walls import command_walls
+    are the tick's own (`features/sandbox/walls.py`), for a task's
+    worktree and attempt folder; the land check's are the landing stage's
+    (`land_check_config`)."""
+    from orchestrator.features.sandbox.walls import command_walls
+    from orchestrator.features.sandbox.wrapping import land_check_config
 
     commands: list[tuple[str, tuple[str, ...] | None, SandboxConfig, dict[str, str]]] = [
         ("setup", pipeline.setup, pipeline.sandbox, {})
@@ -71,7 +72,7 @@ def _unseen_programs(settings: Settings, pipeline: PipelineConfig) -> list[str]:
         commands += [(stage.name, stage.worker, stage.sandbox, env)]
         commands += [(stage.name, stage.verifier, stage.sandbox, env)]
     if pipeline.landing.lands and pipeline.landing.check and pipeline.stages:
-        config = check_sandbox(pipeline, pipeline.stages[-1].name)
+        config = land_check_config(pipeline, pipeline.stages[-1])
         commands += [("land_check", pipeline.landing.check, config, {})]
     problems: list[str] = []
     for name, argv, config, extra in commands:

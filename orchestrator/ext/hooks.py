@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         AttemptRun,
         Claim,
         ClaimSearch,
+        Command,
         Refusal,
         RoundEnd,
         Slot,
@@ -193,6 +194,20 @@ class TickHooks:
     events (through the outbox), which commit with the record or not at
     all, and say a line after the commit (`Kernel.tx.say_after_commit`).
     Runs again when the record's transaction is retried."""
+
+    wrap_command: Callable[[Command], tuple[str, ...] | None] | None = None
+    """Just before the engine starts a command (setup, worker, verifier) or
+    a feature asks the kernel to (`Kernel.wrap`: the land check), on the
+    thread that starts it (the attempt's, the tick's for the land check),
+    after its argv is rendered; outside any transaction. Returns the argv
+    to run instead (the command inside walls), or None when not concerned:
+    the first non-None wins, and later features are not asked. May look at
+    the host's files (what the walls bind back) and raise `ConfigError` to
+    refuse a command that could never run there (not started, not charged:
+    the tick stops, 78); must not start processes or write files or the
+    database. Called for every command: a command whose config asks for
+    nothing returns None at once, importing nothing. A `Command.confined`
+    that no hook wraps is refused by the engine (fail closed)."""
 
 
 @dataclass(frozen=True)

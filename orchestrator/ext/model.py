@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
@@ -194,6 +195,28 @@ class AttemptRun:
     backoff_seconds: float | None = None
     commit_sha: str | None = None  # the task branch's tip after a passed stage
     usage_limit: UsageLimit | None = None  # met by the attempt: pauses its pool (`features.pools`)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A command about to start, as `TickHooks.wrap_command` sees it: which
+    one (`name`: "setup", "worker", "verifier", "land_check", "calibrate"),
+    what would run (`argv`, rendered) and as the config writes it
+    (`template`, placeholders unfilled: nothing an agent wrote), where, with
+    which environment, writing which state folder; the pipeline and stage
+    whose config it runs under (the claim's stage for `setup`). `confined`
+    says that config asks for the command to be wrapped (a sandbox): one no
+    feature wraps is refused, never run as it is (`Registry.wrap_command`)."""
+
+    name: str
+    argv: tuple[str, ...]
+    template: tuple[str, ...]
+    cwd: Path
+    env: Mapping[str, str]
+    state_dir: Path
+    pipeline: PipelineConfig | None
+    stage: StageConfig | None
+    confined: bool
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,16 @@ it need; widen one when a feature moves here and needs more, not before."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
-from pathlib import Path
 from typing import Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from orchestrator.config import PipelineConfig, Settings
-from orchestrator.config.sandbox import SandboxConfig
+from orchestrator.config import Settings
 from orchestrator.domain.decide import Decision
-from orchestrator.runner import sandbox
+from orchestrator.ext.model import Command
 from orchestrator.storage import repo
 
 _T = TypeVar("_T")
@@ -109,15 +107,9 @@ class Kernel(Protocol):
     @property
     def applier(self) -> ApplierPort: ...
 
-    def walls(
-        self,
-        pipeline: PipelineConfig | None,
-        config: SandboxConfig,
-        *,
-        workspace: Path,
-        state_dir: Path,
-        template: Sequence[str] = (),
-    ) -> sandbox.Walls:
-        """What a sandboxed command of this project sees: the walls the
-        engine builds for an attempt's commands, for a feature's own."""
+    def wrap(self, command: Command) -> tuple[str, ...]:
+        """The argv to start for a feature's own command (the land check):
+        the registered `wrap_command` hooks', refused with `ConfigError`
+        when its config asks for walls and no feature wraps it, as the
+        engine does for an attempt's commands."""
         ...

@@ -17,11 +17,13 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Connection
 
 from orchestrator.config import PipelineConfig, Settings, StageConfig
+from orchestrator.errors import ConfigError
 from orchestrator.ext.hooks import Feature, TickHooks
 from orchestrator.ext.model import (
     AttemptRun,
     Claim,
     ClaimSearch,
+    Command,
     Refusal,
     RoundEnd,
     Slot,
@@ -66,6 +68,7 @@ class Registry:
         self.has_slots = bool(self._slot_of)
         self._after_record = _each(built, lambda h: h.after_record)
         self._added = tuple(f.added for f in features if f.added is not None)
+        self._wrap_command = _each(built, lambda h: h.wrap_command)
 
     @classmethod
     def empty(cls) -> Registry:
@@ -187,6 +190,22 @@ class Registry:
         `add_subtask` through the door the tick serves)."""
         for hook in self._added:
             hook(conn, settings, added, now)
+
+    def wrap_command(self, command: Command) -> tuple[str, ...]:
+        """The argv to start for `command`: the first feature's wrap, else
+        the command as it is. Fails closed: a command whose config asks for
+        walls (`Command.confined`) that no feature wrapped is refused with
+        a `ConfigError`, never run unwrapped."""
+        for hook in self._wrap_command:
+            if (wrapped := hook(command)) is not None:
+                return wrapped
+        if command.confined:
+            raise ConfigError(
+                f"{command.name} of stage {command.stage.name if command.stage else '?'}: "
+                "its config asks for a sandbox and no registered feature wraps commands; "
+                "refusing to run it unwrapped"
+            )
+        return command.argv
 
 
 def tasks_added(

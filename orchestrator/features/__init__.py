@@ -6,7 +6,7 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import candidates, landing, memory, pools, restore, versions
+from orchestrator.features import candidates, landing, memory, pools, restore, sandbox, versions
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
@@ -16,7 +16,8 @@ from orchestrator.features import candidates, landing, memory, pools, restore, v
 # Candidates asks the pools' refusal through the claim
 # (`ClaimSearch.refused`), not by order. Versions shares `before_claims`
 # with landing (it only keeps the loaded versions' rows, so after it is
-# fine) and alone sets `pipeline_of`, `after_claim` and `added`.
+# fine) and alone sets `pipeline_of`, `after_claim` and `added`; the
+# sandbox shares no point with any (it alone wraps commands).
 FEATURES: tuple[Feature, ...] = (
     landing.FEATURE,
     restore.FEATURE,
@@ -24,4 +25,5 @@ FEATURES: tuple[Feature, ...] = (
     pools.FEATURE,
     candidates.FEATURE,
     versions.FEATURE,
+    sandbox.FEATURE,
 )

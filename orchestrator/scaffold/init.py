@@ -160,7 +160,7 @@ def init_project(
     if sandbox:
         if agent is None:
             raise RefusedError("--sandbox needs --agent (it maps that agent's folders)")
-        from orchestrator.scaffold.sandboxing import with_sandbox
+        from orchestrator.features.sandbox.scaffold import with_sandbox
 
         # With --mcp, the server mcp.json names must start inside the sandbox.
         text = with_sandboxed_mcp(with_sandbox(text, agent)) if mcp else with_sandbox(text, agent)

@@ -285,7 +285,7 @@ class AttemptRunner:
         mcp`) only through the door the tick serves for this task while they
         run (`mcp.door_socket`), named in their `ORCHESTRATOR_DOOR`: the
         sandbox sees neither the config nor the database."""
-        if not claim.stage.sandbox.enabled:
+        if not claim.stage.confined:
             yield
             return
         # Imported here: the library's writes and the read side cost a tick

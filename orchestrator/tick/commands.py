@@ -1,18 +1,20 @@
-"""An attempt's commands: each run under its fence guard, its output captured
-in the state folder and its process identity noted; the child's environment;
-and what a failing host folder does to the attempt and the tick."""
+"""An attempt's commands: each wrapped by the features that wrap commands
+(fail closed), run under its fence guard, its output captured in the state
+folder and its process identity noted; the child's environment; and what a
+failing host folder does to the attempt and the tick."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.errors import ConfigError, host_error
-from orchestrator.ext.model import PROCESS_NOTE_AFTER
-from orchestrator.runner import sandbox
+from orchestrator.ext.model import PROCESS_NOTE_AFTER, Command
+from orchestrator.ext.registry import Registry
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt_context import AttemptContext
 from orchestrator.tick.fence import FenceGuard
@@ -22,7 +24,6 @@ from orchestrator.tick.progress import Progress
 from orchestrator.tick.started import mark_started
 from orchestrator.tick.steps import HostFault, host_folder
 from orchestrator.tick.tick_run import TickRun
-from orchestrator.tick.walls import command_walls
 
 
 class CommandRunner:
@@ -34,12 +35,20 @@ class CommandRunner:
     `AttemptNotes`, and of the tick only its host fault (`TickRun.host_fault`)."""
 
     def __init__(
-        self, settings: Settings, tick: TickRun, notes: AttemptNotes, progress: Progress
+        self,
+        settings: Settings,
+        tick: TickRun,
+        notes: AttemptNotes,
+        progress: Progress,
+        wrap: Callable[[Command], tuple[str, ...]] | None = None,
     ) -> None:
         self.settings = settings
         self.tick = tick
         self.notes = notes
         self.progress = progress  # live lines on a terminal
+        # The features' `wrap_command` (`Registry`); with none, a command
+        # whose config asks for walls is refused, never run unwrapped.
+        self.wrap = wrap or Registry.empty().wrap_command
         # Keyed by (pipeline, stage): two pipelines may both have `implement`
         # with different `env`, and a secret must reach only the one naming it.
         self._environments: dict[tuple[str, str], dict[str, str]] = {}
@@ -60,20 +69,26 @@ class CommandRunner:
     ) -> runner.ProcessResult:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
-        command: list[str] | tuple[str, ...] = runner.render_argv(argv, context.placeholders())
-        walls = self._walls(name, guard, cwd, state_dir, argv)
-        if walls is not None:
-            # A program the walls hide would fail every attempt the same way
-            # (`bwrap: execvp`): not started, not charged; the tick stops (78).
-            unseen = sandbox.unseen_program(
-                command[0], walls, env=env, base_dir=self.settings.base_dir
+        claim = guard.claim
+        try:
+            command = self.wrap(
+                Command(
+                    name,
+                    tuple(runner.render_argv(argv, context.placeholders())),
+                    argv,
+                    cwd,
+                    env,
+                    state_dir,
+                    claim.pipeline,
+                    claim.stage,
+                    confined=(claim.pipeline if name == "setup" else claim.stage).confined,
+                )
             )
-            if unseen is not None:
-                reason = sandbox.unseen_reason(command[0], unseen)
-                raise HostFault(ConfigError(f"{name} of stage {guard.claim.stage.name}: {reason}"))
-            command = sandbox.wrap(
-                command, walls, cwd=cwd, env=env, base_dir=self.settings.base_dir
-            )
+        except ConfigError as exc:
+            # A command that would fail every attempt the same way (a program
+            # its walls hide), or walls nobody builds: not started, not
+            # charged; the tick stops (78).
+            raise HostFault(exc) from None
         with host_folder("state_root", self.settings.state_root):
             result = runner.run_command(
                 command,
@@ -106,19 +121,6 @@ class CommandRunner:
                 self.tick.host_fault(error)
             self.notes.note_capture(state_dir, f"{name} output not fully captured: {error}")
         return result
-
-    def _walls(
-        self, name: str, guard: FenceGuard, cwd: Path, state_dir: Path, argv: tuple[str, ...]
-    ) -> sandbox.Walls | None:
-        """The sandbox `name` runs in (setup: its pipeline's; worker and
-        verifier: their stage's), or None to run it on the host."""
-        claim = guard.claim
-        config = claim.pipeline.sandbox if name == "setup" else claim.stage.sandbox
-        if not config.enabled:
-            return None
-        return command_walls(
-            self.settings, claim.pipeline, config, workspace=cwd, state_dir=state_dir, template=argv
-        )
 
     def environment(
         self, pipeline: PipelineConfig, stage: StageConfig, ours: dict[str, str]

@@ -1,21 +1,18 @@
 """What the tick hands a feature (`ext.ports.Kernel`): the collaborators
-its own jobs are built from, and the engine's walls for a sandboxed
-command. Built once per `Ticker`."""
+its own jobs are built from, and the engine's wrap of a command (the
+registry's `wrap_command`, fail closed). Built once per `Ticker`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from orchestrator.config import PipelineConfig, Settings
-from orchestrator.config.sandbox import SandboxConfig
-from orchestrator.runner import sandbox
+from orchestrator.config import Settings
+from orchestrator.ext.model import Command
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.host import HostIdentity
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
-from orchestrator.tick.walls import command_walls
 
 
 @dataclass(frozen=True)
@@ -25,21 +22,9 @@ class TickKernel:
     tick: TickRun
     me: HostIdentity
     applier: Applier
+    # The registry's `wrap_command`, reached late: the registry is built
+    # from this kernel.
+    wrapper: Callable[[Command], tuple[str, ...]]
 
-    def walls(
-        self,
-        pipeline: PipelineConfig | None,
-        config: SandboxConfig,
-        *,
-        workspace: Path,
-        state_dir: Path,
-        template: Sequence[str] = (),
-    ) -> sandbox.Walls:
-        return command_walls(
-            self.settings,
-            pipeline,
-            config,
-            workspace=workspace,
-            state_dir=state_dir,
-            template=template,
-        )
+    def wrap(self, command: Command) -> tuple[str, ...]:
+        return self.wrapper(command)

@@ -27,7 +27,7 @@ from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError
 from orchestrator.events.courier import Courier
 from orchestrator.ext.hooks import Feature
-from orchestrator.ext.model import TICK_ERROR_STATUS, TickOptions, TickReport
+from orchestrator.ext.model import TICK_ERROR_STATUS, Command, TickOptions, TickReport
 from orchestrator.ext.registry import Registry
 from orchestrator.guards import watch as guards
 from orchestrator.storage.db import checkpoint, settle_wal
@@ -80,14 +80,19 @@ class Ticker:
         self.tx = tx
         notes = AttemptNotes()
         applier = Applier(tx, self.state)
+
+        def wrap(command: Command) -> tuple[str, ...]:
+            # Late: the registry is built from this kernel, just below.
+            return self.registry.wrap_command(command)
+
         # The features' hooks, built once: the engine calls them by point.
-        self.kernel = TickKernel(settings, tx, self.state, me, applier)
+        self.kernel = TickKernel(settings, tx, self.state, me, applier, wrap)
         self.registry = Registry(features, self.kernel)
         config = ConfigWatch(settings.config_path, settings.fingerprint)
         self.claimer = Claimer(settings, tx, self.state, me, applier, config, self.registry)
         recorder = Recorder(settings, tx, self.state, self.claimer, applier, notes, self.registry)
         shown = progress or NoProgress()  # live lines on a terminal
-        commands = CommandRunner(settings, self.state, notes, shown)
+        commands = CommandRunner(settings, self.state, notes, shown, self.registry.wrap_command)
         attempts = AttemptRunner(
             settings,
             tx,

@@ -17,7 +17,7 @@ from orchestrator.agents.output import OUTPUT_FORMATS, read_output
 from orchestrator.agents.recipes import examples_dir, extra_files
 from orchestrator.cli import cli
 from orchestrator.doctor.agents import KNOWN
-from orchestrator.scaffold.sandboxing import with_sandbox
+from orchestrator.features.sandbox.scaffold import with_sandbox
 
 FOLDERS = ("agents", "api", "views", "mcp")
 

@@ -15,7 +15,7 @@ import pytest
 from stub_model import Script, StubModel
 from test_real_agents import RESEARCH, AgentProject, write_codex_config
 
-from orchestrator.runner.sandbox import bwrap_program
+from orchestrator.features.sandbox.bwrap import bwrap_program
 
 pytestmark = pytest.mark.e2e
 

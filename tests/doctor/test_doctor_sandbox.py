@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import Project, copy_database, make_project
 
-from orchestrator.runner.sandbox import bwrap_program
+from orchestrator.features.sandbox.bwrap import bwrap_program
 
 STAGE = """
 [[pipelines.default.stages]]
@@ -121,7 +121,7 @@ def test_visible_agrees_with_bubblewrap(tmp_path: Path, tmp_venv: Path) -> None:
     """`sandbox.visible` answers what bubblewrap itself shows inside the
     same walls, path by path."""
     _needs_bwrap()
-    from orchestrator.runner import sandbox
+    from orchestrator.features.sandbox import bwrap as sandbox
 
     project = tmp_path / "proj"
     (project / "state").mkdir(parents=True)
@@ -179,7 +179,7 @@ def test_the_tick_holds_a_task_whose_program_the_sandbox_cannot_see(
 def test_a_bare_name_is_looked_for_as_execvp_looks_inside(tmp_path: Path, tmp_venv: Path) -> None:
     """The first PATH folder that holds the program inside the walls is the
     one that runs: a copy in a hidden folder earlier on PATH is no fault."""
-    from orchestrator.runner import sandbox
+    from orchestrator.features.sandbox import bwrap as sandbox
 
     true = tmp_venv / "bin" / "true"
     true.write_text("#!/bin/sh\nexit 0\n")

@@ -23,8 +23,8 @@ import pytest
 from e2e_support import PASS, attempts, stage
 from support import FAKES, Project
 
+from orchestrator.features.sandbox.bwrap import bwrap_program
 from orchestrator.runner import pid_alive
-from orchestrator.runner.sandbox import bwrap_program
 
 pytestmark = [pytest.mark.e2e]
 

@@ -15,7 +15,7 @@ from e2e_support import attempts
 from support import Project
 from test_sandbox_hostile import VERDICT, home, sandboxed, tick  # noqa: F401 - fixtures
 
-from orchestrator.runner.sandbox import bwrap_program
+from orchestrator.features.sandbox.bwrap import bwrap_program
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 

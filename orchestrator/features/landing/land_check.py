@@ -1,8 +1,10 @@
 """The land check as an attempt's commands run: its output captured and
 its process noted in the task's state folder (`<slug>/land/check.*`), the
-landing's tag in its environment, and inside the stage's walls when the
+landing's tag in its environment, and wrapped as the engine wraps an
+attempt's commands (`Kernel.wrap`): inside the stage's walls when the
 pipeline is sandboxed (the check runs the branch's code: a planted
-`conftest.py` must reach no more than the worker that wrote it).
+`conftest.py` must reach no more than the worker that wrote it), and
+refused, never run unwrapped, when no feature builds them.
 
 A tick killed during the check leaves it running (and its note, written
 before the check starts, so even a tick killed between the spawn and the
@@ -21,10 +23,8 @@ from pathlib import Path
 
 from orchestrator import runner, safefs
 from orchestrator.config import PipelineConfig, Settings
-from orchestrator.config.sandbox import SandboxConfig
-from orchestrator.ext.model import PROCESS_NOTE_AFTER
+from orchestrator.ext.model import PROCESS_NOTE_AFTER, Command
 from orchestrator.ext.ports import Kernel
-from orchestrator.runner import sandbox
 
 FOLDER = "land"  # under state_root/<slug>; no stage's attempt folder is named so
 NOTE = "check.proc"
@@ -64,25 +64,13 @@ def end_left_check(settings: Settings, task_id: int, slug: str) -> None:
         note.unlink()
 
 
-def check_sandbox(pipeline: PipelineConfig, stage: str) -> SandboxConfig:
-    """The walls the check runs in: the landing stage's, else the first
-    sandboxed stage's (its worker wrote the code), else the setup's."""
-    found = pipeline.stage(stage)
-    if found is not None and found.sandbox.enabled:
-        return found.sandbox
-    for each in pipeline.stages:
-        if each.sandbox.enabled:
-            return each.sandbox
-    return pipeline.sandbox
-
-
 class LandCheck:
     """`LandRequest.run_check` for one task's landing."""
 
     def __init__(
         self, kernel: Kernel, pipeline: PipelineConfig, task_id: int, slug: str, stage: str
     ) -> None:
-        self.kernel = kernel  # the engine's walls, for a sandboxed check
+        self.kernel = kernel  # the engine's wrap, for a sandboxed check
         self.settings = kernel.settings
         self.pipeline = pipeline
         self.task_id = task_id
@@ -100,13 +88,22 @@ class LandCheck:
         # `end_left_check` ends the check by its tag.
         _starting(folder / NOTE)
         env = {**env, runner.PROCESS_TAG: land_tag(self.settings, self.task_id, self.slug)}
-        command: Sequence[str] = argv
-        config = check_sandbox(self.pipeline, self.stage)
-        if config.enabled:
-            walls = self.kernel.walls(
-                self.pipeline, config, workspace=cwd, state_dir=folder, template=argv
+        # Walls when any stage of the pipeline (or its setup) has them: the
+        # sandbox picks which (the landing stage's first).
+        confined = self.pipeline.confined or any(s.confined for s in self.pipeline.stages)
+        command = self.kernel.wrap(
+            Command(
+                "land_check",
+                tuple(argv),
+                tuple(argv),
+                cwd,
+                env,
+                folder,
+                self.pipeline,
+                self.pipeline.stage(self.stage),
+                confined=confined,
             )
-            command = sandbox.wrap(argv, walls, cwd=cwd, env=env, base_dir=self.settings.base_dir)
+        )
         result = runner.run_command(
             command,
             cwd=cwd,

@@ -13,7 +13,7 @@ last the protected files (`Walls.masked`: the config, the env file, a
 database) under /dev/null wherever they are. No capability is left to
 the command (a root tick's would otherwise keep CAP_SYS_ADMIN).
 An allow-list: what is not bound back is not there
-(`tick/walls.py` decides the lists; docs/how-to/sandbox.md).
+(`walls.py` decides the lists; docs/how-to/sandbox.md).
 
 A new pid namespace (`--unshare-all`) hides the tick and every other
 process; `--die-with-parent` takes the namespace down when the tick dies,

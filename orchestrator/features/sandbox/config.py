@@ -1,8 +1,10 @@
 """The sandbox keys of a stage, a pipeline or `[defaults]`: `sandbox`,
-`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`, and the
-agent-session key `resume` (a stage's or `[defaults]`'). Declared here,
-read by the generic reader like every other key (`runner.sandbox` builds
-the argv)."""
+`sandbox_ro`, `sandbox_rw`, `sandbox_network`, `sandbox_tmp_mb`. Owned by
+the sandbox feature, read by the config's generic reader like every other
+key (the config loader is handed `SANDBOX_SECTION` by `config.sections`).
+Standard library and `config.schema` only: every config load imports it,
+sandboxed or not, so nothing of the walls (`walls.py`, `bwrap.py`) is
+imported from here."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from typing import Any, Literal
 
 from orchestrator.config.schema import (
     INHERITED,
-    STAGE_KEY,
     Bool,
     Checked,
     Checks,
@@ -114,22 +115,4 @@ SANDBOX_SECTION: Section[SandboxConfig] = Section(
     ),
     build=sandbox_of,
     field="sandbox",
-)
-
-RESUME_SECTION: Section[None] = Section(
-    name="resume",
-    keys=(
-        Key(
-            "resume",
-            Bool(),
-            False,
-            "`true`: from the second attempt on, the worker resumes the agent session the "
-            "stage's previous attempt recorded (`{prev_session}`): `claude --resume ID` for "
-            '`output = "claude-json"`, `codex exec ... resume ID -` for `"codex-jsonl"`; '
-            "when the agent says the session is gone, the worker runs again afresh in the same "
-            "attempt (counted once, `resume.txt` in its state folder says why) "
-            "([sandbox](../how-to/sandbox.md#resume-a-session))",
-            STAGE_KEY,
-        ),
-    ),
 )

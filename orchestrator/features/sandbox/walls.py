@@ -1,5 +1,5 @@
 """What a sandboxed command sees: the one place its walls are decided, for
-an attempt's commands (`CommandRunner`), `calibrate` and the land check.
+an attempt's commands, `calibrate` and the land check (`wrapping.py`).
 
 An allow-list: the project's folders (the config's folder, workspace_root,
 state_root, every pipeline's repository) are hidden whole, the env file
@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from orchestrator.config import PipelineConfig, Settings
-from orchestrator.config.sandbox import SandboxConfig
-from orchestrator.runner import sandbox
+from orchestrator.features.sandbox import bwrap
+from orchestrator.features.sandbox.config import SandboxConfig
 from orchestrator.storage.db import sqlite_path
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import Worktree
@@ -37,7 +37,7 @@ def command_walls(
     workspace: Path,
     state_dir: Path,
     template: Sequence[str] = (),
-) -> sandbox.Walls:
+) -> bwrap.Walls:
     """The walls of one command running in `workspace`, writing `state_dir`.
     `template` is its argv as the config writes it: the files it names
     (with `{config_dir}` filled, nothing an agent wrote) are bound back."""
@@ -53,7 +53,7 @@ def command_walls(
         with contextlib.suppress(GitError, OSError):
             readable.append(Worktree(pipeline.repository, workspace, "", "").admin_dir())
     readable += _named(template, settings.base_dir, hidden, protected)
-    return sandbox.Walls(
+    return bwrap.Walls(
         writable=(workspace, state_dir),
         readable=tuple(readable),
         ro=config.ro,

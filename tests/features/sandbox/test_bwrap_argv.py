@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import runner
-from orchestrator.runner.sandbox import Walls, bwrap_program, wrap
+from orchestrator.features.sandbox.bwrap import Walls, bwrap_program, wrap
 
 
 def test_binds_go_parents_first_and_the_writable_last(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.runner import sandbox
+from orchestrator.features.sandbox import bwrap as sandbox
 
 
 def test_a_file_in_a_hidden_folder_is_not_visible(tmp_path: Path) -> None:
