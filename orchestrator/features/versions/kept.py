@@ -26,7 +26,7 @@ from typing import Any
 
 from orchestrator import safefs
 from orchestrator.config import PipelineConfig, StageConfig
-from orchestrator.config.sandbox import SandboxConfig
+from orchestrator.config.model import sandbox_config
 from orchestrator.domain.backoff import Backoff
 from orchestrator.domain.plateau import PlateauPolicy
 from orchestrator.features.versions.definition import MISSING, PipelineVersion, Prompts
@@ -95,7 +95,7 @@ def rebuild(definition: Mapping[str, Any], repository: str | None, prompts: Path
                     "timeout": _number(own["landing"]["timeout"]),
                 },
             ),
-            "sandbox": _sandbox(own["sandbox"]),
+            "sandbox": sandbox_config(**_sandbox_fields(own["sandbox"])),
             "keep_worktree_days": _number(own.get("keep_worktree_days")),
         },
         repository=None if repository is None else Path(repository),
@@ -115,7 +115,7 @@ def _stage(stage: Mapping[str, Any], prompts: Path) -> StageConfig:
             "prompt": prompt,
             "plateau": PlateauPolicy(**stage["plateau"]),
             "backoff": Backoff(**{k: _number(v) for k, v in stage["backoff"].items()}),
-            "sandbox": _sandbox(stage["sandbox"]),
+            "sandbox": sandbox_config(**_sandbox_fields(stage["sandbox"])),
             "env": tuple((str(k), str(v)) for k, v in stage["env"]),
             "worker_ok_exit": frozenset(stage["worker_ok_exit"]),
             "retry_exit_codes": frozenset(stage["retry_exit_codes"]),
@@ -135,9 +135,8 @@ def _argv(value: Any) -> tuple[str, ...] | None:
     return None if value is None else tuple(str(part) for part in value)
 
 
-def _sandbox(value: Mapping[str, Any]) -> SandboxConfig:
-    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
-    return SandboxConfig(**fields)
+def _sandbox_fields(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
 
 
 def _number(value: Any) -> Any:
