@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.errors import SchemaError
 from orchestrator.storage.prepared import Prepared
 
-HEAD = "0016"
+HEAD = "0017"
 REVISIONS = (
     "0001",
     "0002",
@@ -28,6 +28,7 @@ REVISIONS = (
     "0014",
     "0015",
     "0016",
+    "0017",
 )  # oldest first
 
 FIX = "run `orchestrator db upgrade`"

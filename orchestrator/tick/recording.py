@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Decision, Outcome, decide
-from orchestrator.domain.pipeline import Status
+from orchestrator.domain.pipeline import State, Status, landing_instead
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
 from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
@@ -120,7 +120,7 @@ class Recorder:
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 return True, None
             fault_point("inside_record_tx")
-            self.applier.apply(conn, task, decision, claim.attempt_id, now)
+            written = self.applier.apply(conn, task, decision, claim.attempt_id, now)
             if wait is not None and decision.state.status is Status.READY:
                 # A backoff's or a pending verdict's recheck; 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
@@ -139,7 +139,7 @@ class Recorder:
             score = "" if verdict is None else f" score {verdict.score:.2f}"
             self.tick.say(
                 f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
-                f"{run.outcome.value}{score}{_why(run)} -> {decision.state}"
+                f"{run.outcome.value}{score}{_why(run)} -> {written}"
                 + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
             )
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
@@ -208,7 +208,7 @@ class Recorder:
             f"{run.outcome.value}"
             + ("" if run.verdict is None else f" score {run.verdict.score:.2f}")
             + f"{_why(run)} "
-            + ("" if end is None else f"-> {end.decision.state} ")
+            + ("" if end is None else f"-> {_written(self.settings, task, end.decision)} ")
             + rounds.describe(end, claim.candidate, claim.candidates, claim.round)
         )
         self.tick.count(run.outcome)
@@ -319,3 +319,11 @@ def _recorded_as(decision: Decision, run: AttemptRun, columns: dict[str, Any]) -
     columns["error"] = clean_text(decision.reason, 4096)
     run.outcome = decision.outcome
     return None
+
+
+def _written(settings: Settings, task: repo.TaskSnapshot, decision: Decision) -> State:
+    """The state a round's decision wrote (`landing`, not `complete`, in a
+    pipeline that lands), for the tick's line."""
+    pipeline = settings.pipeline(task.pipeline)
+    lands = pipeline is not None and pipeline.landing.lands
+    return landing_instead(task.state, decision.state, lands)

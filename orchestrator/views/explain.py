@@ -42,6 +42,7 @@ _HALT_RULES = {
     "no_progress": "halt_after_no_change: attempts in a row left the workspace unchanged",
     "budget": "max_cost_usd: the recorded cost reached the budget",
     "land_refused": landing.HALT_RULE,
+    "land_failed": landing.FAILED_RULE,
 }
 
 

@@ -1,5 +1,5 @@
 """The pipeline keys of landing, declared: `land`, `land_check`,
-`land_to`, `land_timeout`, `remote`.
+`land_to`, `land_timeout`, `max_land_sendbacks`, `remote`.
 
 Declared by landing, read by the config's generic reader; like the
 guards' keys, on the standard library only (the busy-lock path loads the
@@ -18,6 +18,7 @@ from orchestrator.config.schema import (
     Checked,
     Checks,
     Choice,
+    Integer,
     Key,
     Number,
     Section,
@@ -28,6 +29,7 @@ from orchestrator.domain.pipeline import land_to_stage
 LandMode = Literal["merge", "pr", "none"]
 LAND_MODES: tuple[LandMode, ...] = ("merge", "pr", "none")
 DEFAULT_LAND_TIMEOUT = 600.0
+DEFAULT_MAX_LAND_SENDBACKS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,10 @@ class LandConfig:
     to: str | None = None  # where a conflict or a failing check sends the task
     timeout: float = DEFAULT_LAND_TIMEOUT  # the check's, and each git step's bound
     remote: str = "origin"  # where `pr` pushes
+    # Send-backs a task may take since it was added or last resumed; the
+    # landing failing once more halts it `land_failed` (each send-back
+    # starts a new run, so `max_attempts` alone never bounds them).
+    max_sendbacks: int = DEFAULT_MAX_LAND_SENDBACKS
 
     @property
     def lands(self) -> bool:
@@ -84,6 +90,7 @@ def _build(values: Mapping[str, Any]) -> LandConfig:
         to=land_to_stage(_stages(values), values["land_to"]),
         timeout=values["land_timeout"],
         remote=values["remote"],
+        max_sendbacks=values["max_land_sendbacks"],
     )
 
 
@@ -125,6 +132,16 @@ LAND_SECTION: Section[LandConfig] = Section(
             "seconds (above 0, at most 86400) `land_check` may run, and the bound of the "
             "landing's git steps before it and again after it (default 600); the repository's "
             "landing lock is leased for three times this plus a minute",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "max_land_sendbacks",
+            Integer(0, 1000),
+            DEFAULT_MAX_LAND_SENDBACKS,
+            "how many times (0 to 1000) the landing may send a task back (a conflict, a "
+            "failing `land_check`) since it was added or last resumed; the next landing that "
+            "would send it back halts it `land_failed` instead, with the conflict or the "
+            "check's output as the reason (default 3)",
             PIPELINE_ONLY,
         ),
         Key(

@@ -14,6 +14,7 @@ The landing's git steps stay in `merge.py`.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -37,6 +38,18 @@ def land_tag(settings: Settings, task_id: int, slug: str) -> str:
 
 def land_folder(settings: Settings, slug: str) -> Path:
     return settings.state_root / slug / FOLDER
+
+
+def check_environment(settings: Settings, slug: str) -> dict[str, str]:
+    """The environment `land_check` (and `git push`, `gh`) is given: the
+    tick's, without what `child_deny` names, with `ORCHESTRATOR_TASK`.
+    `doctor` probes the check's interpreter in it too (from its own shell)."""
+    return runner.child_environment(
+        os.environ,
+        deny=settings.child_deny,
+        extra={},
+        orchestrator_vars={"ORCHESTRATOR_TASK": slug},
+    )
 
 
 def end_land_check(settings: Settings, task_id: int, slug: str) -> None:
