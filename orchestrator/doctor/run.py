@@ -33,9 +33,10 @@ def run_doctor(config: str | None, db_url: str | None) -> DoctorReport:
     checks += secret_checks(settings)
     checks += land_checks(settings)
     checks += sandbox_checks(settings)
-    from orchestrator.doctor.agents import agent_checks
+    from orchestrator.doctor.agents import agent_checks, lenient_judge_checks
 
     checks += agent_checks(settings)
+    checks += lenient_judge_checks(settings)
     return DoctorReport(tuple(checks), config_loaded=True)
 
 
