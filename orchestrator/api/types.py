@@ -267,6 +267,8 @@ class ExplainView:
     waiting: str | None
     pool: PoolView | None
     next_tick: str
+    # The person's reject that began the current run: at, by, to, note.
+    rejected: JsonObject | None = None
 
     __getitem__ = deprecated_getitem
 

@@ -143,7 +143,26 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
             "resume_note": _raise_budget(cost) if task.halt_reason == "budget" else None,
         }
     data["next_tick"] = _next_tick(task, stage, data, settings)
+    data["rejected"] = _rejected(transitions)
     return data
+
+
+# The events that begin a run of a stage (`add` begins the first).
+_RUN_STARTS = frozenset({"add", "reject", "resume", "send_back", "stage_passed", "advance"})
+
+
+def _rejected(transitions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The reject (`reject [--to STAGE] --note`) that began the current run,
+    with its note: what the stage's attempts are given as their hint."""
+    began = next((t for t in reversed(transitions) if t["event"] in _RUN_STARTS), None)
+    if began is None or began["event"] != "reject":
+        return None
+    return {
+        "at": began["at"].isoformat(),
+        "by": began["actor"],
+        "to": began["to_state"],
+        "note": began["note"],
+    }
 
 
 def _verdict(a: repo.AttemptSnapshot) -> dict[str, Any]:
