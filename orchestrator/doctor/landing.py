@@ -12,9 +12,11 @@ environment stands for the tick's: run it as cron would to see cron's.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
+import types
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,11 +32,98 @@ IMPORTS = "import importlib, sys; importlib.import_module(sys.argv[1])"
 
 def land_checks(settings: Settings) -> list[Check]:
     checks = []
+    sourced = _with_env_file(settings)
     for pipeline in settings.pipelines.values():
-        argv = pipeline.landing.check
-        if pipeline.landing.lands and argv:
-            checks.append(_probe(pipeline, argv, check_environment(settings, "doctor")))
+        landing = pipeline.landing
+        env = check_environment(sourced, "doctor", landing.secrets)
+        if landing.lands and landing.check:
+            checks.append(_probe(pipeline, landing.check, env))
+        if landing.mode == "pr":
+            checks += _pull_request_checks(pipeline, env)
     return checks
+
+
+def _with_env_file(settings: Settings) -> Settings:
+    """The settings with `env_file`'s values, as a tick reads them (a file
+    it refuses is the secrets check's to report: none of its values then)."""
+    if settings.env_file is None:
+        return settings
+    from orchestrator.config.envfile import read_env_file
+    from orchestrator.errors import ConfigError
+
+    try:
+        values = read_env_file(settings.env_file)
+    except ConfigError:
+        return settings
+    return dataclasses.replace(settings, env_file_values=types.MappingProxyType(values))
+
+
+def _pull_request_checks(pipeline: PipelineConfig, env: Mapping[str, str]) -> list[Check]:
+    """`land = "pr"`: `gh` on the landing's PATH and logged in there (a
+    token the landing is given counts), and the remote naming a GitHub
+    repository (or `GH_REPO` given)."""
+    from orchestrator.features.landing.pull_request import github_repository
+    from orchestrator.workspace.gitrun import GIT_TIMEOUT, SafeGit
+
+    where = f"{pipeline.name}.land"
+    checks: list[Check] = []
+    gh = shutil.which("gh", path=env.get("PATH", ""))
+    if gh is None:
+        checks.append(Check(Level.FAIL, "land_pr", f"{where}: gh is not on the landing's PATH"))
+    else:
+        checks.append(_gh_login(where, gh, env))
+    remote = pipeline.landing.remote
+    url = None
+    if pipeline.repository is not None:
+        found = SafeGit(pipeline.repository, timeout=GIT_TIMEOUT).out(
+            "config", "--get", f"remote.{remote}.url"
+        )
+        url = None if found is None else found.decode("utf-8", "replace").strip()
+    if url is None:
+        checks.append(
+            Check(Level.FAIL, "land_pr", f"{where}: the repository has no remote {remote!r}")
+        )
+    elif env.get("GH_REPO"):
+        checks.append(Check(Level.OK, "land_pr", f"{where}: {remote} {url}, GH_REPO given"))
+    elif github_repository(url, env.get("GH_HOST")) is None:
+        checks.append(
+            Check(
+                Level.FAIL,
+                "land_pr",
+                f"{where}: remote {remote} ({url}) names no GitHub repository; give GH_REPO "
+                "([orchestrator] env)",
+            )
+        )
+    else:
+        checks.append(Check(Level.OK, "land_pr", f"{where}: remote {remote} {url}"))
+    return checks
+
+
+def _gh_login(where: str, gh: str, env: Mapping[str, str]) -> Check:
+    from orchestrator.features.landing.pull_request import gh_environment
+
+    try:
+        done = subprocess.run(
+            [gh, "auth", "status"],
+            env=gh_environment(env),
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Check(Level.FAIL, "land_pr", f"{where}: gh auth status did not answer")
+    except OSError as exc:
+        return Check(Level.FAIL, "land_pr", f"{where}: cannot run {gh}: {exc.strerror or exc}")
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
+        return Check(
+            Level.FAIL,
+            "land_pr",
+            f"{where}: gh is not logged in for the landing ({said[-1][:200]}); `gh auth "
+            'login`, or land_secrets = ["GH_TOKEN"] with the token in env_file',
+        )
+    return Check(Level.OK, "land_pr", f"{where}: {gh} logged in")
 
 
 def _probe(pipeline: PipelineConfig, argv: tuple[str, ...], env: Mapping[str, str]) -> Check:

@@ -139,13 +139,13 @@ class CommandRunner:
         key = (pipeline.name, stage.name)
         base = self._environments.get(key)
         if base is None:
+            # `[orchestrator] env` under the stage's own `secrets` and `env`.
+            extra = {
+                **self.settings.shared_env(os.environ),
+                **agent_runtime.stage_extra_env(stage, self.settings.secret_sources(os.environ)),
+            }
             base = runner.child_environment(
-                os.environ,
-                deny=self.settings.child_deny,
-                extra=agent_runtime.stage_extra_env(
-                    stage, self.settings.secret_sources(os.environ)
-                ),
-                orchestrator_vars={},
+                os.environ, deny=self.settings.child_deny, extra=extra, orchestrator_vars={}
             )
             self._environments[key] = base
         return {**base, **runner.child_environment({}, deny=(), extra={}, orchestrator_vars=ours)}

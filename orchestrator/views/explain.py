@@ -235,7 +235,8 @@ def _next_tick(
     slug = shlex.quote(task.slug)
     if task.status is Status.HALTED:
         note = data["halt"]["resume_note"]
-        return f"nothing: the task is halted; `{data['halt']['resume']}` makes it ready again" + (
+        again = "lands it again" if task.halt_reason == "land_refused" else "makes it ready again"
+        return f"nothing: the task is halted; `{data['halt']['resume']}` {again}" + (
             f" ({note})" if note else ""
         )
     if task.status in (Status.COMPLETE, Status.CANCELLED):

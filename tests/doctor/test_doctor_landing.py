@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 from e2e.e2e_support import PASS, stage
-from support import Project, make_repo, write_config
+from support import Project, git, make_repo, write_config
 
 
 def landing(project: Project, check: list[str]) -> None:
@@ -72,3 +73,61 @@ def test_a_check_that_starts_is_ok_and_is_not_run(
 def test_no_landing_no_land_check_line(project: Project) -> None:
     done = project.run("doctor")
     assert said(done.stdout) == []
+
+
+def pr_landing(project: Project, remote_url: str | None, extra: str = "") -> None:
+    repo = make_repo(project.dir)
+    if remote_url is not None:
+        git(repo, "remote", "add", "origin", remote_url)
+    head = f'[pipelines.default]\nrepository = "repo"\nland = "pr"\n{extra}\n'
+    write_config(project.config, head + stage("implement", worker=["true"], verifier=PASS))
+
+
+def fake_gh(folder: Path) -> dict[str, str]:
+    """A `gh` whose `auth status` passes only with GH_TOKEN set, as a token login does."""
+    folder.mkdir()
+    gh = folder / "gh"
+    gh.write_text(
+        '#!/bin/sh\n[ -n "$GH_TOKEN" ] && exit 0\n'
+        'echo "You are not logged into any GitHub hosts." >&2; exit 1\n'
+    )
+    gh.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def pr_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.split()[1:2] == ["land_pr"]]
+
+
+def test_pr_landing_without_a_login_or_remote_fails(project: Project, tmp_path: Path) -> None:
+    pr_landing(project, None)
+    done = project.run("doctor", extra_env=fake_gh(tmp_path / "bin"))
+    assert done.returncode == 1
+    lines = pr_lines(done.stdout)
+    assert any(line.startswith("fail") and "not logged in" in line for line in lines), lines
+    assert any("no remote 'origin'" in line for line in lines), lines
+
+
+def test_pr_landing_with_its_token_from_env_file_passes(project: Project, tmp_path: Path) -> None:
+    secrets = project.dir / "tick.env"
+    project.dir.mkdir(parents=True, exist_ok=True)
+    secrets.write_text("GH_TOKEN=t0ken\n")
+    secrets.chmod(0o600)
+    pr_landing(project, "https://github.com/o/r.git", 'land_secrets = ["GH_TOKEN"]')
+    text = project.config.read_text().replace(
+        "[orchestrator]\n", '[orchestrator]\nenv_file = "tick.env"\n', 1
+    )
+    project.config.write_text(text)
+    done = project.run("doctor", extra_env=fake_gh(tmp_path / "bin"))
+    lines = pr_lines(done.stdout)
+    assert [line.split()[0] for line in lines] == ["ok", "ok"], done.stdout
+    assert "remote origin https://github.com/o/r.git" in lines[1]
+
+
+def test_pr_landing_without_gh_fails(project: Project, tmp_path: Path) -> None:
+    pr_landing(project, "https://github.com/o/r.git")
+    only_git = tmp_path / "only-git"  # gh may sit beside git in /usr/bin
+    only_git.mkdir()
+    (only_git / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    done = project.run("doctor", extra_env={"PATH": str(only_git)})
+    assert any("gh is not on the landing's PATH" in line for line in pr_lines(done.stdout))

@@ -1,5 +1,5 @@
 """The pipeline keys of landing, declared: `land`, `land_check`,
-`land_to`, `land_timeout`, `max_land_sendbacks`, `remote`.
+`land_to`, `land_timeout`, `max_land_sendbacks`, `land_secrets`, `remote`.
 
 Declared by landing, read by the config's generic reader; like the
 guards' keys, on the standard library only (the busy-lock path loads the
@@ -8,6 +8,7 @@ config).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from orchestrator.config.schema import (
     Key,
     Number,
     Section,
+    Strings,
     Text,
 )
 from orchestrator.domain.pipeline import land_to_stage
@@ -46,6 +48,9 @@ class LandConfig:
     # landing failing once more halts it `land_failed` (each send-back
     # starts a new run, so `max_attempts` alone never bounds them).
     max_sendbacks: int = DEFAULT_MAX_LAND_SENDBACKS
+    # Secrets the landing is given (`gh`'s GH_TOKEN) whatever the stages'
+    # `secrets` list: a name a stage lists is kept from every other child.
+    secrets: tuple[str, ...] = ()
 
     @property
     def lands(self) -> bool:
@@ -55,6 +60,15 @@ class LandConfig:
 def _remote_name(checks: Checks, remote: str, key: str) -> None:
     if remote.startswith("-") or any(c.isspace() for c in remote):
         checks.fail(key, f"{remote!r} is not a remote name")
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _secret_names(checks: Checks, names: tuple[str, ...], key: str) -> None:
+    for index, name in enumerate(names):
+        if not _NAME.fullmatch(name) or name.startswith("ORCHESTRATOR_"):
+            checks.fail(f"{key}[{index}]", f"{name!r} is not a variable name the landing may get")
 
 
 def _stages(values: Mapping[str, Any]) -> tuple[tuple[str, bool], ...]:
@@ -91,6 +105,7 @@ def _build(values: Mapping[str, Any]) -> LandConfig:
         timeout=values["land_timeout"],
         remote=values["remote"],
         max_sendbacks=values["max_land_sendbacks"],
+        secrets=values["land_secrets"],
     )
 
 
@@ -142,6 +157,15 @@ LAND_SECTION: Section[LandConfig] = Section(
             "failing `land_check`) since it was added or last resumed; the next landing that "
             "would send it back halts it `land_failed` instead, with the conflict or the "
             "check's output as the reason (default 3)",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "land_secrets",
+            Checked(Strings(), _secret_names),
+            (),
+            "environment variable names the landing is given (its `land_check`, `git push`, "
+            '`gh`: `["GH_TOKEN"]`) from the tick\'s environment or `env_file`, even when a '
+            "stage lists them in `secrets` (which keeps them from every other command)",
             PIPELINE_ONLY,
         ),
         Key(

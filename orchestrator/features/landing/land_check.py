@@ -40,14 +40,22 @@ def land_folder(settings: Settings, slug: str) -> Path:
     return settings.state_root / slug / FOLDER
 
 
-def check_environment(settings: Settings, slug: str) -> dict[str, str]:
+def check_environment(
+    settings: Settings, slug: str, secrets: tuple[str, ...] = ()
+) -> dict[str, str]:
     """The environment `land_check` (and `git push`, `gh`) is given: the
-    tick's, without what `child_deny` names, with `ORCHESTRATOR_TASK`.
-    `doctor` probes the check's interpreter in it too (from its own shell)."""
+    tick's, without what `child_deny` names, with `[orchestrator] env` and
+    the pipeline's `land_secrets` (from the environment, else `env_file`)
+    and `ORCHESTRATOR_TASK`. `doctor` probes the check's interpreter in it
+    too (from its own shell)."""
+    sources = settings.secret_sources(os.environ)
     return runner.child_environment(
         os.environ,
         deny=settings.child_deny,
-        extra={},
+        extra={
+            **settings.shared_env(os.environ),
+            **{name: sources[name] for name in secrets if name in sources},
+        },
         orchestrator_vars={"ORCHESTRATOR_TASK": slug},
     )
 

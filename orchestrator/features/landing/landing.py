@@ -286,7 +286,7 @@ def land_request(
     """What a mode is handed to land `task`: its branch and base, the check's
     environment, and the commit point fenced by this landing's lock."""
     assert pipeline.repository is not None
-    check_env = check_environment(kernel.settings, task.slug)
+    check_env = check_environment(kernel.settings, task.slug, config.secrets)
     return LandRequest(
         slug=task.slug,
         title=task.title,
