@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Decision, Outcome, decide
-from orchestrator.domain.pipeline import State, Status, landing_instead
+from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
 from orchestrator.ext.model import AttemptRun, Chain, Claim, Ended
@@ -208,7 +208,7 @@ class Recorder:
             f"{run.outcome.value}"
             + ("" if run.verdict is None else f" score {run.verdict.score:.2f}")
             + f"{_why(run)} "
-            + ("" if end is None else f"-> {_written(self.settings, task, end.decision)} ")
+            + ("" if end is None else f"-> {end.state} ")
             + rounds.describe(end, claim.candidate, claim.candidates, claim.round)
         )
         self.tick.count(run.outcome)
@@ -319,11 +319,3 @@ def _recorded_as(decision: Decision, run: AttemptRun, columns: dict[str, Any]) -
     columns["error"] = clean_text(decision.reason, 4096)
     run.outcome = decision.outcome
     return None
-
-
-def _written(settings: Settings, task: repo.TaskSnapshot, decision: Decision) -> State:
-    """The state a round's decision wrote (`landing`, not `complete`, in a
-    pipeline that lands), for the tick's line."""
-    pipeline = settings.pipeline(task.pipeline)
-    lands = pipeline is not None and pipeline.landing.lands
-    return landing_instead(task.state, decision.state, lands)

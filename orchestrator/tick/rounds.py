@@ -17,6 +17,7 @@ from sqlalchemy import Connection
 from orchestrator.config import Settings
 from orchestrator.domain import rounds
 from orchestrator.domain.decide import Decision, Outcome, decide
+from orchestrator.domain.pipeline import State
 from orchestrator.domain.verdict import Verdict
 from orchestrator.storage import repo
 from orchestrator.storage.repo import rounds as round_rows
@@ -31,6 +32,7 @@ class RoundEnd:
     decision: Decision
     best: round_rows.Member
     candidates: int
+    state: State  # the state written: the decision's, or where a pipeline puts it
 
 
 def lock(conn: Connection, task_id: int) -> None:
@@ -82,8 +84,8 @@ def decide_if_full(
     # Only a winner's commit is the task's; the others stay at their refs.
     keep = chosen.id if best.outcome is Outcome.PASSED else None
     round_rows.clear_commits(conn, [m.id for m in members if m.id != keep])
-    applier.apply(conn, task, decision, chosen.id, now)
-    return RoundEnd(decision, chosen, len(members))
+    written = applier.apply(conn, task, decision, chosen.id, now)
+    return RoundEnd(decision, chosen, len(members), written)
 
 
 def _verdict(member: round_rows.Member) -> Verdict | None:
