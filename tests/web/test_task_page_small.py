@@ -28,7 +28,12 @@ def test_a_reject_without_a_note_answers_in_the_pages_words(tmp_path: Path) -> N
         post = urllib.request.Request(
             base + "/gate/doc/reject",
             data=f"csrf={found.group(1)}&note=++".encode(),
-            headers={"Cookie": cookie, **base.headers, "Origin": f"http://{host}"},
+            headers={
+                "Cookie": cookie,
+                **base.headers,
+                "Origin": f"http://{host}",
+                "Sec-Fetch-Site": "same-origin",
+            },
         )
         try:
             urllib.request.urlopen(post, timeout=10).close()
@@ -36,7 +41,10 @@ def test_a_reject_without_a_note_answers_in_the_pages_words(tmp_path: Path) -> N
         except urllib.error.HTTPError as exc:
             page = exc.read().decode()
             assert exc.code == 409
-    assert "Write a note saying what to change" in page and "--note" not in page
+    flash = re.search(r'id="flash"[^>]*>(.*?)<', page, re.S)
+    assert flash is not None, page
+    assert "Write a note saying what to change" in flash.group(1)
+    assert "--note" not in flash.group(1)
     assert project.state("doc") == "research:awaiting_approval"
 
 
