@@ -38,9 +38,13 @@ def human_command(name: str, doc: str, note_required: bool = False) -> click.Com
         )(command)
         # Not an option: a person who reaches for it is told what approve
         # opens, where click would offer "Did you mean '--note'?".
-        command = click.option("--stage", hidden=True, expose_value=False, callback=_no_stage)(
-            command
-        )
+        command = click.option(
+            "--stage",
+            hidden=True,
+            expose_value=False,
+            callback=_no_stage,
+            help="Not an option: approve opens the gate the task waits at.",
+        )(command)
     if name == "reject":
         command = click.option(
             "--to",
