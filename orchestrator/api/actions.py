@@ -26,6 +26,7 @@ from orchestrator.domain.pipeline import (
     next_state,
     parse_state,
     reject_state,
+    resume_state,
 )
 from orchestrator.domain.text import clean_text
 from orchestrator.errors import IllegalTransitionError, RefusedError
@@ -85,6 +86,8 @@ def _transition(
     with write_tx(engine) as conn:
         task = _load(conn, slug)
         target = _target(task, event)
+        if event is Event.RESUME:
+            target = resume_state(task.state, task.halt_reason)
         if budget is not None:
             from orchestrator.agents.budget import raise_budget
 

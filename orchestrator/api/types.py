@@ -269,6 +269,8 @@ class ExplainView:
     pool: PoolView | None
     version: JsonObject | None
     next_tick: str
+    # The person's reject that began the current run: at, by, to, note.
+    rejected: JsonObject | None = None
 
     __getitem__ = deprecated_getitem
 

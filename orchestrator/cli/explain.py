@@ -73,6 +73,7 @@ def render(data: dict[str, Any]) -> list[str]:
     lines += _wait_lines(data)
     lines += _change_lines(data)
     lines += landing_lines(data.get("landing"))
+    lines += _rejected_lines(data.get("rejected"))
     lines += _last_lines(data["last_attempt"])
     attempts = data["attempts"]
     if attempts is not None:
@@ -87,11 +88,7 @@ def render(data: dict[str, Any]) -> list[str]:
             f"window [{window}], threshold {_num(plateau['threshold'])} "
             f"(patience {plateau['patience']}, min_delta {plateau['min_delta']:g})"
         )
-        if plateau["scores_until_rule_applies"]:
-            lines.append(
-                f"            {plateau['scores_until_rule_applies']} more scored attempt(s) "
-                "before the rule may halt"
-            )
+        lines += _until_lines(plateau["scores_until_rule_applies"], attempts)
         lines.append(f"            {plateau['reason']}")
     no_change = data["no_change"]
     if no_change is not None and no_change["limit"] is not None:
@@ -124,6 +121,28 @@ def render(data: dict[str, Any]) -> list[str]:
         f"{money(cost['budget_left_usd'])} left" + (" (reached)" if cost["budget_reached"] else "")
     )
     lines.append(f"  cost      {money(cost['spent_usd'])} recorded{budget}")
+    return lines
+
+
+def _until_lines(until: int, attempts: dict[str, Any] | None) -> list[str]:
+    """How far the plateau rule is, true also when the run has fewer
+    attempts left than the rule needs (it cannot fire in this run then)."""
+    if not until:
+        return []
+    left = None if attempts is None else attempts["left"]
+    if left is None or left >= until:
+        return [f"            {until} more scored attempt(s) before the rule may halt"]
+    return [
+        f"            the rule needs {until} more scored attempt(s); "
+        f"{left} attempt(s) left in this run, so it cannot halt it"
+    ]
+
+
+def _rejected_lines(rejected: dict[str, Any] | None) -> list[str]:
+    if rejected is None:
+        return []
+    lines = [f"  rejected  to {rejected['to']} by {rejected['by']} at {rejected['at']}"]
+    lines += [f"            note: {line}" for line in (rejected["note"] or "").splitlines()[:12]]
     return lines
 
 

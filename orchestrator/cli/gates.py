@@ -36,6 +36,15 @@ def human_command(name: str, doc: str, note_required: bool = False) -> click.Com
             metavar="HASH",
             help="Approve only if the gate still has this approval hash (from `show`).",
         )(command)
+        # Not an option: a person who reaches for it is told what approve
+        # opens, where click would offer "Did you mean '--note'?".
+        command = click.option(
+            "--stage",
+            hidden=True,
+            expose_value=False,
+            callback=_no_stage,
+            help="Not an option: approve opens the gate the task waits at.",
+        )(command)
     if name == "reject":
         command = click.option(
             "--to",
@@ -43,6 +52,15 @@ def human_command(name: str, doc: str, note_required: bool = False) -> click.Com
             help="Run this earlier stage of the task's pipeline next, not the gate's own.",
         )(command)
     return click.command(name)(command)
+
+
+def _no_stage(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        raise click.UsageError(
+            "approve takes no --stage: it opens the gate SLUG waits at (`orchestrator "
+            "list` shows STAGE:awaiting_approval); to run another stage next, "
+            "`orchestrator reject SLUG --to STAGE --note ...`"
+        )
 
 
 approve = human_command(

@@ -10,6 +10,7 @@ import click
 from orchestrator.agents import kinds
 from orchestrator.cli.app import App, pass_app
 from orchestrator.cli.output import shown_path, shown_url, table
+from orchestrator.errors import RefusedError
 
 
 @click.command()
@@ -162,19 +163,28 @@ def doctor(app: App) -> None:
     "--install", is_flag=True, help="Put the line in your crontab (replacing this project's)."
 )
 @click.option("--uninstall", is_flag=True, help="Remove this project's line from your crontab.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --install: install even when a stage's command is not on the line's PATH.",
+)
 @pass_app
-def cron(app: App, every: int, install: bool, uninstall: bool) -> None:
+def cron(app: App, every: int, install: bool, uninstall: bool, force: bool) -> None:
     """Print a crontab line that ticks this project, or install it.
 
-    The line uses absolute paths (this Python's orchestrator, --config), the
-    PATH of this shell (cron's own PATH rarely holds the agents), `tick
-    --quiet`, and appends its log to orchestrator.log beside the config.
+    The line uses absolute paths (this Python's orchestrator, --config), a
+    copy of this shell's PATH, each folder once (cron's own PATH rarely
+    holds the agents), `tick --quiet`, and appends its log to
+    orchestrator.log beside the config. A stage's command that PATH does not
+    find is warned about: run cron from a shell that finds your agents.
     --install edits your crontab: the line, marked with `# orchestrator-cron`
-    and the config's path, is added once or replaced in place; --uninstall
-    removes it. Other lines are never touched.
+    and the config's path, is added once or replaced in place (refused while
+    a command is not found, unless --force); --uninstall removes it. Other
+    lines are never touched.
     """
     from orchestrator import scaffold
     from orchestrator.scaffold import cron_line
+    from orchestrator.scaffold.cron import unique_path, unstartable
 
     if install and uninstall:
         raise click.UsageError("give --install or --uninstall, not both")
@@ -184,9 +194,15 @@ def cron(app: App, every: int, install: bool, uninstall: bool) -> None:
         # --db (or ORCHESTRATOR_DB_URL) goes into the line, resolved: cron has
         # neither this shell's environment nor its working folder.
         db_url = settings.database_url if app.db else None
-        line = cron_line(settings, every, db_url, os.environ.get("PATH", "/usr/bin:/bin"))
+        path = unique_path(os.environ.get("PATH", "/usr/bin:/bin"))
+        line = cron_line(settings, every, db_url, path)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--every") from None
+    missing = [] if uninstall else unstartable(settings, path)
+    if missing and install and not force:
+        raise RefusedError(_not_on_path(missing) + "; or give --force to install it anyway")
+    if missing:
+        click.echo(f"warning: {_not_on_path(missing)}", err=True)
     if not (install or uninstall):
         click.echo(line)
         click.echo("# install it: orchestrator cron --install", err=True)
@@ -207,4 +223,19 @@ def cron(app: App, every: int, install: bool, uninstall: bool) -> None:
             "absent": "your crontab has no line for this project; nothing changed",
         }[change]
         + (f"\n{line}" if install else "")
+    )
+
+
+def _not_on_path(missing: list[tuple[str, str]]) -> str:
+    """One line naming each program once, with the stages that run it."""
+    by_program: dict[str, list[str]] = {}
+    for where, program in missing:
+        by_program.setdefault(program, []).append(where)
+    named = "; ".join(
+        f"{program!r} ({', '.join(wheres[:3])}{', …' if len(wheres) > 3 else ''})"
+        for program, wheres in by_program.items()
+    )
+    return (
+        f"not found on the PATH the line carries: {named}; a tick from cron cannot start "
+        "it: run cron from a shell whose PATH finds it"
     )

@@ -175,6 +175,9 @@ class Settings:
     kill_grace_seconds: float = 5.0
     affinity: Affinity = "host"
     env_deny: tuple[str, ...] = ()
+    # `[orchestrator] env`: variables every stage, setup and landing is
+    # given (from the environment, else `env_file`), secrets or not.
+    env: tuple[str, ...] = ()
     # A read-only view, so a frozen Settings cannot be changed through it.
     pipelines: Mapping[str, PipelineConfig] = field(
         default_factory=lambda: types.MappingProxyType({}), hash=False
@@ -198,6 +201,12 @@ class Settings:
         """Where a stage's `secrets` are looked up: the environment first
         (an exported value overrides the file, as with dotenv), then `env_file`."""
         return collections.ChainMap(dict(environ), dict(self.env_file_values))
+
+    def shared_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The `env` names' values (`secret_sources`: the environment, then
+        `env_file`); a name set in neither is left out."""
+        sources = self.secret_sources(environ)
+        return {name: sources[name] for name in self.env if name in sources}
 
     @property
     def child_deny(self) -> tuple[str, ...]:

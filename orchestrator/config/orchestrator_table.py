@@ -7,7 +7,11 @@ table is read once per installation, not per stage, and is the longest.
 
 from __future__ import annotations
 
+import re
+
 from orchestrator.config.schema import (
+    Checked,
+    Checks,
     Choice,
     FilePath,
     Integer,
@@ -19,6 +23,14 @@ from orchestrator.config.schema import (
 )
 
 ORCHESTRATOR = frozenset({"orchestrator"})
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variable_names(checks: Checks, names: tuple[str, ...], key: str) -> None:
+    for index, name in enumerate(names):
+        if not _VARIABLE.fullmatch(name) or name.startswith("ORCHESTRATOR_"):
+            checks.fail(f"{key}[{index}]", f"{name!r} is not a variable name a command may get")
+
 
 ORCHESTRATOR_SECTION: Section[None] = Section(
     name="engine",
@@ -107,6 +119,16 @@ ORCHESTRATOR_SECTION: Section[None] = Section(
             ORCHESTRATOR,
         ),
         Key(
+            "env",
+            Checked(Strings(), _variable_names),
+            (),
+            "names of variables every stage's commands, every `setup` and the landing (its "
+            "`land_check`, `git push`, `gh`) are given from the tick's environment or, when it "
+            "lacks them, `env_file`: what a cron tick needs that is no stage's secret "
+            '(`["GH_REPO", "ANTHROPIC_BASE_URL"]`); a name set in neither is left unset',
+            ORCHESTRATOR,
+        ),
+        Key(
             "affinity",
             Choice(("host", "any")),
             "host",
@@ -155,10 +177,11 @@ ORCHESTRATOR_SECTION: Section[None] = Section(
             "a file of `NAME=value` lines (dotenv: `#` comments at a line's start, blank "
             "lines, an optional `export `, a value optionally in single quotes, or in double "
             'quotes with `\\n`, `\\t`, `\\\\`, `\\"` and `\\$` escapes; nothing is expanded) '
-            "where a tick finds the stages' `secrets` that its environment lacks (an exported "
-            "value wins); read at each tick, its variables reach only the stages whose "
-            "`secrets` name them. Refused (exit 78, one line naming the file and line, never "
-            "the value) unless a regular file, not a link, that group and others cannot access "
+            "where a tick finds the stages' `secrets`, the `env` names and the pipelines' "
+            "`land_secrets` that its environment lacks (an exported value wins); read at each "
+            "tick, its variables reach only the commands those keys name them for. Refused "
+            "(exit 78, one line naming the file and line, never the value) unless a regular "
+            "file, not a link, that group and others cannot access "
             "(`chmod 600`)",
             ORCHESTRATOR,
         ),

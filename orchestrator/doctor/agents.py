@@ -137,3 +137,28 @@ def _run(argv: list[str]) -> str | None:
         return None
     text = (done.stdout or done.stderr).decode("utf-8", "replace").strip()
     return text if done.returncode == 0 and text else None
+
+
+def lenient_judge_checks(settings: Settings) -> list[Check]:
+    """A stage whose verdict an agent CLI prints (its verifier, or its
+    worker when it has none) under the lenient rule: a model writing
+    `"pass": "fail"` or `"no"` passes it. One warning naming the stages."""
+    lenient = []
+    for pipeline in settings.pipelines.values():
+        for stage in pipeline.stages:
+            judge = stage.verifier if stage.verifier is not None else stage.worker
+            if judge and Path(judge[0]).name in KNOWN and not stage.strict_verdict:
+                lenient.append(f"{pipeline.name}.{stage.name}")
+    if not lenient:
+        return []
+    named = ", ".join(lenient[:MAX_NAMED]) + (
+        f" and {len(lenient) - MAX_NAMED} more" if len(lenient) > MAX_NAMED else ""
+    )
+    return [
+        Check(
+            Level.WARN,
+            "verdict",
+            f"{named}: an agent CLI prints the verdict under the lenient rule, where "
+            '"pass": "fail" or "no" passes; set strict_verdict = true',
+        )
+    ]

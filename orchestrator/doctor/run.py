@@ -10,6 +10,7 @@ from orchestrator.config import Settings, load_settings
 from orchestrator.doctor.commands import _command_checks, _judge_checks, _prompt_checks
 from orchestrator.doctor.database import _database_checks
 from orchestrator.doctor.folders import _folder_checks, _lock_checks
+from orchestrator.doctor.landing import land_checks
 from orchestrator.doctor.report import Check, DoctorReport, Level
 from orchestrator.doctor.sandbox import sandbox_checks
 from orchestrator.doctor.secrets import secret_checks
@@ -30,10 +31,12 @@ def run_doctor(config: str | None, db_url: str | None) -> DoctorReport:
     checks += _prompt_checks(settings)
     checks += _judge_checks(settings)
     checks += secret_checks(settings)
+    checks += land_checks(settings)
     checks += sandbox_checks(settings)
-    from orchestrator.doctor.agents import agent_checks
+    from orchestrator.doctor.agents import agent_checks, lenient_judge_checks
 
     checks += agent_checks(settings)
+    checks += lenient_judge_checks(settings)
     return DoctorReport(tuple(checks), config_loaded=True)
 
 

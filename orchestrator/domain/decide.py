@@ -67,6 +67,9 @@ class HaltReason(StrEnum):
     NO_PROGRESS = "no_progress"
     # The landing step could not land and a person must act (`Refused`).
     LAND_REFUSED = "land_refused"
+    # The landing sent the task back `max_land_sendbacks` times and failed
+    # once more (a check that keeps failing, a conflict that keeps coming).
+    LAND_FAILED = "land_failed"
 
 
 @dataclass(frozen=True)

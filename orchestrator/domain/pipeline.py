@@ -154,6 +154,10 @@ def check_transition(before: State, event: Event, after: State) -> None:
         # Which stages are earlier is the pipeline's to say (`reject_state`);
         # the edge itself only ever leads to a stage ready to run.
         legal = after.status is Status.READY and after.stage != COMPLETE
+    elif event is Event.RESUME and after.status is Status.LANDING:
+        # A refused landing resumed: landed again, not its last stage rerun
+        # (`resume_state`).
+        legal = after.stage == before.stage
     else:
         legal = after.stage == before.stage and after.status.value == target.value
     if not legal:
@@ -182,6 +186,15 @@ def landing_instead(before: State, to: State, lands: bool) -> State:
     if lands and to.status is Status.COMPLETE:
         return State(before.stage, Status.LANDING)
     return to
+
+
+def resume_state(state: State, halt_reason: str | None) -> State:
+    """Where `resume` leads: ready at the stage, or for a landing that was
+    refused (`land_refused`: its branch passed every stage) `landing` again,
+    so the next tick retries the landing, not the last stage's agent."""
+    if state.status is Status.HALTED and halt_reason == "land_refused":
+        return State(state.stage, Status.LANDING)
+    return next_state(state, Event.RESUME, ())
 
 
 def land_to_stage(stages: Sequence[tuple[str, bool]], named: str | None) -> str | None:

@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 from orchestrator.agents.limits import UsageLimit
 from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.domain.decide import Decision, Outcome
+from orchestrator.domain.pipeline import State
 from orchestrator.domain.verdict import Verdict
 from orchestrator.errors import OrchestratorError
 from orchestrator.storage import repo
@@ -130,10 +131,13 @@ class Slot:
 class RoundEnd:
     """What closing one attempt of a round did (`TickHooks.decide_round`):
     the round's decision, once its last slot ended (None before), and the
-    tail of the closed attempt's line in the log."""
+    tail of the closed attempt's line in the log, and the state written
+    (`landing` where the decision says `complete` in a pipeline that lands:
+    what the line must say)."""
 
     decision: Decision | None
     tail: str
+    state: State | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine
 
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Decision
+from orchestrator.domain.pipeline import State
 from orchestrator.ext.model import Command
 from orchestrator.storage import repo
 
@@ -85,7 +86,7 @@ class ApplierPort(Protocol):
         decision: Decision,
         attempt_id: int,
         now: datetime,
-    ) -> None: ...
+    ) -> State: ...
 
 
 class Kernel(Protocol):

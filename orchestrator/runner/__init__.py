@@ -27,8 +27,9 @@ why:
 * **The drain after exit is bounded** (about one second). A grandchild that
   escaped with `setsid` can hold the pipe for ever; we stop reading, sweep the
   group and close our ends, so a call ends within timeout + grace + ~2 s.
-* **Spawn failures are results, not exceptions**: a missing binary is a task's
-  problem (the attempt fails), never the tick's.
+* **Spawn failures are results, not exceptions**: the caller decides whose
+  fault one is (`program_cannot_start`: the tick holds a task whose command
+  is missing or not executable, a fault of the configuration, not the task's).
 * **Argv and environment values are cleaned and capped** (NUL removed, lone
   surrogates replaced, 8 KiB): they come from verdict hints and task fields,
   which the agent controls, and a NUL or a surrogate would make `Popen` raise.
@@ -42,6 +43,7 @@ why:
 from __future__ import annotations
 
 from orchestrator.runner.capture import ProcessResult
+from orchestrator.runner.capture import program_cannot_start as program_cannot_start
 from orchestrator.runner.command import run_command
 from orchestrator.runner.environment import (
     MAX_VALUE_BYTES,

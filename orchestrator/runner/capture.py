@@ -136,6 +136,22 @@ class _Capture:
         return clean_text(decoded)
 
 
+# How `_start_error` begins when the program itself cannot start (not
+# found, not executable, a bad #! line), as opposed to its folder or its
+# arguments: what the tick treats as the configuration's fault.
+_PROGRAM_FAULTS = (
+    "command not found:",
+    "permission denied: command",
+    "interpreter not found",
+    "cannot execute",
+)
+
+
+def program_cannot_start(start_error: str | None) -> bool:
+    """Whether a start error says the program is missing or not executable."""
+    return start_error is not None and start_error.startswith(_PROGRAM_FAULTS)
+
+
 def _start_error(argv: Sequence[str], cwd: Path, exc: BaseException) -> str:
     """One line a user can act on; the attempt records it as the failure reason."""
     program = argv[0]

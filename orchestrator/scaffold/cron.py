@@ -110,6 +110,39 @@ def cron_line(settings: Settings, every: int, db_url: str | None, path: str) -> 
     return f"{cron_schedule(every)} {command.replace('%', chr(92) + '%')}"
 
 
+def unique_path(path: str) -> str:
+    """PATH with each folder once, first place kept (a shell's PATH often
+    repeats folders: every sourced profile prepends again), empty ones out
+    (an empty entry means the working folder, which cron's is not)."""
+    seen: dict[str, None] = {}
+    for folder in path.split(os.pathsep):
+        if folder:
+            seen.setdefault(folder, None)
+    return os.pathsep.join(seen)
+
+
+def unstartable(settings: Settings, path: str) -> list[tuple[str, str]]:
+    """(where, program) of each command the line's tick would not find on
+    `path`: a stage's worker or verifier, a pipeline's setup or land_check,
+    by argv[0] as the runner resolves it. A relative path (looked up in the
+    task's workspace) or a placeholder is the task's to say, not checked."""
+    found: list[tuple[str, str]] = []
+    for pipeline in settings.pipelines.values():
+        commands = [("setup", pipeline.setup), ("land_check", pipeline.landing.check)]
+        for stage in pipeline.stages:
+            commands += [(f"{stage.name}.worker", stage.worker)]
+            commands += [(f"{stage.name}.verifier", stage.verifier)]
+        for role, argv in commands:
+            if not argv:
+                continue
+            program = argv[0].replace("{config_dir}", str(settings.base_dir))
+            if "{" in program or ("/" in program and not program.startswith("/")):
+                continue
+            if shutil.which(program, path=path) is None:
+                found.append((f"{pipeline.name}.{role}", argv[0]))
+    return found
+
+
 CRON_MARK = "# orchestrator-cron"
 
 

@@ -32,14 +32,18 @@ class Applier:
         decision: Decision,
         attempt_id: int,
         now: datetime,
-    ) -> None:
+    ) -> State:
+        """Write the decision; the state written, which is `landing` where
+        the decision says `complete` in a pipeline that lands (what the
+        tick's line must say: nothing is complete before it landed)."""
         pipeline = self.tx.settings.pipeline(task.pipeline)
         lands = pipeline is not None and pipeline.landing.lands
+        to = landing_instead(task.state, decision.state, lands)
         repo.apply_transition(
             conn,
             task,
             decision.event,
-            landing_instead(task.state, decision.state, lands),
+            to,
             now=now,
             actor=ACTOR,
             reason=decision.reason,
@@ -50,6 +54,7 @@ class Applier:
         )
         if decision.halt_reason is not None:
             self.tick.halted()
+        return to
 
     def halt_unknown(self, conn: Connection, task: repo.TaskSnapshot, now: datetime) -> None:
         """A stage (or pipeline) the configuration no longer has: stop, loudly."""

@@ -69,6 +69,7 @@ class CommandRunner:
     ) -> runner.ProcessResult:
         """One command of an attempt, under its guard (stop, fence, lease),
         its output captured and its identity noted in the state folder."""
+        program = argv[0]
         claim = guard.claim
         try:
             command = self.wrap(
@@ -111,6 +112,16 @@ class CommandRunner:
             )
         if result.start_error is None:
             mark_started(state_dir)  # it ran: recovery may charge the attempt
+        elif runner.program_cannot_start(result.start_error) and _configured(program):
+            # The configuration's program is missing or not executable (cron's
+            # PATH lacks it): every attempt would fail the same way. As for a
+            # program the walls hide: not charged; the tick stops (78).
+            raise HostFault(
+                ConfigError(
+                    f"{name} of stage {guard.claim.stage.name}: {result.start_error} "
+                    f"(PATH {env.get('PATH', '')!r}); the task is held, no attempt spent"
+                )
+            )
         if result.capture_error is not None:
             # The output is whole in memory, the verdict in it counts; the
             # host's fault still stops the tick claiming (74/77).
@@ -130,13 +141,13 @@ class CommandRunner:
         key = (pipeline.name, stage.name)
         base = self._environments.get(key)
         if base is None:
+            # `[orchestrator] env` under the stage's own `secrets` and `env`.
+            extra = {
+                **self.settings.shared_env(os.environ),
+                **agent_runtime.stage_extra_env(stage, self.settings.secret_sources(os.environ)),
+            }
             base = runner.child_environment(
-                os.environ,
-                deny=self.settings.child_deny,
-                extra=agent_runtime.stage_extra_env(
-                    stage, self.settings.secret_sources(os.environ)
-                ),
-                orchestrator_vars={},
+                os.environ, deny=self.settings.child_deny, extra=extra, orchestrator_vars={}
             )
             self._environments[key] = base
         return {**base, **runner.child_environment({}, deny=(), extra={}, orchestrator_vars=ours)}
@@ -158,3 +169,11 @@ class CommandRunner:
             self.notes.note_capture(path.parent, f"process note not written: {error}")
         self.notes.note_process(path.parent, ident)
         fault_point("after_spawn_recorded")
+
+
+def _configured(program: str) -> bool:
+    """A program the configuration names (on PATH, or by absolute path),
+    not one the task's workspace holds (a relative path: the task's to make)."""
+    if program.startswith("{config_dir}"):
+        return True
+    return "{" not in program and ("/" not in program or program.startswith("/"))

@@ -120,7 +120,7 @@ class Recorder:
                 repo.record_late_result(conn, claim.attempt_id, {**columns, "at": now.isoformat()})
                 return True, None
             fault_point("inside_record_tx")
-            self.applier.apply(conn, task, decision, claim.attempt_id, now)
+            written = self.applier.apply(conn, task, decision, claim.attempt_id, now)
             if wait is not None and decision.state.status is Status.READY:
                 # A backoff's or a pending verdict's recheck; 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
@@ -139,7 +139,7 @@ class Recorder:
             score = "" if verdict is None else f" score {verdict.score:.2f}"
             self.tick.say(
                 f"{claim.task.slug}: {claim.stage.name} attempt {claim.number} "
-                f"{run.outcome.value}{score}{_why(run)} -> {decision.state}"
+                f"{run.outcome.value}{score}{_why(run)} -> {written}"
                 + (f" ({decision.halt_reason.value})" if decision.halt_reason else "")
             )
         except Exception as exc:  # e.g. stdout closed: the committed claim must still run
@@ -211,7 +211,7 @@ class Recorder:
             f"{run.outcome.value}"
             + ("" if run.verdict is None else f" score {run.verdict.score:.2f}")
             + f"{_why(run)} "
-            + ("" if end.decision is None else f"-> {end.decision.state} ")
+            + ("" if end.state is None else f"-> {end.state} ")
             + end.tail
         )
         self.tick.count(run.outcome)

@@ -156,7 +156,7 @@ class WorkspacePreparer:
         env = runner.child_environment(
             os.environ,
             deny=self.settings.child_deny,
-            extra={},
+            extra=self.settings.shared_env(os.environ),  # `[orchestrator] env`, no secret
             orchestrator_vars={**context.setup_environment(), runner.PROCESS_TAG: tag},
         )
         return self.commands.run("setup", setup, context.for_setup(), cwd, env, state_dir, guard)

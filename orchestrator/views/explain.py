@@ -45,6 +45,7 @@ _HALT_RULES = {
     "no_progress": "halt_after_no_change: attempts in a row left the workspace unchanged",
     "budget": "max_cost_usd: the recorded cost reached the budget",
     "land_refused": landing.HALT_RULE,
+    "land_failed": landing.FAILED_RULE,
 }
 
 
@@ -148,7 +149,26 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
             "resume_note": _raise_budget(cost) if task.halt_reason == "budget" else None,
         }
     data["next_tick"] = _next_tick(task, stage, data, settings, pipeline, short)
+    data["rejected"] = _rejected(transitions)
     return data
+
+
+# The events that begin a run of a stage (`add` begins the first).
+_RUN_STARTS = frozenset({"add", "reject", "resume", "send_back", "stage_passed", "advance"})
+
+
+def _rejected(transitions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The reject (`reject [--to STAGE] --note`) that began the current run,
+    with its note: what the stage's attempts are given as their hint."""
+    began = next((t for t in reversed(transitions) if t["event"] in _RUN_STARTS), None)
+    if began is None or began["event"] != "reject":
+        return None
+    return {
+        "at": began["at"].isoformat(),
+        "by": began["actor"],
+        "to": began["to_state"],
+        "note": began["note"],
+    }
 
 
 def _verdict(a: repo.AttemptSnapshot) -> dict[str, Any]:
@@ -226,7 +246,8 @@ def _next_tick(
     slug = shlex.quote(task.slug)
     if task.status is Status.HALTED:
         note = data["halt"]["resume_note"]
-        return f"nothing: the task is halted; `{data['halt']['resume']}` makes it ready again" + (
+        again = "lands it again" if task.halt_reason == "land_refused" else "makes it ready again"
+        return f"nothing: the task is halted; `{data['halt']['resume']}` {again}" + (
             f" ({note})" if note else ""
         )
     if task.status in (Status.COMPLETE, Status.CANCELLED):

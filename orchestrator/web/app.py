@@ -40,6 +40,8 @@ FLASHES = {
     "resumed": "Resumed: the next tick runs it again at its stage.",
     "cancelled": "Cancelled: the task is finished for good.",
 }
+# A reject without a note, in the page's words (the library's names `--note`).
+NOTE_NEEDED = "Write a note saying what to change before Reject: it is the next attempt's hint."
 MAX_PAGE = 1_000_000
 
 
@@ -98,6 +100,8 @@ def create_app(engine: Engine, settings: Settings, auth: Auth, page_size: int = 
         note = form.get("note")
         expect = form.get("expect")
         actor = request.state.actor
+        if action == "reject" and not (isinstance(note, str) and note.strip()):
+            return await refused(request, slug, NOTE_NEEDED)
 
         def run() -> actions.ActionResult:
             if action == "approve":

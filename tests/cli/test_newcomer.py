@@ -428,11 +428,19 @@ exit 2
 """
 
 
+def agents_on_path(bin_dir: Path) -> None:
+    """Stand-ins for the agents `init`'s stages run, where the line's PATH finds them."""
+    for name in ("claude", "codex"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+
+
 def test_cron_install_and_uninstall_edit_the_crontab_idempotently(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "crontab").write_text(FAKE_CRONTAB)
     (bin_dir / "crontab").chmod(0o755)
+    agents_on_path(bin_dir)  # or `--install` refuses the line (`cron` checks its PATH)
     store = tmp_path / "crontab.txt"
     folder = tmp_path / "proj"
     folder.mkdir()
@@ -490,6 +498,7 @@ def test_cron_install_keeps_a_crontab_in_another_encoding(tmp_path: Path) -> Non
     bin_dir.mkdir()
     (bin_dir / "crontab").write_text(FAKE_CRONTAB)
     (bin_dir / "crontab").chmod(0o755)
+    agents_on_path(bin_dir)  # or `--install` refuses the line (`cron` checks its PATH)
     store = tmp_path / "crontab.txt"
     store.write_bytes(b"# caf\xe9\n0 3 * * * backup\n")
     folder = tmp_path / "proj"
@@ -765,6 +774,7 @@ def test_idle_ticks_keep_a_last_tick_figure_for_metrics_doctor_and_the_board(
     bin_dir.mkdir()
     (bin_dir / "crontab").write_text(FAKE_CRONTAB)
     (bin_dir / "crontab").chmod(0o755)
+    agents_on_path(bin_dir)  # or `--install` refuses the line (`cron` checks its PATH)
     folder = tmp_path / "proj"
     folder.mkdir()
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_CRONTAB_FILE": str(tmp_path / "c")}

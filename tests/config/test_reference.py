@@ -149,8 +149,9 @@ def test_the_unknown_key_lists_keep_their_order() -> None:
     )
     assert the_schema.allowed("pipeline") == (
         *("setup", "stages", "repository", "base", "commit_author", "keep_worktree_days"),
-        *("land", "land_check", "land_to", "land_timeout", "remote", "sandbox", "sandbox_ro"),
-        *("sandbox_rw", "sandbox_network", "sandbox_tmp_mb"),
+        *("land", "land_check", "land_to", "land_timeout", "max_land_sendbacks"),
+        *("land_secrets", "remote", "sandbox", "sandbox_ro", "sandbox_rw", "sandbox_network"),
+        "sandbox_tmp_mb",
     )
 
 

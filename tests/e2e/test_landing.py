@@ -282,10 +282,13 @@ def test_a_refused_landing_halts_and_explain_names_why(project: Project) -> None
     explained = project.run("explain", "a")
     assert "land_refused" in explained.stdout and "local changes" in explained.stdout
     subprocess.run(["git", "-C", str(repo), "checkout", "--", "keep.txt"], check=True)
-    assert project.run("resume", "a").returncode == 0
-    for _ in range(2):
-        project.run("tick")
+    attempts = project.query("SELECT count(*) FROM attempts")[0][0]
+    resumed = project.run("resume", "a")
+    assert resumed.returncode == 0 and "review:halted -> review:landing" in resumed.stdout
+    # The landing is retried, not the last stage: no agent runs again.
+    assert project.run("tick").returncode == 0
     assert project.state("a") == "complete"
+    assert project.query("SELECT count(*) FROM attempts")[0][0] == attempts
     shown = project.run("show", "a")
     assert landed(project, "a")[:12] in shown.stdout
 

@@ -164,7 +164,10 @@ def test_outcomes_and_one_failure_does_not_stop_the_others(
         + stage(
             "s",
             pipeline="missing",
-            worker=[str(tmp_path / "no-such-agent")],
+            # Relative: the workspace's to hold, so the task's failure (a
+            # program the config names by PATH or absolute path holds the
+            # task instead: tests/tick/test_command_runner.py).
+            worker=["./no-such-agent"],
             verifier=agent("--touch", str(marker), "--pass"),
         )
         + stage("s", pipeline="solo", worker=agent("--pass", "--score", "0.75"))

@@ -237,11 +237,15 @@ def test_init_honours_config_and_db(tmp_path: Path) -> None:
 def test_after_init_a_task_can_be_added_and_ticked(tmp_path: Path) -> None:
     assert invoke(["init"], tmp_path).exit_code == 0
     assert invoke(["add", "t1", "--title", "First"], tmp_path).exit_code == 0
-    # the agents are not installed here: the attempt fails, the tick does not
+    # the agents are not installed here: a fault of the setup, not the task's,
+    # so the task is held (no attempt spent) and the tick ends 78 saying why
     ticked = invoke(["tick"], tmp_path, PATH="/nonexistent")
-    assert ticked.exit_code == 0, ticked.output
+    assert ticked.exit_code == 78, ticked.output
+    assert "command not found: 'claude'" in ticked.output
     listed = json.loads(invoke(["list", "--json"], tmp_path).stdout)
-    assert listed[0]["state"] == "research" and listed[0]["attempt"] == 1
+    assert listed[0]["state"] == "research"
+    explained = json.loads(invoke(["explain", "t1", "--json"], tmp_path).stdout)
+    assert explained["attempts"]["used"] == 0
 
 
 # -- the judges init writes ------------------------------------------------------------------

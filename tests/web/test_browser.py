@@ -405,7 +405,8 @@ def test_reject_without_a_note_is_refused_on_the_page(gated: Project, page: Page
     with serving(gated, page=page) as base:
         page.goto(base + "/gate/doc")
         page.click("#reject")
-        assert "needs a --note" in page.locator("#flash").inner_text()
+        flash = page.locator("#flash").inner_text()
+        assert "Write a note" in flash and "--note" not in flash
     assert gated.state("doc") == "research:awaiting_approval"
 
 

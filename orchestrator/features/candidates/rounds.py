@@ -17,6 +17,7 @@ from sqlalchemy import Connection
 from orchestrator.config import Settings
 from orchestrator.domain import rounds
 from orchestrator.domain.decide import Decision, Outcome, decide
+from orchestrator.domain.pipeline import State
 from orchestrator.domain.verdict import Verdict
 from orchestrator.ext.lookups import stage_names, stage_of, stage_policy
 from orchestrator.ext.model import RoundEnd, Slot
@@ -32,6 +33,7 @@ class Decided:
     decision: Decision
     best: round_rows.Member
     candidates: int
+    state: State  # the state written: the decision's, or where a pipeline puts it
 
 
 def close(
@@ -48,6 +50,7 @@ def close(
     return RoundEnd(
         None if end is None else end.decision,
         describe(end, slot.candidate, slot.candidates, slot.round),
+        None if end is None else end.state,
     )
 
 
@@ -96,8 +99,8 @@ def decide_if_full(
     # Only a winner's commit is the task's; the others stay at their refs.
     keep = chosen.id if best.outcome is Outcome.PASSED else None
     round_rows.clear_commits(conn, [m.id for m in members if m.id != keep])
-    applier.apply(conn, task, decision, chosen.id, now)
-    return Decided(decision, chosen, len(members))
+    written = applier.apply(conn, task, decision, chosen.id, now)
+    return Decided(decision, chosen, len(members), written)
 
 
 def _verdict(member: round_rows.Member) -> Verdict | None:

@@ -1,5 +1,5 @@
 """The pipeline keys of landing, declared: `land`, `land_check`,
-`land_to`, `land_timeout`, `remote`.
+`land_to`, `land_timeout`, `max_land_sendbacks`, `land_secrets`, `remote`.
 
 Declared by landing, read by the config's generic reader; like the
 guards' keys, on the standard library only (the busy-lock path loads the
@@ -8,6 +8,7 @@ config).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,9 +19,11 @@ from orchestrator.config.schema import (
     Checked,
     Checks,
     Choice,
+    Integer,
     Key,
     Number,
     Section,
+    Strings,
     Text,
 )
 from orchestrator.domain.pipeline import land_to_stage
@@ -28,6 +31,7 @@ from orchestrator.domain.pipeline import land_to_stage
 LandMode = Literal["merge", "pr", "none"]
 LAND_MODES: tuple[LandMode, ...] = ("merge", "pr", "none")
 DEFAULT_LAND_TIMEOUT = 600.0
+DEFAULT_MAX_LAND_SENDBACKS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,13 @@ class LandConfig:
     to: str | None = None  # where a conflict or a failing check sends the task
     timeout: float = DEFAULT_LAND_TIMEOUT  # the check's, and each git step's bound
     remote: str = "origin"  # where `pr` pushes
+    # Send-backs a task may take since it was added or last resumed; the
+    # landing failing once more halts it `land_failed` (each send-back
+    # starts a new run, so `max_attempts` alone never bounds them).
+    max_sendbacks: int = DEFAULT_MAX_LAND_SENDBACKS
+    # Secrets the landing is given (`gh`'s GH_TOKEN) whatever the stages'
+    # `secrets` list: a name a stage lists is kept from every other child.
+    secrets: tuple[str, ...] = ()
 
     @property
     def lands(self) -> bool:
@@ -49,6 +60,15 @@ class LandConfig:
 def _remote_name(checks: Checks, remote: str, key: str) -> None:
     if remote.startswith("-") or any(c.isspace() for c in remote):
         checks.fail(key, f"{remote!r} is not a remote name")
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _secret_names(checks: Checks, names: tuple[str, ...], key: str) -> None:
+    for index, name in enumerate(names):
+        if not _NAME.fullmatch(name) or name.startswith("ORCHESTRATOR_"):
+            checks.fail(f"{key}[{index}]", f"{name!r} is not a variable name the landing may get")
 
 
 def _stages(values: Mapping[str, Any]) -> tuple[tuple[str, bool], ...]:
@@ -84,6 +104,8 @@ def _build(values: Mapping[str, Any]) -> LandConfig:
         to=land_to_stage(_stages(values), values["land_to"]),
         timeout=values["land_timeout"],
         remote=values["remote"],
+        max_sendbacks=values["max_land_sendbacks"],
+        secrets=values["land_secrets"],
     )
 
 
@@ -125,6 +147,25 @@ LAND_SECTION: Section[LandConfig] = Section(
             "seconds (above 0, at most 86400) `land_check` may run, and the bound of the "
             "landing's git steps before it and again after it (default 600); the repository's "
             "landing lock is leased for three times this plus a minute",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "max_land_sendbacks",
+            Integer(0, 1000),
+            DEFAULT_MAX_LAND_SENDBACKS,
+            "how many times (0 to 1000) the landing may send a task back (a conflict, a "
+            "failing `land_check`) since it was added or last resumed; the next landing that "
+            "would send it back halts it `land_failed` instead, with the conflict or the "
+            "check's output as the reason (default 3)",
+            PIPELINE_ONLY,
+        ),
+        Key(
+            "land_secrets",
+            Checked(Strings(), _secret_names),
+            (),
+            "environment variable names the landing is given (its `land_check`, `git push`, "
+            '`gh`: `["GH_TOKEN"]`) from the tick\'s environment or `env_file`, even when a '
+            "stage lists them in `secrets` (which keeps them from every other command)",
             PIPELINE_ONLY,
         ),
         Key(

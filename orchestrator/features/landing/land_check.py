@@ -18,6 +18,7 @@ The landing's git steps stay in `merge.py`.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -39,6 +40,26 @@ def land_tag(settings: Settings, task_id: int, slug: str) -> str:
 
 def land_folder(settings: Settings, slug: str) -> Path:
     return settings.state_root / slug / FOLDER
+
+
+def check_environment(
+    settings: Settings, slug: str, secrets: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The environment `land_check` (and `git push`, `gh`) is given: the
+    tick's, without what `child_deny` names, with `[orchestrator] env` and
+    the pipeline's `land_secrets` (from the environment, else `env_file`)
+    and `ORCHESTRATOR_TASK`. `doctor` probes the check's interpreter in it
+    too (from its own shell)."""
+    sources = settings.secret_sources(os.environ)
+    return runner.child_environment(
+        os.environ,
+        deny=settings.child_deny,
+        extra={
+            **settings.shared_env(os.environ),
+            **{name: sources[name] for name in secrets if name in sources},
+        },
+        orchestrator_vars={"ORCHESTRATOR_TASK": slug},
+    )
 
 
 def end_land_check(settings: Settings, task_id: int, slug: str) -> None:

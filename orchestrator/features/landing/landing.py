@@ -7,7 +7,9 @@ outside any transaction, free the lock, then record in one transaction:
 
 - `Landed`: `complete`, the landed commit (and pull request) on the task,
   and a `landed` event;
-- `SendBack`: ready at `land_to`, the hint the next attempt's;
+- `SendBack`: ready at `land_to`, the hint the next attempt's; once the
+  task was sent back `max_land_sendbacks` times since it was added or last
+  resumed, halted `land_failed` instead, the hint its reason;
 - `Refused`: halted `land_refused`, with the mode's reason (`explain`).
 
 The ref move is the landing's commit point (`_MoveFence`): its intent is
@@ -24,11 +26,9 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 from collections.abc import Callable
 from typing import Any, cast
 
-from orchestrator import runner
 from orchestrator.config import PipelineConfig
 from orchestrator.domain.decide import HaltReason
 from orchestrator.domain.event_kinds import LANDED
@@ -37,7 +37,7 @@ from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import ACTOR, Claim, TickOptions
 from orchestrator.ext.ports import Kernel
 from orchestrator.features.landing.config import LandConfig
-from orchestrator.features.landing.land_check import LandCheck, end_left_check
+from orchestrator.features.landing.land_check import LandCheck, check_environment, end_left_check
 from orchestrator.features.landing.lock import MoveFence, RepositoryLock
 from orchestrator.features.landing.merge import land_merge
 from orchestrator.features.landing.model import (
@@ -48,6 +48,7 @@ from orchestrator.features.landing.model import (
     SendBack,
     Stopped,
 )
+from orchestrator.features.landing.sendbacks import send_back
 from orchestrator.features.landing.store import (
     abandon_move,
     record_landed,
@@ -224,20 +225,10 @@ class Lander:
                     f"{task.slug}: landed -> {_landed_reason(current, outcome)}"
                 )
             elif isinstance(outcome, SendBack):
-                to = pipeline.landing.to or pipeline.first_stage()
-                repo.apply_transition(
-                    conn,
-                    current,
-                    Event.SEND_BACK,
-                    State(to, Status.READY),
-                    now=now,
-                    actor=ACTOR,
-                    reason=_first_line(outcome.hint),
-                    next_hint=outcome.hint,
-                    hint_source="landing",
-                    new_run=True,
-                )
-                self.tx.say_after_commit(f"{task.slug}: landing sent it back to {to}")
+                said, halted = send_back(conn, current, pipeline, outcome, now)
+                if halted:
+                    self.tick.halted()
+                self.tx.say_after_commit(f"{task.slug}: {said}")
             else:
                 repo.apply_transition(
                     conn,
@@ -270,11 +261,6 @@ def _landed_reason(task: repo.TaskSnapshot, outcome: Landed) -> str:
     return "nothing to land"
 
 
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "sent back"
-    return line[:500]
-
-
 def _moved_before(task: repo.TaskSnapshot, pipeline: PipelineConfig) -> Landed:
     """What a task finishing without landing has landed: nothing, unless
     a landing killed past its commit point moved the base to its intent
@@ -300,12 +286,7 @@ def land_request(
     """What a mode is handed to land `task`: its branch and base, the check's
     environment, and the commit point fenced by this landing's lock."""
     assert pipeline.repository is not None
-    check_env = runner.child_environment(
-        os.environ,
-        deny=kernel.settings.child_deny,
-        extra={},
-        orchestrator_vars={"ORCHESTRATOR_TASK": task.slug},
-    )
+    check_env = check_environment(kernel.settings, task.slug, config.secrets)
     return LandRequest(
         slug=task.slug,
         title=task.title,

@@ -204,7 +204,7 @@ class _Gh:
 
     @classmethod
     def find(cls, request: LandRequest) -> _Gh | Refused:
-        env = _gh_environment(request.env)
+        env = gh_environment(request.env)
         program = shutil.which("gh", path=env.get("PATH"))
         if program is None:
             return Refused('gh is not installed (land = "pr" needs the GitHub CLI on PATH)')
@@ -281,7 +281,7 @@ class _Gh:
         return _Ran(done.returncode, done.stdout, "" if done.returncode == 0 else error)
 
 
-def _gh_environment(extra: Mapping[str, str]) -> dict[str, str]:
+def gh_environment(extra: Mapping[str, str]) -> dict[str, str]:
     """What `gh` sees: PATH and HOME (its own login, `gh auth login`), a few
     settings that keep it from prompting or paging, and the landing's
     environment (GH_HOST, GH_TOKEN, GH_REPO); nothing else of the tick's."""
@@ -304,4 +304,9 @@ def _repository_of(request: LandRequest) -> str | None:
     return github_repository(text, request.env.get("GH_HOST"))
 
 
-__all__: Sequence[str] = ["github_repository", "open_pull_request", "pull_request_body"]
+__all__: Sequence[str] = [
+    "gh_environment",
+    "github_repository",
+    "open_pull_request",
+    "pull_request_body",
+]

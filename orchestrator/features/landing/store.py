@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from orchestrator.domain.pipeline import Status
+from orchestrator.domain.pipeline import Event, Status
 from orchestrator.storage import tables
 
 land_locks = tables.land_locks
@@ -101,3 +101,19 @@ def abandon_move(conn: Connection, task_id: int, commit: str | None = None) -> N
     if commit is not None:
         where.append(tables.tasks.c.landed_commit == commit)
     conn.execute(update(tables.tasks).where(*where).values(landed_commit=None))
+
+
+def sendbacks_since_resume(conn: Connection, task_id: int) -> int:
+    """The landing's send-backs of the task since a person last resumed
+    it (or since it was added): what `max_land_sendbacks` bounds. A resume
+    gives a fresh allowance, as it gives a fresh run its attempts."""
+    t = tables.transitions
+    resumed = (
+        select(func.coalesce(func.max(t.c.seq), 0))
+        .where(t.c.task_id == task_id, t.c.event == Event.RESUME.value)
+        .scalar_subquery()
+    )
+    counted = select(func.count()).where(
+        t.c.task_id == task_id, t.c.event == Event.SEND_BACK.value, t.c.seq > resumed
+    )
+    return int(conn.execute(counted).scalar_one())

@@ -11,6 +11,9 @@ from orchestrator.domain.pipeline import Event, Status
 from orchestrator.storage import repo
 
 HALT_RULE = "land: the landing could not go on without a person"
+FAILED_RULE = (
+    "max_land_sendbacks: the landing sent the task back that many times and failed once more"
+)
 
 
 def landing_view(
