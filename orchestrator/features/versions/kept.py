@@ -90,12 +90,12 @@ def rebuild(definition: Mapping[str, Any], repository: str | None, prompts: Path
             "landing": dataclasses.replace(
                 _NO_LANDING,
                 **{
-                    **own["landing"],
+                    **_tuples(own["landing"]),
                     "check": _argv(own["landing"]["check"]),
                     "timeout": _number(own["landing"]["timeout"]),
                 },
             ),
-            "sandbox": sandbox_config(**_sandbox_fields(own["sandbox"])),
+            "sandbox": sandbox_config(**_tuples(own["sandbox"])),
             "keep_worktree_days": _number(own.get("keep_worktree_days")),
         },
         repository=None if repository is None else Path(repository),
@@ -115,7 +115,7 @@ def _stage(stage: Mapping[str, Any], prompts: Path) -> StageConfig:
             "prompt": prompt,
             "plateau": PlateauPolicy(**stage["plateau"]),
             "backoff": Backoff(**{k: _number(v) for k, v in stage["backoff"].items()}),
-            "sandbox": sandbox_config(**_sandbox_fields(stage["sandbox"])),
+            "sandbox": sandbox_config(**_tuples(stage["sandbox"])),
             "env": tuple((str(k), str(v)) for k, v in stage["env"]),
             "worker_ok_exit": frozenset(stage["worker_ok_exit"]),
             "retry_exit_codes": frozenset(stage["retry_exit_codes"]),
@@ -135,7 +135,8 @@ def _argv(value: Any) -> tuple[str, ...] | None:
     return None if value is None else tuple(str(part) for part in value)
 
 
-def _sandbox_fields(value: Mapping[str, Any]) -> dict[str, Any]:
+def _tuples(value: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON's lists back to the tuples the frozen configs hold."""
     return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
 
 
