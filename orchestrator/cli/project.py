@@ -173,8 +173,9 @@ def cron(app: App, every: int, install: bool, uninstall: bool, force: bool) -> N
     """Print a crontab line that ticks this project, or install it.
 
     The line uses absolute paths (this Python's orchestrator, --config), a
-    copy of this shell's PATH, each folder once (cron's own PATH rarely
-    holds the agents), `tick --quiet`, and appends its log to
+    copy of this shell's PATH, each absolute folder once (cron's own PATH
+    rarely holds the agents; relative and empty entries are left out with a
+    warning), `tick --quiet`, and appends its log to
     orchestrator.log beside the config. A stage's command that PATH does not
     find is warned about: run cron from a shell that finds your agents.
     --install edits your crontab: the line, marked with `# orchestrator-cron`
@@ -184,7 +185,7 @@ def cron(app: App, every: int, install: bool, uninstall: bool, force: bool) -> N
     """
     from orchestrator import scaffold
     from orchestrator.scaffold import cron_line
-    from orchestrator.scaffold.cron import unique_path, unstartable
+    from orchestrator.scaffold.cron import cron_path, dropped_entries, unstartable
 
     if install and uninstall:
         raise click.UsageError("give --install or --uninstall, not both")
@@ -194,10 +195,12 @@ def cron(app: App, every: int, install: bool, uninstall: bool, force: bool) -> N
         # --db (or ORCHESTRATOR_DB_URL) goes into the line, resolved: cron has
         # neither this shell's environment nor its working folder.
         db_url = settings.database_url if app.db else None
-        path = unique_path(os.environ.get("PATH", "/usr/bin:/bin"))
+        path, dropped = cron_path(os.environ.get("PATH", "/usr/bin:/bin"))
         line = cron_line(settings, every, db_url, path)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--every") from None
+    if dropped and not uninstall:
+        click.echo(f"warning: {dropped_entries(dropped)}", err=True)
     missing = [] if uninstall else unstartable(settings, path)
     if missing and install and not force:
         raise RefusedError(_not_on_path(missing) + "; or give --force to install it anyway")

@@ -7,6 +7,7 @@ engine sees any of it.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import types
@@ -16,7 +17,7 @@ from typing import Any
 
 from orchestrator.config.core import schema
 from orchestrator.config.files import _absolute, _parse, _read, find_config, resolve_database_url
-from orchestrator.config.model import DB_URL_ENV, DEFAULT_DATABASE, Settings
+from orchestrator.config.model import DB_URL_ENV, DEFAULT_DATABASE, PipelineConfig, Settings
 from orchestrator.config.orchestrator_table import ORCHESTRATOR_SECTION
 from orchestrator.config.pipelines import _PipelineReader
 from orchestrator.config.schema import Section, dotted, read_keys
@@ -100,6 +101,7 @@ class _Loader(_PipelineReader):
                 else item.default
             )
         read_keys(self, keys, orch, "orchestrator", values)
+        self.shared_names(values["env"], values["env_deny"], pipelines)
         return Settings(
             config_path=self.file,
             base_dir=self.base_dir,
@@ -109,6 +111,34 @@ class _Loader(_PipelineReader):
             **values,
             **self.read_tables,
         )
+
+    def shared_names(
+        self, env: tuple[str, ...], deny: tuple[str, ...], pipelines: Mapping[str, PipelineConfig]
+    ) -> None:
+        """Refuse an `env` name that is a secret by another key. `env` hands
+        its names to every command past `env_deny`, so one that `env_deny`
+        denies or a stage's `secrets` or a landing's `land_secrets` keeps
+        would reach every stage: secrets go through those two keys only."""
+        kept: dict[str, str] = {}
+        for pipeline in pipelines.values():
+            for name in pipeline.landing.secrets:
+                kept.setdefault(name, f"pipelines.{pipeline.name}.land_secrets")
+            for stage in pipeline.stages:
+                for name in stage.secrets:
+                    kept.setdefault(name, f"pipelines.{pipeline.name} stage {stage.name!r} secrets")
+        for index, name in enumerate(env):
+            key = f"orchestrator.env[{index}]"
+            pattern = next((p for p in deny if name == p or fnmatch.fnmatchcase(name, p)), None)
+            if pattern is not None:
+                self.fail(
+                    key, f"{name!r} matches env_deny ({pattern!r}): a denied name cannot be in env"
+                )
+            if name in kept:
+                self.fail(
+                    key,
+                    f"{name!r} is a secret ({kept[name]}); a secret goes only through "
+                    "`secrets` or `land_secrets`, never `env`",
+                )
 
     def database(
         self, orch: dict[str, Any], db_url: str | None, environ: Mapping[str, str], cwd: Path

@@ -176,7 +176,8 @@ class Settings:
     affinity: Affinity = "host"
     env_deny: tuple[str, ...] = ()
     # `[orchestrator] env`: variables every stage, setup and landing is
-    # given (from the environment, else `env_file`), secrets or not.
+    # given (from the environment, else `env_file`); never a name `env_deny`,
+    # `secrets` or `land_secrets` keeps (the loader refuses it).
     env: tuple[str, ...] = ()
     # A read-only view, so a frozen Settings cannot be changed through it.
     pipelines: Mapping[str, PipelineConfig] = field(

@@ -125,7 +125,9 @@ ORCHESTRATOR_SECTION: Section[None] = Section(
             "names of variables every stage's commands, every `setup` and the landing (its "
             "`land_check`, `git push`, `gh`) are given from the tick's environment or, when it "
             "lacks them, `env_file`: what a cron tick needs that is no stage's secret "
-            '(`["GH_REPO", "ANTHROPIC_BASE_URL"]`); a name set in neither is left unset',
+            '(`["GH_REPO", "ANTHROPIC_BASE_URL"]`); a name set in neither is left unset. A name '
+            "`env_deny` matches, a stage lists in `secrets` or a pipeline in `land_secrets` is "
+            "refused (exit 78): secrets go through those keys only",
             ORCHESTRATOR,
         ),
         Key(

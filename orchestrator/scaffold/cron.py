@@ -110,22 +110,42 @@ def cron_line(settings: Settings, every: int, db_url: str | None, path: str) -> 
     return f"{cron_schedule(every)} {command.replace('%', chr(92) + '%')}"
 
 
-def unique_path(path: str) -> str:
-    """PATH with each folder once, first place kept (a shell's PATH often
-    repeats folders: every sourced profile prepends again), empty ones out
-    (an empty entry means the working folder, which cron's is not)."""
+def cron_path(path: str) -> tuple[str, list[str]]:
+    """The PATH the line carries, and the entries left out of it.
+
+    Only absolute folders, each once, first place kept (a shell's PATH often
+    repeats folders: every sourced profile prepends again). A relative entry
+    (`.`, `bin`) or an empty one (the working folder) is dropped: cron's
+    tick would resolve it against its own folder, where a worker could plant
+    a program that a later tick runs."""
     seen: dict[str, None] = {}
+    dropped: list[str] = []
     for folder in path.split(os.pathsep):
-        if folder:
+        if folder and Path(folder).is_absolute():
             seen.setdefault(folder, None)
-    return os.pathsep.join(seen)
+        elif folder not in dropped:
+            dropped.append(folder)
+    return os.pathsep.join(seen), dropped
+
+
+def dropped_entries(dropped: list[str]) -> str:
+    """One line naming the PATH entries `cron_path` left out."""
+    named = ", ".join(
+        repr(entry) if entry else "'' (empty: the working folder)" for entry in dropped
+    )
+    return (
+        f"PATH entries left out of the line, as they are not absolute: {named} "
+        "(cron's tick would look them up in its own working folder)"
+    )
 
 
 def unstartable(settings: Settings, path: str) -> list[tuple[str, str]]:
     """(where, program) of each command the line's tick would not find on
     `path`: a stage's worker or verifier, a pipeline's setup or land_check,
-    by argv[0] as the runner resolves it. A relative path (looked up in the
-    task's workspace) or a placeholder is the task's to say, not checked."""
+    by argv[0] as the runner resolves it. `path` is the printed one (absolute
+    folders only), so the answer does not depend on the current folder. A
+    relative program path (looked up in the task's workspace) or a
+    placeholder is the task's to say, not checked."""
     found: list[tuple[str, str]] = []
     for pipeline in settings.pipelines.values():
         commands = [("setup", pipeline.setup), ("land_check", pipeline.landing.check)]

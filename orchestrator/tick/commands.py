@@ -115,11 +115,14 @@ class CommandRunner:
         elif runner.program_cannot_start(result.start_error) and _configured(program):
             # The configuration's program is missing or not executable (cron's
             # PATH lacks it): every attempt would fail the same way. As for a
-            # program the walls hide: not charged; the tick stops (78).
+            # program the walls hide: not charged; the tick stops (78). Not a
+            # hold: the next tick claims it again (another `host_error` row)
+            # and stops there too, before other pipelines' tasks.
             raise HostFault(
                 ConfigError(
                     f"{name} of stage {guard.claim.stage.name}: {result.start_error} "
-                    f"(PATH {env.get('PATH', '')!r}); the task is held, no attempt spent"
+                    f"(PATH {env.get('PATH', '')!r}); no attempt spent: the task stays "
+                    "ready, and every tick stops at it until the program starts"
                 )
             )
         if result.capture_error is not None:

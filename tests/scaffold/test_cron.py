@@ -1,6 +1,8 @@
 """`orchestrator cron` checks the PATH it prints, as real processes: a
 stage's command that PATH does not find is warned about, `--install`
-refuses it without `--force`, and the PATH is printed with each folder once."""
+refuses it without `--force`, and the PATH is printed with each folder once
+and only absolute folders (a relative one would let a worker plant a program
+that a later tick runs)."""
 
 from __future__ import annotations
 
@@ -74,9 +76,32 @@ def test_cron_with_every_command_found_is_silent_and_prints_path_once(tmp_path: 
     folder, bin_dir = project(tmp_path)
     for agent in ("claude", "codex"):
         executable(bin_dir, agent)
-    repeated = f"{bin_dir}:/usr/bin::{bin_dir}:/bin:/usr/bin"
+    repeated = f"{bin_dir}:/usr/bin:{bin_dir}:/bin:/usr/bin"
     code, out, err = orchestrator(folder, repeated, "cron")
     assert code == 0 and "warning" not in err
     assert out.startswith(f"* * * * * PATH={bin_dir}:/usr/bin:/bin ")
     code, out, _err = orchestrator(folder, repeated, "cron", "--install")
     assert code == 0 and out.startswith("installed in your crontab:")
+
+
+def test_cron_drops_relative_and_empty_path_entries_and_checks_only_the_printed_path(
+    tmp_path: Path,
+) -> None:
+    folder, bin_dir = project(tmp_path)
+    # Found only through the relative entries, against the current folder:
+    # neither counts, as cron's tick would look in its own folder (or a
+    # worker's planted one), not this one.
+    executable(folder / "bin", "claude")
+    executable(folder, "codex")
+    path = f"bin:.:{bin_dir}::/usr/bin:./bin:/bin:"
+    code, out, err = orchestrator(folder, path, "cron")
+    assert code == 0, err
+    assert out.startswith(f"* * * * * PATH={bin_dir}:/usr/bin:/bin ")
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    [dropped] = [line for line in warnings if "absolute" in line]
+    assert "'bin'" in dropped and "'.'" in dropped and "'./bin'" in dropped
+    assert "empty" in dropped
+    [missing] = [line for line in warnings if "not found" in line]
+    assert "'claude'" in missing and "'codex'" in missing
+    code, _out, err = orchestrator(folder, path, "cron", "--install")
+    assert code == 1 and "'claude'" in err and not (tmp_path / "crontab.txt").exists()

@@ -238,7 +238,7 @@ def test_after_init_a_task_can_be_added_and_ticked(tmp_path: Path) -> None:
     assert invoke(["init"], tmp_path).exit_code == 0
     assert invoke(["add", "t1", "--title", "First"], tmp_path).exit_code == 0
     # the agents are not installed here: a fault of the setup, not the task's,
-    # so the task is held (no attempt spent) and the tick ends 78 saying why
+    # so the task stays ready (no attempt spent) and the tick ends 78 saying why
     ticked = invoke(["tick"], tmp_path, PATH="/nonexistent")
     assert ticked.exit_code == 78, ticked.output
     assert "command not found: 'claude'" in ticked.output

@@ -1,7 +1,9 @@
 """A command the configuration names that cannot start (not on the tick's
 PATH, not executable) is the configuration's fault, not the task's: through
-real `tick` processes, the task is held with the reason, no attempt spent,
-and the tick ends 78 (as for a program the sandbox's walls hide)."""
+real `tick` processes, the task stays ready with no attempt spent, and the
+tick stops claiming and ends 78 (as for a program the sandbox's walls hide).
+Each tick does so again, a `host_error` row apiece, until the program starts:
+the error says so rather than promise a hold that does not exist."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ def test_a_worker_not_on_path_holds_the_task_and_spends_no_attempt(project: Proj
         assert done.returncode == 78, done.stdout + done.stderr
         said = done.stdout + done.stderr
         assert f"command not found: '{MISSING}'" in said and "no attempt spent" in said
+        assert "the task stays ready" in said and "every tick stops at it" in said
     assert project.state("t1") == "s"  # ready, not halted max_attempts
     outcomes = [row[0] for row in project.query("SELECT outcome FROM attempts")]
     assert set(outcomes) <= {"host_error"}
