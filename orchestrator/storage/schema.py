@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.errors import SchemaError
 from orchestrator.storage.prepared import Prepared
 
-HEAD = "0018"
+HEAD = "0017"
 REVISIONS = (
     "0001",
     "0002",
@@ -29,7 +29,6 @@ REVISIONS = (
     "0015",
     "0016",
     "0017",
-    "0018",
 )  # oldest first
 
 FIX = "run `orchestrator db upgrade`"

@@ -87,8 +87,7 @@ def test_prune_removes_only_old_finished_folders_and_no_row(project: Project) ->
 
 
 def _folders(state: Path) -> set[str]:
-    """The tasks' folders (the pipeline versions a host keeps are not one)."""
-    return {p.name for p in state.iterdir() if p.is_dir() and p.name != ".pipeline-versions"}
+    return {p.name for p in state.iterdir() if p.is_dir()}
 
 
 def _age(project: Project, slug: str, *, days: int) -> None:

@@ -6,8 +6,8 @@ Only the CHECK changes; on SQLite that needs the tasks table rebuilt, so
 the views of 0001 (and 0003's `costs`) are dropped and made again around
 it, and the claim's index is made again exactly, as in 0011.
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-12-04
 """
 
@@ -18,8 +18,8 @@ import importlib.util
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018"
-down_revision = "0017"
+revision = "0017"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
