@@ -76,13 +76,24 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     assert "implement:halted (score_plateau)" in demo.stdout
     assert "Demo finished in" in demo.stdout
 
-    # a fresh project: init, add, tick, list --json. PATH holds no agent, so
-    # the attempt fails (worker_error) and the tick does not.
+    # a fresh project: init, add, tick, list --json. PATH holds no agent: the
+    # tick stops on the configured program it cannot start (78), no attempt
+    # spent, and the task stays ready at its stage.
     project = tmp_path / "project"
     project.mkdir()
     run([program, "init"], project)
     assert (project / "orchestrator.toml").is_file() and (project / "orchestrator.db").is_file()
     run([program, "add", "first", "--title", "The first task"], project)
-    run([program, "tick"], project, PATH=str(venv / "bin"))
+    ticked = subprocess.run(
+        [program, "tick"],
+        cwd=project,
+        env={**clean_env(), "PATH": str(venv / "bin")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ticked.returncode == 78, (ticked.stdout[-3000:], ticked.stderr[-3000:])
+    assert "no attempt spent" in ticked.stdout + ticked.stderr
     rows = json.loads(run([program, "list", "--json"], project).stdout)
-    assert [(r["slug"], r["stage"], r["attempt"]) for r in rows] == [("first", "research", 1)]
+    assert [(r["slug"], r["stage"], r["status"]) for r in rows] == [("first", "research", "ready")]
