@@ -455,29 +455,7 @@ def test_a_killed_ticks_land_check_is_ended_before_a_worker_runs_beside_it(
     and resumes the task: the resumed stage's worker runs in the same
     worktree, and the dead landing's check is ended before it starts (not
     only before the next check)."""
-    make_repo(project.dir)
-    log, release, seen = tmp_path / "checked.log", tmp_path / "release", tmp_path / "seen"
-    marker = f"land-check-{uuid.uuid4().hex}"  # no other run's marker contains it
-    script = (
-        f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
-        f'echo end >> "{log}"'
-    )
-    # The worker looks for the check by its marker, built at run time so
-    # that its own command line does not hold it.
-    head, tail = marker[:5], marker[5:]
-    look = (
-        f'm="{head}"; m="${{m}}{tail}"; '
-        "for p in /proc/[0-9]*; do "
-        'case "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" in '
-        f'*"$m"*) echo alive >> "{seen}";; esac; done; '
-        f'echo looked >> "{seen}"'
-    )
-    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "merge"']
-    lines.append(f"land_check = {json.dumps(['sh', '-c', script, marker])}")
-    stages = stage("implement", worker=["sh", "-c", OWN_FILE], verifier=PASS)
-    stages += stage("review", worker=["sh", "-c", look], verifier=PASS)
-    write_config(project.config, "\n".join(lines) + "\n\n" + stages)
-    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    log, release, seen, marker = held_check_project(project, tmp_path)
     first = project.popen("tick")
     try:
         wait_for(lambda: log.exists() and log.read_text() == "start\n", timeout=120, what="check")
@@ -509,27 +487,7 @@ def test_a_check_whose_tick_died_before_noting_it_is_still_ended(
     pid. Before the resumed stage's worker runs in the worktree, it is
     ended all the same (found by the landing's tag), because the landing
     says a check is starting before it starts one."""
-    make_repo(project.dir)
-    log, release, seen = tmp_path / "checked.log", tmp_path / "release", tmp_path / "seen"
-    marker = f"land-check-{uuid.uuid4().hex}"
-    script = (
-        f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
-        f'echo end >> "{log}"'
-    )
-    head, tail = marker[:5], marker[5:]
-    look = (
-        f'm="{head}"; m="${{m}}{tail}"; '
-        "for p in /proc/[0-9]*; do "
-        'case "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" in '
-        f'*"$m"*) echo alive >> "{seen}";; esac; done; '
-        f'echo looked >> "{seen}"'
-    )
-    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "merge"']
-    lines.append(f"land_check = {json.dumps(['sh', '-c', script, marker])}")
-    stages = stage("implement", worker=["sh", "-c", OWN_FILE], verifier=PASS)
-    stages += stage("review", worker=["sh", "-c", look], verifier=PASS)
-    write_config(project.config, "\n".join(lines) + "\n\n" + stages)
-    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    log, release, seen, marker = held_check_project(project, tmp_path)
     try:
         # Dies after the rebase, before the check: the task waits to land.
         first = project.run("tick", extra_env={"ORCHESTRATOR_TEST_FAULT": "land_after_rebase"})
@@ -551,6 +509,37 @@ def test_a_check_whose_tick_died_before_noting_it_is_still_ended(
         release.write_text("")
     assert seen.read_text().split()[0] == "looked", seen.read_text()
     assert not running(marker)
+
+
+def held_check_project(project: Project, tmp_path: Path) -> tuple[Path, Path, Path, str]:
+    """A landing task whose land_check logs `start` and waits for `release`,
+    and whose review worker notes in `seen` whether it saw that check alive
+    (`alive`) before `looked`; the task added. Returns (log, release, seen,
+    the check's marker)."""
+    make_repo(project.dir)
+    log, release, seen = tmp_path / "checked.log", tmp_path / "release", tmp_path / "seen"
+    marker = f"land-check-{uuid.uuid4().hex}"  # no other run's marker contains it
+    script = (
+        f'echo start >> "{log}"; while [ ! -e "{release}" ]; do sleep 0.05; done; '
+        f'echo end >> "{log}"'
+    )
+    # The worker looks for the check by its marker, built at run time so
+    # that its own command line does not hold it.
+    head, tail = marker[:5], marker[5:]
+    look = (
+        f'm="{head}"; m="${{m}}{tail}"; '
+        "for p in /proc/[0-9]*; do "
+        'case "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" in '
+        f'*"$m"*) echo alive >> "{seen}";; esac; done; '
+        f'echo looked >> "{seen}"'
+    )
+    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "merge"']
+    lines.append(f"land_check = {json.dumps(['sh', '-c', script, marker])}")
+    stages = stage("implement", worker=["sh", "-c", OWN_FILE], verifier=PASS)
+    stages += stage("review", worker=["sh", "-c", look], verifier=PASS)
+    write_config(project.config, "\n".join(lines) + "\n\n" + stages)
+    assert project.run("add", "a", "--title", "Task a").returncode == 0
+    return log, release, seen, marker
 
 
 def running(marker: str) -> list[int]:
