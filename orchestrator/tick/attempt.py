@@ -172,9 +172,8 @@ class AttemptRunner:
         with host_folder("state_root", self.settings.state_root):
             prompt_file, prompt_text = self._render_prompt(claim, context, state_dir)
         context = context.with_prompt(prompt_file)
-        env = self.commands.environment(
-            claim.pipeline, stage, {**context.environment(), runner.PROCESS_TAG: tag}
-        )
+        ours = {**self.registry.attempt_env(claim), **context.environment()}
+        env = self.commands.environment(claim.pipeline, stage, {**ours, runner.PROCESS_TAG: tag})
         stdin = (
             clean_text(prompt_text).encode() if stage.stdin == "prompt" and prompt_text else None
         )
