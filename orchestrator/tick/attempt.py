@@ -155,6 +155,7 @@ class AttemptRunner:
         guard = FenceGuard(self.tick, self.tx, claim)
         workspace = self._workspace(claim)
         context = AttemptContext.of(claim, workspace, self.settings.base_dir)
+        context = context.with_extra(self.registry.attempt_env(claim))
         tag = runner.process_tag(claim.token)
         # Setup writes its capture files and marker in state_root: an error
         # naming a file there is that folder's, any other the workspace's.
@@ -172,8 +173,9 @@ class AttemptRunner:
         with host_folder("state_root", self.settings.state_root):
             prompt_file, prompt_text = self._render_prompt(claim, context, state_dir)
         context = context.with_prompt(prompt_file)
-        ours = {**self.registry.attempt_env(claim), **context.environment()}
-        env = self.commands.environment(claim.pipeline, stage, {**ours, runner.PROCESS_TAG: tag})
+        env = self.commands.environment(
+            claim.pipeline, stage, {**context.environment(), runner.PROCESS_TAG: tag}
+        )
         stdin = (
             clean_text(prompt_text).encode() if stage.stdin == "prompt" and prompt_text else None
         )

