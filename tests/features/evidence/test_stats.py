@@ -44,8 +44,12 @@ def test_ties_count_half_and_counts_weigh_like_repeats() -> None:
     assert tied is not None and tied.value == pytest.approx(0.875)
     repeated = auc(cells([0.9, 0.9, 0.2], [0.3, 0.3, 0.1]))
     weighted = auc(
-        [Cell(0.9, True, True, 2), Cell(0.2, False, True, 1)]
-        + [Cell(0.3, False, False, 2), Cell(0.1, False, False, 1)]
+        [
+            Cell(0.9, True, True, 2),
+            Cell(0.2, False, True, 1),
+            Cell(0.3, False, False, 2),
+            Cell(0.1, False, False, 1),
+        ]
     )
     assert repeated == weighted
 
