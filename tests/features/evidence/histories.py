@@ -33,12 +33,13 @@ class Planned:
 
 
 def stage_toml(pipeline: str, project: Path) -> str:
+    verifier = [sys.executable, str(project / "verdict.py"), str(project / "plan.json")]
     return (
         f"[[pipelines.{pipeline}.stages]]\n"
         'name = "review"\n'
         "gate = true\n"
         'worker = ["true"]\n'
-        f"verifier = {json.dumps([sys.executable, str(project / 'verdict.py'), str(project / 'plan.json')])}\n"
+        f"verifier = {json.dumps(verifier)}\n"
     )
 
 

@@ -8,17 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from histories import Planned, agreeing, coin, recorded
 from support import Project, copy_database
 
-from orchestrator.cli.app import App
-from orchestrator.features.evidence.cli import verifiers
-
 
 def run(project: Project, *args: str) -> tuple[int, str]:
-    app = App(config=str(project.config), db=project.db_url, verbose=False)
-    result = CliRunner().invoke(verifiers, list(args), obj=app)
+    result = project.cli("verifiers", *args)
     return result.exit_code, result.output
 
 
@@ -48,9 +43,9 @@ def test_agreeing_verifier_is_measured_and_not_at_chance(history: Project) -> No
 
 
 def test_random_verifier_is_flagged_at_chance(history: Project) -> None:
-    code, out = run(history, "--json", "--pipeline", "random")
-    assert code == 0, out
-    [report] = json.loads(out)
+    done = history.run("verifiers", "--json", "--pipeline", "random")  # a real process
+    assert done.returncode == 0, done.stderr
+    [report] = json.loads(done.stdout)
     assert report["pipeline"] == "random" and report["decisions"] == 200
     assert report["auc"]["low"] <= 0.5 <= report["auc"]["high"]
     assert report["at_chance"] is True
@@ -97,7 +92,6 @@ def test_bad_filters_are_usage_errors(
 ) -> None:
     url = copy_database(template_db, tmp_path / "orchestrator.db")
     project = recorded(tmp_path / "proj", url, {"quiet": [Planned("waits", 0.7, None)]})
-    app = App(config=str(project.config), db=project.db_url, verbose=False)
-    result = CliRunner().invoke(verifiers, list(args), obj=app)
-    assert result.exit_code == 2
-    assert message in str(result.exception)
+    code, out = run(project, *args)
+    assert code == 2
+    assert out.startswith(f"Error: {message}")
