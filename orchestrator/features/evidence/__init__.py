@@ -1,5 +1,6 @@
 """Evidence from a project's own history: how far each gate's verifier
-agrees with the people who decided its verdicts (`verifiers`).
+agrees with the people who decided its verdicts (`verifiers`), and what
+another plateau rule would have done with the recorded runs (`simulate`).
 
 It adds no tick hook and no table: everything is read from the attempts
 and transitions the engine already writes, so a project that never asks
@@ -13,5 +14,10 @@ from orchestrator.ext.hooks import Feature
 
 FEATURE = Feature(
     name="evidence",
-    commands=MappingProxyType({"verifiers": "orchestrator.features.evidence.cli:verifiers"}),
+    commands=MappingProxyType(
+        {
+            "verifiers": "orchestrator.features.evidence.cli:verifiers",
+            "simulate": "orchestrator.features.evidence.cli:simulate",
+        }
+    ),
 )

@@ -84,3 +84,42 @@ def _nothing(pipeline: str | None, stage: str | None, since: str | None) -> str:
     )
     at = f" at {where}" if where else ""
     return f"no decisions yet{at}: nobody approved or rejected a verdict there"
+
+
+@click.command("simulate")
+@click.option("--pipeline", metavar="P", help="Only this pipeline's runs.")
+@click.option("--stage", metavar="S", help="Only this stage's runs.")
+@click.option(
+    "--patience", required=True, metavar="N", help="Patience to replay: N, A..B or N,M (each >= 1)."
+)
+@click.option(
+    "--min-delta", "min_delta", required=True, metavar="X", help="min_delta to replay: X or X,Y,Z."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the replay as JSON.")
+@click.pass_context
+def simulate(
+    ctx: click.Context,
+    pipeline: str | None,
+    stage: str | None,
+    patience: str,
+    min_delta: str,
+    as_json: bool,
+) -> None:
+    """Replay the recorded score histories under another plateau rule: the
+    attempts and dollars it would have saved, the runs it would have halted
+    earlier and the best score they reached later. A grid of rules prints a
+    table and suggests the cheapest that loses no best score."""
+    from orchestrator.features.evidence import simulation
+
+    patiences = simulation.parse_patience(patience)
+    deltas = simulation.parse_min_delta(min_delta)
+    app: _App = ctx.obj
+    settings = app.settings()
+    result = simulation.simulate(
+        app.engine(settings), patience=patiences, min_delta=deltas, pipeline=pipeline, stage=stage
+    )
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    for line in simulation.text_lines(result):
+        click.echo(line)

@@ -122,3 +122,65 @@ def sort_key(count: DecisionCount) -> tuple[str, str]:
 
 def pipelines_and_stages(counts: Sequence[DecisionCount]) -> list[tuple[str, str]]:
     return sorted({sort_key(c) for c in counts})
+
+
+@dataclass(frozen=True)
+class RecordedAttempt:
+    pipeline: str
+    stage: str
+    task: str
+    run: int
+    outcome: str
+    score: float | None
+    cost_usd: float | None
+    halt_reason: str | None  # the task's halt, on its newest attempt of the stage
+
+
+def recorded_attempts(
+    conn: Connection, *, pipeline: str | None = None, stage: str | None = None
+) -> list[RecordedAttempt]:
+    """Every finished attempt, oldest first within its task, stage and run,
+    with the plateau halt that ended a run (the transition the attempt
+    wrote), so a replay can tell where the recorded rule stopped."""
+    halted = aliased(transitions, name="halted")
+    query = (
+        select(
+            tasks.c.pipeline,
+            attempts.c.stage,
+            tasks.c.slug,
+            attempts.c.run,
+            attempts.c.outcome,
+            attempts.c.score,
+            attempts.c.cost_usd,
+            halted.c.reason,
+        )
+        .select_from(attempts)
+        .join(tasks, tasks.c.id == attempts.c.task_id)
+        .outerjoin(
+            halted,
+            and_(
+                halted.c.attempt_id == attempts.c.id,
+                halted.c.event == "give_up",
+                halted.c.reason.like("plateau:%"),
+            ),
+        )
+        .where(attempts.c.outcome.is_not(None))
+        .order_by(attempts.c.task_id, attempts.c.stage, attempts.c.run, attempts.c.number)
+    )
+    if pipeline is not None:
+        query = query.where(tasks.c.pipeline == pipeline)
+    if stage is not None:
+        query = query.where(attempts.c.stage == stage)
+    return [
+        RecordedAttempt(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            int(row[3]),
+            str(row[4]),
+            None if row[5] is None else float(row[5]),
+            None if row[6] is None else float(row[6]),
+            "score_plateau" if row[7] is not None else None,
+        )
+        for row in conn.execute(query)
+    ]
