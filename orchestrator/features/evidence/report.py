@@ -78,9 +78,22 @@ def _later(counts: Sequence[DecisionCount], kind: str) -> dict[str, int]:
     }
 
 
-def build(settings: Settings, counts: Sequence[DecisionCount]) -> list[dict[str, Any]]:
-    """One report per (pipeline, stage) that has decisions, sorted."""
+def build(
+    settings: Settings,
+    counts: Sequence[DecisionCount],
+    pipeline: str | None = None,
+    stage: str | None = None,
+) -> list[dict[str, Any]]:
+    """One report per gated stage of the config (those `pipeline`/`stage`
+    keep) and per stage with decisions, sorted: a gate nobody decided yet
+    is shown with 0 decisions, not left out."""
     groups: dict[StageKey, list[DecisionCount]] = {}
+    for name, config in settings.pipelines.items():
+        if pipeline is not None and name != pipeline:
+            continue
+        for gated in config.stages:
+            if gated.gate and stage in (None, gated.name):
+                groups[StageKey(name, gated.name)] = []
     for count in counts:
         groups.setdefault(StageKey(count.pipeline, count.stage), []).append(count)
     return [stage_report(settings, key, groups[key]) for key in sorted(groups, key=_order)]
@@ -100,6 +113,9 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     head = f"{report['pipeline']}/{report['stage']}"
     who = f"verifier {verifier['id']}" if verifier else "verifier not in the config now"
     lines = [f"{head}  ({who})"]
+    if report["decisions"] == 0:
+        lines.append("  no decisions yet: nobody approved or rejected a verdict here")
+        return lines
     lines.append(
         f"  decisions {report['decisions']}  approved {report['approved']}  "
         f"passed {report['passed']}  unscored {report['unscored']} (left out of AUC)"
@@ -145,12 +161,12 @@ def verifiers_report(
 ) -> list[dict[str, Any]]:
     """The figures of every stage with decisions, in one read transaction.
     A filter naming what neither the config nor the record knows is a
-    `UsageError`; a known stage without decisions is an empty list."""
+    `UsageError`; a known stage without decisions has 0 of them."""
     with read_tx(engine) as conn:
         counts = decision_counts(conn, pipeline=pipeline, stage=stage, since=since)
     if not counts:
         _check_known(settings, pipeline, stage)
-    return build(settings, counts)
+    return build(settings, counts, pipeline, stage)
 
 
 def _check_known(settings: Settings, pipeline: str | None, stage: str | None) -> None:
