@@ -1,0 +1,215 @@
+"""The spans of a tick: one per tick, one per attempt with its setup,
+worker and verifier as children, made once the attempt is recorded (its
+row says how it ended and what the agent reported).
+
+A task's run is one trace across ticks and hosts: its id is derived from
+the task and run, and an attempt's span id from its row, so an attempt's
+span links to its run's previous attempt without storing an id. Nothing
+of the SDK is imported before the first span is made: an idle tick makes
+none (cron's idle minutes would bury the traces worth reading), so it
+costs a clock read. Every failure here is said once on stderr and leaves
+the tick as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+
+from orchestrator.ext.hooks import TickHooks
+from orchestrator.ext.model import Claim, Command, CommandRan, TickOptions, TickReport
+from orchestrator.features.telemetry import genai
+from orchestrator.features.telemetry.config import TelemetryConfig
+from orchestrator.storage.db import read_tx
+from orchestrator.storage.tables import attempts
+
+if TYPE_CHECKING:
+    from orchestrator.ext.ports import Kernel
+    from orchestrator.features.telemetry.shipping import Tracing
+
+_ROW = (
+    attempts.c.started_at,
+    attempts.c.finished_at,
+    attempts.c.outcome,
+    attempts.c["pass"],
+    attempts.c.score,
+    attempts.c.cost_usd,
+    attempts.c.input_tokens,
+    attempts.c.output_tokens,
+    attempts.c.turns,
+    attempts.c.error,
+)
+
+
+def tick_hooks(kernel: Kernel, config: TelemetryConfig, url: str) -> TickHooks:
+    spans = TickSpans(kernel, config, url)
+    return TickHooks(
+        tick_started=spans.tick_started,
+        command_ended=spans.command_ended,
+        after_recorded=spans.after_recorded,
+        tick_ended=spans.tick_ended,
+    )
+
+
+def run_trace(task_id: int, created_at: datetime, run: int) -> int:
+    """The trace of a task's run: the same on every tick and host."""
+    seed = f"{task_id}/{created_at.isoformat()}/{run}".encode()
+    return int.from_bytes(hashlib.sha256(seed).digest()[:16], "big") or 1
+
+
+def attempt_span(trace_id: int, attempt_id: int) -> int:
+    """An attempt's span id, found again from its row by the next attempt."""
+    seed = f"{trace_id:032x}/attempt/{attempt_id}".encode()
+    return int.from_bytes(hashlib.sha256(seed).digest()[:8], "big") or 1
+
+
+class TickSpans:
+    """What one `Ticker` noted for its spans: the tick's start and ids, and
+    each running attempt's commands until the attempt is recorded."""
+
+    def __init__(self, kernel: Kernel, config: TelemetryConfig, url: str) -> None:
+        self._kernel = kernel
+        self._config = config
+        self._url = url
+        self._lock = threading.Lock()
+        self._commands: dict[int, list[tuple[str, tuple[str, ...], CommandRan]]] = {}
+        self._tracing: Tracing | None = None
+        self._tick = (0, 0, 0)  # trace id, span id, start (ns)
+        self._dropped = 0  # the shipper's count when the last tick ended
+        self._warned = False
+
+    def tick_started(self, options: TickOptions) -> None:
+        self._tick = (secrets.randbits(128) or 1, secrets.randbits(64) or 1, time.time_ns())
+        self._warned = False
+
+    def command_ended(self, claim: Claim, command: Command, ran: CommandRan) -> None:
+        with self._lock:
+            self._commands.setdefault(claim.attempt_id, []).append(
+                (command.name, command.argv, ran)
+            )
+
+    def after_recorded(self, claim: Claim) -> None:
+        with self._lock:
+            commands = self._commands.pop(claim.attempt_id, [])
+        try:
+            self._attempt(claim, commands)
+        except Exception as exc:  # telemetry never fails an attempt
+            self._trouble(exc)
+
+    def tick_ended(self, options: TickOptions, report: TickReport, status: int) -> None:
+        if self._tracing is None and not report.did_work and status == 0:
+            return  # an idle tick: nothing worth a span, nothing imported
+        try:
+            self._end_tick(report, status)
+        except Exception as exc:
+            self._trouble(exc)
+
+    def _end_tick(self, report: TickReport, status: int) -> None:
+        tracing = self._made()
+        trace_id, span_id, started = self._tick
+        attributes: dict[str, genai.AttributeValue] = {
+            "orchestrator.host": self._kernel.me.host,
+            "orchestrator.tick.claimed": report.claimed,
+            "orchestrator.tick.recovered": report.recovered,
+            "orchestrator.tick.advanced": report.advanced,
+            "orchestrator.tick.halted": report.halted,
+            "process.exit.code": status,
+        }
+        for outcome, count in report.outcomes.items():
+            attributes[f"orchestrator.tick.outcomes.{outcome}"] = count
+        tracing.span(
+            "tick",
+            trace_id=trace_id,
+            span_id=span_id,
+            start_ns=started,
+            end_ns=time.time_ns(),
+            attributes=attributes,
+            error=f"exit status {status}" if status else None,
+        )
+        tracing.shipper.settle(self._config.flush_seconds)
+        dropped, self._dropped = tracing.shipper.dropped - self._dropped, tracing.shipper.dropped
+        if dropped:
+            self._kernel.tick.warn(
+                f"telemetry: {dropped} span(s) not exported to {self._url} "
+                "(the collector failed or the queue was full); the tick is unaffected"
+            )
+
+    def _attempt(
+        self, claim: Claim, commands: list[tuple[str, tuple[str, ...], CommandRan]]
+    ) -> None:
+        with read_tx(self._kernel.tx.engine) as conn:
+            found = conn.execute(select(*_ROW).where(attempts.c.id == claim.attempt_id)).first()
+            previous = conn.execute(
+                select(func.max(attempts.c.id)).where(
+                    attempts.c.task_id == claim.task.id,
+                    attempts.c.run == claim.task.run,
+                    attempts.c.id < claim.attempt_id,
+                )
+            ).scalar()
+        if found is None:
+            return
+        row = found._asdict()
+        tracing = self._made()
+        trace_id = run_trace(claim.task.id, claim.task.created_at, claim.task.run)
+        span_id = attempt_span(trace_id, claim.attempt_id)
+        links = [(self._tick[0], self._tick[1])] if self._tick[0] else []
+        if previous is not None:
+            links.append((trace_id, attempt_span(trace_id, previous)))
+        worker = next((argv for name, argv, _ in commands if name == "worker"), ())
+        agent = genai.agent_attributes(worker, claim.stage.output, row)
+        attributes = genai.attempt_attributes(
+            slug=claim.task.slug,
+            pipeline=claim.pipeline.name,
+            stage=claim.stage.name,
+            number=claim.number,
+            run=claim.task.run,
+            row=row,
+        )
+        times = [ran for _, _, ran in commands]
+        start = min([_ns(row["started_at"]), *(ran.started_ns for ran in times)])
+        end = max([_ns(row["finished_at"] or row["started_at"]), *(ran.ended_ns for ran in times)])
+        tracing.span(
+            f"attempt {claim.stage.name}",
+            trace_id=trace_id,
+            span_id=span_id,
+            start_ns=start,
+            end_ns=end,
+            attributes={**attributes, **agent},
+            links=links,
+            error=row["outcome"] if genai.failed(row["outcome"]) else None,
+        )
+        for name, _, ran in commands:
+            mine: dict[str, genai.AttributeValue] = {"orchestrator.command": name}
+            if ran.exit_code is not None:
+                mine["process.exit.code"] = ran.exit_code
+            tracing.span(
+                name,
+                trace_id=trace_id,
+                parent_id=span_id,
+                start_ns=ran.started_ns,
+                end_ns=ran.ended_ns,
+                attributes={**mine, **(agent if name == "worker" else {})},
+                error=None if ran.exit_code is not None else "did not exit",
+            )
+
+    def _made(self) -> Tracing:
+        if self._tracing is None:
+            from orchestrator.features.telemetry.shipping import tracing
+
+            self._tracing = tracing(self._url, self._config)
+        return self._tracing
+
+    def _trouble(self, exc: BaseException) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        self._kernel.tick.warn(f"telemetry: {type(exc).__name__}: {exc}; the tick is unaffected")
+
+
+def _ns(when: datetime) -> int:
+    return int(when.timestamp() * 1_000_000_000)
