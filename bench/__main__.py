@@ -23,6 +23,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
   candidates  a round of 4 trivial candidates, --jobs 4 /
             (one trivial attempt + stdlib minimum of 4 parallel spawns)           <= 1.5
             and the git processes of that round, counted (no target)
+  telemetry no-op tick, telemetry on and its collector down / telemetry off   <= 1.1
+            (bench/telemetry.py; and a tick of 10 attempts the same way, no target)
   approve   approve while a tick holds 4 attempts / approve, no tick             <= 1.5
             (bench/approve.py; the tests prove it never waits, this times it)
 """
@@ -546,6 +548,7 @@ LANES = [
     "sandbox",
     "candidates",
     "approve",
+    "telemetry",
 ]
 
 
@@ -586,6 +589,10 @@ def main() -> None:
             from bench.approve import bench_approve
 
             results += bench_approve(work, args.rounds)
+        if "telemetry" in chosen:
+            from bench.telemetry import bench_telemetry
+
+            results += bench_telemetry(work, args.rounds)
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)
