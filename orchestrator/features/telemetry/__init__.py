@@ -5,7 +5,8 @@ says (`genai.py`: the GenAI semantic conventions and ours), the spans of a
 tick (`spans.py`, reached by the engine only through `TickHooks`), the
 SDK's provider and the bounded hand-off to the exporter (`shipping.py`).
 
-Registering it costs one look at the environment per `Ticker`: with no
+Registering it costs its keys (`config.py`, standard library only) and
+one look at the environment per `Ticker`: with no
 endpoint configured its factory returns no hook and nothing of the SDK is
 imported; with one, the SDK is imported only once a span is worth making
 (an idle tick makes none)."""
@@ -16,6 +17,7 @@ import os
 from typing import TYPE_CHECKING
 
 from orchestrator.ext.hooks import Feature, TickHooks
+from orchestrator.features.telemetry.config import TELEMETRY_SECTION
 
 if TYPE_CHECKING:
     from orchestrator.ext.ports import Kernel
@@ -33,4 +35,4 @@ def _tick(kernel: Kernel) -> TickHooks:
     return tick_hooks(kernel, config, url)
 
 
-FEATURE = Feature(name="telemetry", tick=_tick)
+FEATURE = Feature(name="telemetry", config=(TELEMETRY_SECTION,), tick=_tick)

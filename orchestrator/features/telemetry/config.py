@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from orchestrator.config import Settings
+from orchestrator.config.schema import Checks, Integer, Key, Number, Section, Text, read_keys
+
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
 
 OTEL_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -34,9 +38,73 @@ class TelemetryConfig:
 
 def telemetry_of(settings: Settings) -> TelemetryConfig:
     """The `[telemetry]` table as the loader built it; the defaults when
-    the file has none."""
-    del settings
-    return TelemetryConfig()
+    the file has none (or the Settings were made without the loader)."""
+    found = TELEMETRY_SECTION.table_of(settings)
+    return found if isinstance(found, TelemetryConfig) else TelemetryConfig()
+
+
+def read_telemetry(checks: Checks, value: object) -> TelemetryConfig:
+    if value is None:
+        return TelemetryConfig()
+    table = checks.table(value, _TABLE, TELEMETRY_SECTION.names())
+    values = TELEMETRY_SECTION.defaults()
+    read_keys(checks, TELEMETRY_SECTION.keys, table, _TABLE, values)
+    endpoint = values["otlp_endpoint"]
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        checks.fail(f"{_TABLE}.otlp_endpoint", f"an http:// or https:// URL, not {endpoint!r}")
+    return TelemetryConfig(**values)
+
+
+_TABLE = "telemetry"
+_IN_TABLE = frozenset({_TABLE})
+TELEMETRY_SECTION: Section[None] = Section(
+    name=_TABLE,
+    table=_TABLE,
+    table_doc="`[telemetry]`: OpenTelemetry traces of ticks and attempts (`how-to/telemetry.md`)",
+    keys=(
+        Key(
+            "otlp_endpoint",
+            Text(),
+            None,
+            "the collector's OTLP/HTTP base URL (`/v1/traces` is added); unset: the "
+            "environment's `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`), and "
+            "with neither no trace is made",
+            _IN_TABLE,
+            shown="(the environment's)",
+        ),
+        Key(
+            "service_name",
+            Text(),
+            "orchestrator",
+            "the `service.name` of the spans' resource",
+            _IN_TABLE,
+        ),
+        Key(
+            "queue_size",
+            Integer(1),
+            2048,
+            "spans waiting for the exporter, at most; one more is dropped and counted",
+            _IN_TABLE,
+        ),
+        Key(
+            "flush_seconds",
+            Number(low=0.0),
+            2.0,
+            "seconds a tick's end waits, at most, for its spans to leave (none once the "
+            "collector failed)",
+            _IN_TABLE,
+        ),
+        Key(
+            "export_timeout",
+            Number(low=0.0, low_inclusive=False),
+            5.0,
+            "seconds one export request may take, its retries included",
+            _IN_TABLE,
+        ),
+    ),
+    read_table=read_telemetry,
+    extension=True,
+)
 
 
 def traces_url(config: TelemetryConfig, environ: Mapping[str, str]) -> str | None:

@@ -20,31 +20,15 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
-
 from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import Claim, Command, CommandRan, TickOptions, TickReport
 from orchestrator.features.telemetry import genai
 from orchestrator.features.telemetry.config import TelemetryConfig
-from orchestrator.storage.db import read_tx
-from orchestrator.storage.tables import attempts
+from orchestrator.features.telemetry.store import recorded_attempt
 
 if TYPE_CHECKING:
     from orchestrator.ext.ports import Kernel
     from orchestrator.features.telemetry.shipping import Tracing
-
-_ROW = (
-    attempts.c.started_at,
-    attempts.c.finished_at,
-    attempts.c.outcome,
-    attempts.c["pass"],
-    attempts.c.score,
-    attempts.c.cost_usd,
-    attempts.c.input_tokens,
-    attempts.c.output_tokens,
-    attempts.c.turns,
-    attempts.c.error,
-)
 
 
 def tick_hooks(kernel: Kernel, config: TelemetryConfig, url: str) -> TickHooks:
@@ -149,18 +133,11 @@ class TickSpans:
     def _attempt(
         self, claim: Claim, commands: list[tuple[str, tuple[str, ...], CommandRan]]
     ) -> None:
-        with read_tx(self._kernel.tx.engine) as conn:
-            found = conn.execute(select(*_ROW).where(attempts.c.id == claim.attempt_id)).first()
-            previous = conn.execute(
-                select(func.max(attempts.c.id)).where(
-                    attempts.c.task_id == claim.task.id,
-                    attempts.c.run == claim.task.run,
-                    attempts.c.id < claim.attempt_id,
-                )
-            ).scalar()
-        if found is None:
+        row, previous = recorded_attempt(
+            self._kernel.tx.engine, claim.attempt_id, claim.task.id, claim.task.run
+        )
+        if row is None:
             return
-        row = found._asdict()
         tracing = self._made()
         trace_id = run_trace(claim.task.id, claim.task.created_at, claim.task.run)
         span_id = attempt_span(trace_id, claim.attempt_id)
