@@ -11,17 +11,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Connection, Engine
 
 from orchestrator.domain.pipeline import Status
 from orchestrator.errors import HostIOError, host_error
+from orchestrator.ext.views import MetricsSource
 from orchestrator.features.pools import store as pool_rows
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
@@ -30,9 +32,10 @@ from orchestrator.storage.reads import metrics as counts_of
 PREFIX = "orchestrator"
 
 
-def render_metrics(engine: Engine) -> bytes:
-    """The metrics in Prometheus text format, read in one transaction."""
-    return generate_latest(_registry(engine))
+def render_metrics(engine: Engine, sources: Sequence[MetricsSource] = ()) -> bytes:
+    """The metrics in Prometheus text format, read in one transaction; the
+    features' (`compose.metric_sources`) after the engine's."""
+    return generate_latest(_registry(engine, sources))
 
 
 def write_textfile(engine: Engine, path: Path) -> None:
@@ -57,17 +60,18 @@ def write_exposition(path: Path, data: bytes) -> None:
         raise host_error(f"cannot write {path}", exc) from exc
 
 
-def _registry(engine: Engine) -> CollectorRegistry:
+def _registry(engine: Engine, sources: Sequence[MetricsSource]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_DatabaseCollector(engine))
+    registry.register(_DatabaseCollector(engine, sources))
     return registry
 
 
 class _DatabaseCollector(Collector):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, sources: Sequence[MetricsSource]) -> None:
         self.engine = engine
+        self.sources = sources
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         with read_tx(self.engine) as conn:
             yield from _tasks(conn)
             yield from _attempts(conn)
@@ -75,6 +79,8 @@ class _DatabaseCollector(Collector):
             yield from _approvals(conn)
             yield from _deliveries(conn)
             yield from _pools(conn)
+            for source in self.sources:
+                yield from source(conn)
 
 
 def _tasks(conn: Connection) -> Iterator[GaugeMetricFamily]:

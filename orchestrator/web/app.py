@@ -160,7 +160,9 @@ def _plain_routes(engine: Engine) -> list[Route]:
             module = importlib.import_module("orchestrator.views.metrics")
         except ImportError:
             return _text("metrics are not available in this version\n", 501)
-        body = str(module.render_metrics(engine))
+        from orchestrator import compose
+
+        body = str(module.render_metrics(engine, compose.metric_sources()))
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     def style(_request: Request) -> Response:
