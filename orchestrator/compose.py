@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from orchestrator.config import Settings
-    from orchestrator.ext.views import Explainer, MetricsSource
+    from orchestrator.ext.views import Explainer
     from orchestrator.tick.progress import Progress
     from orchestrator.tick.ticker import Ticker
 
@@ -69,12 +69,6 @@ def explainers() -> tuple[tuple[str, Explainer], ...]:
         if feature.explain is not None:
             found.append((feature.name, _resolve(feature.explain)))
     return tuple(found)
-
-
-def metric_sources() -> tuple[MetricsSource, ...]:
-    """Each feature's metrics (`Feature.metrics`), imported now: only
-    `metrics` and `/metrics` ask, once per scrape."""
-    return tuple(_resolve(f.metrics) for f in FEATURES if f.metrics is not None)
 
 
 def _resolve(where: str) -> Any:

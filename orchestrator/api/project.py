@@ -281,10 +281,9 @@ class Project:
     def metrics(self) -> Metrics:
         """Tasks, attempts, ticks, approvals, pools and hook deliveries in
         Prometheus text format, read in one transaction, as `metrics` prints."""
-        from orchestrator import compose
         from orchestrator.views.metrics import render_metrics
 
-        return Metrics(render_metrics(self.engine, compose.metric_sources()))
+        return Metrics(render_metrics(self.engine))
 
     def prune(
         self,

@@ -221,9 +221,8 @@ class Feature:
     "module:attr" of its click command, which the root group imports on
     first use. `explain` is the "module:attr" of a function
     `(Connection, Settings, TaskSnapshot) -> Explained | None` adding the
-    feature's key to `explain` (`ext.views`); `metrics` the "module:attr"
-    of a `MetricsSource` adding its families to `metrics` and `/metrics`.
-    Declaring these imports nothing: each is a name resolved when asked for."""
+    feature's key to `explain` (`ext.views`). Declaring these imports
+    nothing: each is a name resolved when asked for."""
 
     name: str
     config: Sequence[Section[Any]] = ()
@@ -231,4 +230,3 @@ class Feature:
     commands: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tick: Callable[[Kernel], TickHooks] | None = None
     explain: str | None = None
-    metrics: str | None = None

@@ -5,12 +5,11 @@ something to say about the task."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from prometheus_client.metrics_core import Metric
     from sqlalchemy import Connection
 
     from orchestrator.config import Settings
@@ -30,10 +29,3 @@ class Explained:
 Explainer = Callable[["Connection", "Settings", "repo.TaskSnapshot"], Explained | None]
 """Called inside `explain`'s read transaction (reads only), once per call;
 None when the feature has nothing to say about the task."""
-
-
-MetricsSource = Callable[["Connection"], Iterable["Metric"]]
-"""A feature's metrics (`Feature.metrics`): called inside `metrics`'s one
-read transaction (reads only), after the engine's families, once per
-scrape; it yields Prometheus families named `orchestrator_<feature>_...`
-from its own rows, so every host reports the same numbers."""

@@ -11,19 +11,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Connection, Engine
 
 from orchestrator.domain.pipeline import Status
 from orchestrator.errors import HostIOError, host_error
-from orchestrator.ext.views import MetricsSource
 from orchestrator.features.pools import store as pool_rows
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
@@ -32,10 +30,9 @@ from orchestrator.storage.reads import metrics as counts_of
 PREFIX = "orchestrator"
 
 
-def render_metrics(engine: Engine, sources: Sequence[MetricsSource] = ()) -> bytes:
-    """The metrics in Prometheus text format, read in one transaction; the
-    features' (`compose.metric_sources`) after the engine's."""
-    return generate_latest(_registry(engine, sources))
+def render_metrics(engine: Engine) -> bytes:
+    """The metrics in Prometheus text format, read in one transaction."""
+    return generate_latest(_registry(engine))
 
 
 def write_textfile(engine: Engine, path: Path) -> None:
@@ -60,18 +57,17 @@ def write_exposition(path: Path, data: bytes) -> None:
         raise host_error(f"cannot write {path}", exc) from exc
 
 
-def _registry(engine: Engine, sources: Sequence[MetricsSource]) -> CollectorRegistry:
+def _registry(engine: Engine) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_DatabaseCollector(engine, sources))
+    registry.register(_DatabaseCollector(engine))
     return registry
 
 
 class _DatabaseCollector(Collector):
-    def __init__(self, engine: Engine, sources: Sequence[MetricsSource]) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.sources = sources
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         with read_tx(self.engine) as conn:
             yield from _tasks(conn)
             yield from _attempts(conn)
@@ -79,8 +75,6 @@ class _DatabaseCollector(Collector):
             yield from _approvals(conn)
             yield from _deliveries(conn)
             yield from _pools(conn)
-            for source in self.sources:
-                yield from source(conn)
 
 
 def _tasks(conn: Connection) -> Iterator[GaugeMetricFamily]:

@@ -160,9 +160,7 @@ def _plain_routes(engine: Engine) -> list[Route]:
             module = importlib.import_module("orchestrator.views.metrics")
         except ImportError:
             return _text("metrics are not available in this version\n", 501)
-        from orchestrator import compose
-
-        body = str(module.render_metrics(engine, compose.metric_sources()))
+        body = str(module.render_metrics(engine))
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     def style(_request: Request) -> Response:

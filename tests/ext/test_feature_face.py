@@ -1,7 +1,7 @@
 """What a feature declares besides its tick hooks reaches the engine with no
 engine edit: its CLI verbs (`Feature.commands`), its config keys
 (`Feature.config`, an extension `Section`), its `explain` view
-(`Feature.explain`), its `metrics` families (`Feature.metrics`)."""
+(`Feature.explain`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ import click
 import pytest
 from click.testing import CliRunner
 from e2e.e2e_support import stage
-from prometheus_client.core import CounterMetricFamily
-from sqlalchemy import Connection, text
 from support import Project
 
 from orchestrator import compose
@@ -151,25 +149,3 @@ def test_a_features_explain_view_adds_its_key_and_lines(
     # A task the feature has nothing to say of: the engine's keys alone.
     quiet = json.loads(project.cli("explain", "t2", "--json").output)
     assert set(quiet) == set(plain)
-
-
-def _toy_metrics(conn: Connection) -> Iterator[CounterMetricFamily]:
-    """Reads in `metrics`'s own transaction, as a feature's rows would be."""
-    tasks = conn.execute(text("SELECT count(*) FROM tasks")).scalar_one()
-    family = CounterMetricFamily("orchestrator_toy_wobbles", "Wobbles per task.")
-    family.add_metric([], 3 * tasks)
-    yield family
-
-
-def test_a_features_metrics_follow_the_engines(
-    project: Project, toy_module: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sys.modules[toy_module].metrics = _toy_metrics  # type: ignore[attr-defined]
-    project.write_config(stage("work", worker=["true"], verifier=["true"]))
-    assert project.cli("add", "t1", "--title", "t").exit_code == 0
-    plain = project.cli("metrics").output
-    assert "orchestrator_toy" not in plain
-    monkeypatch.setattr(compose, "FEATURES", (Feature("toy", metrics=f"{toy_module}:metrics"),))
-    told = project.cli("metrics").output
-    assert "orchestrator_toy_wobbles_total 3.0" in told.splitlines()
-    assert told.index("orchestrator_toy_wobbles") > told.index("orchestrator_tasks")
