@@ -1,6 +1,7 @@
 """The spans of a tick: one per tick, one per attempt with its setup,
 worker and verifier as children, made once the attempt is recorded (its
-row says how it ended and what the agent reported).
+row says how it ended and what the agent reported), and one per landing
+that ended in the tick (read from its transitions at the tick's end).
 
 A task's run is one trace across ticks and hosts: its id is derived from
 the task and run, and an attempt's span id from its row, so an attempt's
@@ -18,13 +19,17 @@ import secrets
 import threading
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import Claim, Command, CommandRan, TickOptions, TickReport
 from orchestrator.features.telemetry import genai
 from orchestrator.features.telemetry.config import TelemetryConfig
-from orchestrator.features.telemetry.store import recorded_attempt
+from orchestrator.features.telemetry.store import (
+    landings_after,
+    recorded_attempt,
+    transitions_mark,
+)
 
 if TYPE_CHECKING:
     from orchestrator.ext.ports import Kernel
@@ -35,6 +40,7 @@ def tick_hooks(kernel: Kernel, config: TelemetryConfig, url: str) -> TickHooks:
     spans = TickSpans(kernel, config, url)
     return TickHooks(
         tick_started=spans.tick_started,
+        before_claims=spans.before_claims,
         command_ended=spans.command_ended,
         after_recorded=spans.after_recorded,
         tick_ended=spans.tick_ended,
@@ -68,10 +74,20 @@ class TickSpans:
         self._dropped = 0  # the shipper's count when the last tick ended
         self._warned = False
         self._warming = False
+        self._mark: int | None = None  # the newest transition before the landings
 
     def tick_started(self, options: TickOptions) -> None:
         self._tick = (secrets.randbits(128) or 1, secrets.randbits(64) or 1, time.time_ns())
         self._warned = False
+
+    def before_claims(self, options: TickOptions) -> None:
+        """Before any landing of the tick (registered first): where its
+        landings' transitions will begin. One read of a primary key."""
+        try:
+            self._mark = transitions_mark(self._kernel.tx.engine)
+        except Exception as exc:
+            self._mark = None
+            self._trouble(exc)
 
     def command_ended(self, claim: Claim, command: Command, ran: CommandRan) -> None:
         with self._lock:
@@ -93,12 +109,46 @@ class TickSpans:
             self._trouble(exc)
 
     def tick_ended(self, options: TickOptions, report: TickReport, status: int) -> None:
-        if self._tracing is None and not report.did_work and status == 0:
-            return  # an idle tick: nothing worth a span, nothing imported
         try:
+            mark, self._mark = self._mark, None
+            landings = [] if mark is None else landings_after(self._kernel.tx.engine, mark)
+            if self._tracing is None and not (report.did_work or landings or status):
+                return  # an idle tick: nothing worth a span, nothing imported
+            self._landings(landings)
             self._end_tick(report, status)
         except Exception as exc:
             self._trouble(exc)
+
+    def _landings(self, landings: list[dict[str, Any]]) -> None:
+        """A span per landing that ended in this tick, in its run's trace,
+        after the attempt it landed."""
+        for landing in landings:
+            tracing = self._made()
+            run = landing["run"] or 1
+            trace_id = run_trace(landing["task_id"], landing["created_at"], run)
+            links = [(self._tick[0], self._tick[1])]
+            if landing["attempt_id"] is not None:
+                links.append((trace_id, attempt_span(trace_id, landing["attempt_id"])))
+            found: dict[str, genai.AttributeValue | None] = {
+                "orchestrator.task": landing["slug"],
+                "orchestrator.pipeline": landing["pipeline"],
+                "orchestrator.stage": str(landing["from_state"]).rsplit(":", 1)[0],
+                "orchestrator.run": run,
+                "orchestrator.landing.outcome": landing["event"],
+                "orchestrator.landing.reason": landing["reason"],
+                "orchestrator.landing.commit": landing["landed_commit"],
+                "orchestrator.landing.pr_url": landing["pr_url"],
+            }
+            ended = _ns(landing["at"])
+            tracing.span(
+                "landing",
+                trace_id=trace_id,
+                start_ns=min(ended, _ns(landing["began_at"] or landing["at"])),
+                end_ns=ended,
+                attributes={k: v for k, v in found.items() if v is not None},
+                links=links,
+                error=None if landing["event"] == "landed" else landing["event"],
+            )
 
     def _end_tick(self, report: TickReport, status: int) -> None:
         tracing = self._made()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from e2e.e2e_support import PASS, stage
 from otlp_receiver import closed_port, otlp_receiver
-from support import Project
+from support import Project, make_repo
 
 from orchestrator.features.telemetry.spans import attempt_span
 
@@ -193,3 +193,31 @@ def test_telemetry_off_or_idle_imports_no_sdk(project: Project) -> None:
     idle = _modules_after_tick(project, closed_port())
     assert "orchestrator.features.telemetry.spans" in idle
     assert not [m for m in idle if m.startswith("opentelemetry")]
+
+
+def test_a_landing_is_a_span_of_its_runs_trace(project: Project) -> None:
+    """A task that passes and lands (merge) in the same tick: its landing's
+    span is in its run's trace, after the attempt it landed, with the
+    commit it landed."""
+    make_repo(project.dir)
+    project.write_config(
+        '[pipelines.default]\nrepository = "repo"\nland = "merge"\n\n'
+        + stage("build", worker=["sh", "-c", "echo made > made.txt"], verifier=PASS)
+    )
+    _tasks(project, 1)
+    with otlp_receiver() as receiver:
+        done, _ = _tick(project, receiver.url)
+        assert done.returncode == 0, done.stderr
+        spans = receiver.wait_for(5)  # tick, attempt, worker, verifier, landing
+    assert project.state("t0") == "complete"
+    [landing] = [s for s in spans if s.name == "landing"]
+    [attempt] = [s for s in spans if s.name == "attempt build"]
+    [tick] = [s for s in spans if s.name == "tick"]
+    [(commit,)] = project.query("SELECT landed_commit FROM tasks")
+    assert landing.trace_id == attempt.trace_id
+    assert (attempt.trace_id, attempt.span_id) in landing.links
+    assert (tick.trace_id, tick.span_id) in landing.links
+    assert landing.attributes["orchestrator.landing.outcome"] == "landed"
+    assert landing.attributes["orchestrator.landing.commit"] == commit
+    assert landing.attributes["orchestrator.task"] == "t0"
+    assert attempt.end_ns <= landing.end_ns
