@@ -41,7 +41,8 @@ class Shipper:
         self._changed = threading.Condition()
         self._in_flight = 0
         self.failing = threading.Event()
-        self.dropped = 0
+        self.dropped = 0  # every span that did not leave, the full queue's included
+        self.full = 0  # of those, the spans a full queue refused
         self.exported = 0
         threading.Thread(target=self._loop, name="telemetry-export", daemon=True).start()
 
@@ -51,6 +52,7 @@ class Shipper:
         except queue.Full:
             with self._changed:
                 self.dropped += 1
+                self.full += 1
 
     def failed(self) -> None:
         """The collector refused or could not be reached (the session says so)."""

@@ -71,7 +71,7 @@ class TickSpans:
         self._commands: dict[int, list[tuple[str, tuple[str, ...], CommandRan]]] = {}
         self._tracing: Tracing | None = None
         self._tick = (0, 0, 0)  # trace id, span id, start (ns)
-        self._dropped = 0  # the shipper's count when the last tick ended
+        self._seen = (0, 0)  # the shipper's (dropped, full) when the last tick ended
         self._warned = False
         self._warming = False
         self._mark: int | None = None  # the newest transition before the landings
@@ -173,11 +173,16 @@ class TickSpans:
             error=f"exit status {status}" if status else None,
         )
         tracing.shipper.settle(self._config.flush_seconds)
-        dropped, self._dropped = tracing.shipper.dropped - self._dropped, tracing.shipper.dropped
+        now = (tracing.shipper.dropped, tracing.shipper.full)
+        dropped, full = now[0] - self._seen[0], now[1] - self._seen[1]
+        self._seen = now
         if dropped:
+            why = "the collector failed or was too slow"
+            if full:
+                why += f"; {full} of them met a full queue"
             self._kernel.tick.warn(
-                f"telemetry: {dropped} span(s) not exported to {self._url} "
-                "(the collector failed or the queue was full); the tick is unaffected"
+                f"telemetry: {dropped} span(s) not exported to {self._url} ({why}); "
+                "the tick is unaffected"
             )
 
     def _attempt(
@@ -236,6 +241,8 @@ class TickSpans:
             from orchestrator.features.telemetry.shipping import tracing
 
             self._tracing = tracing(self._url, self._config)
+            # One provider per process (`orchestrator run`): count from here.
+            self._seen = (self._tracing.shipper.dropped, self._tracing.shipper.full)
         return self._tracing
 
     def _trouble(self, exc: BaseException) -> None:

@@ -38,6 +38,10 @@ class Received:
 class Receiver:
     url: str
     failing: bool = False
+    # Set: the receiver holds each request until it is cleared (a collector
+    # too slow to answer).
+    stalled: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
     spans: list[Received] = field(default_factory=list)
     requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -68,6 +72,8 @@ def otlp_receiver() -> Iterator[Receiver]:
             with receiver.lock:
                 receiver.requests += 1
                 failing = receiver.failing
+            if receiver.stalled.is_set():
+                receiver.released.wait(60)
             if failing or self.path != "/v1/traces":
                 self.send_response(500 if failing else 404)
                 self.end_headers()
@@ -109,6 +115,7 @@ def otlp_receiver() -> Iterator[Receiver]:
     try:
         yield receiver
     finally:
+        receiver.released.set()
         server.shutdown()
         server.server_close()
 

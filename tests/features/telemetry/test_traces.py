@@ -221,3 +221,28 @@ def test_a_landing_is_a_span_of_its_runs_trace(project: Project) -> None:
     assert landing.attributes["orchestrator.landing.commit"] == commit
     assert landing.attributes["orchestrator.task"] == "t0"
     assert attempt.end_ns <= landing.end_ns
+
+
+def test_a_stalled_collector_costs_the_tick_its_flush_bound_and_no_more(
+    project: Project, tmp_path: Path
+) -> None:
+    """A collector that takes every request and never answers: the spans
+    past the queue's bound are dropped as they come, the tick's end waits
+    `flush_seconds` and no longer (not `export_timeout`), and every span
+    is counted, the full queue's apart."""
+    with otlp_receiver() as receiver:
+        receiver.stalled.set()
+        project.write_config(
+            f'[telemetry]\notlp_endpoint = "{receiver.url}"\n'
+            "queue_size = 2\nflush_seconds = 0.5\nexport_timeout = 60\n\n"
+            + stage("build", worker=_agent(tmp_path), verifier=PASS)
+        )
+        _tasks(project, 3)
+        done, elapsed = _tick(project, None)
+        assert receiver.requests >= 1  # the first batch went out and hangs
+    assert done.returncode == 0, done.stderr
+    assert project.query("SELECT outcome FROM attempts") == [("passed",)] * 3
+    [said] = [line for line in done.stderr.splitlines() if "telemetry:" in line]
+    assert "telemetry: 10 span(s) not exported" in said
+    assert "of them met a full queue" in said
+    assert elapsed < 60
