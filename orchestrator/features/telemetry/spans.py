@@ -8,7 +8,8 @@ the task and run, and an attempt's span id from its row, so an attempt's
 span links to its run's previous attempt without storing an id. Nothing
 of the SDK is imported before the first span is made: an idle tick makes
 none (cron's idle minutes would bury the traces worth reading), so it
-costs a clock read. Every failure here is said once on stderr and leaves
+costs two reads by primary key (where its landings would begin, and that
+none did). Every failure here is said once on stderr and leaves
 the tick as it was."""
 
 from __future__ import annotations
