@@ -246,3 +246,33 @@ def test_a_stalled_collector_costs_the_tick_its_flush_bound_and_no_more(
     assert "telemetry: 10 span(s) not exported" in said
     assert "of them met a full queue" in said
     assert elapsed < 60
+
+
+def test_an_endpoint_without_the_sdk_says_how_to_install_it(project: Project) -> None:
+    """The variable set for other programs, the extra not installed (here:
+    its import refused): the tick passes its attempt and says what is
+    missing, once."""
+    project.write_config(stage("build", worker=["true"], verifier=PASS))
+    _tasks(project, 2)
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["opentelemetry"] = None  # as if `orchestrator[telemetry]` were not installed
+        from orchestrator.cli import main
+        main(["tick", "-q"])
+        """
+    )
+    env = {**project.process_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": closed_port()}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert project.query("SELECT outcome FROM attempts") == [("passed",)] * 2
+    said = [line for line in done.stderr.splitlines() if "telemetry:" in line]
+    assert len(said) == 1
+    assert "opentelemetry is not installed (pip install 'orchestrator[telemetry]')" in said[0]
