@@ -25,6 +25,10 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             and the git processes of that round, counted (no target)
   telemetry no-op tick, telemetry on and its collector down / telemetry off   <= 1.1
             (bench/telemetry.py; and a tick of 10 attempts the same way, no target)
+  dbos      100 staged attempts, the tick as a whole process / DBOS Transact
+            running the same two subprocess steps per workflow on SQLite          <= 0.45
+            and / the stdlib minimum (bench/minimal_tick.py)                      <= 2.5
+            (bench/dbos_compare.py; DBOS from the `bench` extra)
   approve   approve while a tick holds 4 attempts / approve, no tick             <= 1.5
             (bench/approve.py; the tests prove it never waits, this times it)
 """
@@ -549,6 +553,7 @@ LANES = [
     "candidates",
     "approve",
     "telemetry",
+    "dbos",
 ]
 
 
@@ -585,6 +590,10 @@ def main() -> None:
             results += bench_sandbox(work, max(3, args.rounds))
         if "candidates" in chosen:
             results += bench_candidates(work, max(3, args.rounds))
+        if "dbos" in chosen:
+            from bench.dbos_compare import bench_dbos
+
+            results += bench_dbos(work, max(3, args.rounds))
         if "approve" in chosen:
             from bench.approve import bench_approve
 
