@@ -252,8 +252,8 @@ class TickSpans:
         self._warned = True
         if isinstance(exc, ImportError):
             self._kernel.tick.warn(
-                f"telemetry: {exc.name or 'the OpenTelemetry SDK'} is not installed "
-                "(pip install 'orchestrator[telemetry]'); no span exported, the tick is unaffected"
+                f"telemetry: cannot load the OpenTelemetry SDK ({exc}); is "
+                "'orchestrator[telemetry]' installed? No span exported, the tick is unaffected"
             )
             return
         self._kernel.tick.warn(f"telemetry: {type(exc).__name__}: {exc}; the tick is unaffected")

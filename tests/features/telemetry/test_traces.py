@@ -275,4 +275,5 @@ def test_an_endpoint_without_the_sdk_says_how_to_install_it(project: Project) ->
     assert project.query("SELECT outcome FROM attempts") == [("passed",)] * 2
     said = [line for line in done.stderr.splitlines() if "telemetry:" in line]
     assert len(said) == 1
-    assert "opentelemetry is not installed (pip install 'orchestrator[telemetry]')" in said[0]
+    assert "telemetry: cannot load the OpenTelemetry SDK (" in said[0]
+    assert "is 'orchestrator[telemetry]' installed?" in said[0]
