@@ -29,6 +29,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             (bench/dbos_compare.py; DBOS from the `bench` extra)
   approve   approve while a tick holds 4 attempts / approve, no tick             <= 1.5
             (bench/approve.py; the tests prove it never waits, this times it)
+  verifiers `verifiers` over 1M attempts, 100k decisions / SELECT count(*)
+            over attempts, in one process (bench/verifiers.py)                <= 3
 """
 
 from __future__ import annotations
@@ -550,6 +552,7 @@ LANES = [
     "sandbox",
     "candidates",
     "approve",
+    "verifiers",
     "dbos",
 ]
 
@@ -595,6 +598,10 @@ def main() -> None:
             from bench.approve import bench_approve
 
             results += bench_approve(work, args.rounds)
+        if "verifiers" in chosen:
+            from bench.verifiers import bench_verifiers
+
+            results += bench_verifiers(work, args.rounds)
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

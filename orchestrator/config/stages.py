@@ -63,7 +63,12 @@ def fields(schema: Schema, scope: str, values: dict[str, Any]) -> dict[str, Any]
     extras: dict[str, object] = {}
     for section in schema.in_scope(scope):
         if section.extension:
-            extras[section.name] = section.built(values)
+            # Kept only when set otherwise than by default (`Section.of`
+            # builds the default): a stage that does not use a feature
+            # equals one made without it.
+            built = section.built(values)
+            if built != section.built(section.defaults()):
+                extras[section.name] = built
         elif section.field is not None:
             found[section.field] = section.built(values)
         else:

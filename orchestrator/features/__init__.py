@@ -6,7 +6,16 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import candidates, landing, memory, pools, restore, sandbox
+from orchestrator.features import (
+    candidates,
+    evidence,
+    landing,
+    memory,
+    notes,
+    pools,
+    restore,
+    sandbox,
+)
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
@@ -23,4 +32,6 @@ FEATURES: tuple[Feature, ...] = (
     pools.FEATURE,
     candidates.FEATURE,
     sandbox.FEATURE,
+    notes.FEATURE,
+    evidence.FEATURE,
 )
