@@ -173,6 +173,20 @@ class TickHooks:
     all, and say a line after the commit (`Kernel.tx.say_after_commit`).
     Runs again when the record's transaction is retried."""
 
+    hold_finished: (
+        Callable[[Connection, repo.TaskSnapshot, str | None, str | None], str | None] | None
+    ) = None
+    """Inside the transaction recording a landing that landed (its
+    `Connection`; the landed commit and the pull request's URL, either
+    None), before the task is written `complete`: a feature that follows
+    what was landed until something outside decides (a pull request until
+    it is merged or closed) may write its own rows and return the hold's
+    reason; the task then goes `held` (`hold`) instead, and that feature
+    moves it on later (`landed`, `send_back`, `give_up`) through its own
+    transactions. The first non-None wins. Runs again when the
+    transaction is retried. Called once per landing: a pipeline it does not
+    follow returns None before any query."""
+
     wrap_command: Callable[[Command], tuple[str, ...] | None] | None = None
     """Just before the engine starts a command (setup, worker, verifier) or
     a feature asks the kernel to (`Kernel.wrap`: the land check), on the
