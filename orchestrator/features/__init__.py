@@ -6,7 +6,7 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import candidates, landing, memory, pools, restore, sandbox
+from orchestrator.features import candidates, landing, memory, pools, restore, review, sandbox
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
@@ -23,4 +23,5 @@ FEATURES: tuple[Feature, ...] = (
     pools.FEATURE,
     candidates.FEATURE,
     sandbox.FEATURE,
+    review.FEATURE,
 )
