@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import runner
+from orchestrator.config import PipelineConfig, Settings
 from orchestrator.domain.text import one_line
 
 TIMEOUT = 60.0
@@ -124,3 +126,21 @@ def _read(out: str, err: str) -> Answer | GhFault:
     except ValueError:
         return GhFault(f"GitHub answered {status} with no JSON")
     return Answer(status, headers.get("etag"), parsed)
+
+
+def task_env(settings: Settings, slug: str, pipeline: PipelineConfig) -> dict[str, str]:
+    """As the landing's `gh` gets it: the tick's environment less what
+    `child_deny` names, `[orchestrator] env`, the `land_secrets`."""
+    sources = settings.secret_sources(os.environ)
+    secrets = pipeline.landing.secrets
+    return runner.child_environment(
+        os.environ,
+        deny=settings.child_deny,
+        extra={
+            **settings.shared_env(os.environ),
+            **{name: sources[name] for name in secrets if name in sources},
+        },
+        orchestrator_vars={"ORCHESTRATOR_TASK": slug},
+    )
+
+    # Recording.

@@ -4,7 +4,7 @@ host's, not the task's), and the feedback no pushed commit answered yet."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection
 
 from orchestrator.config import Settings
 from orchestrator.domain.text import one_line
@@ -14,7 +14,7 @@ from orchestrator.storage import repo
 
 
 def explain(conn: Connection, settings: Settings, task: repo.TaskSnapshot) -> Explained | None:
-    if not inspect(conn).has_table("review_pulls"):
+    if not store.following(conn):
         return None  # no config ever followed a pull request here
     pull = store.pull_of(conn, task.id)
     if pull is None:
