@@ -33,9 +33,9 @@ def follow_project(project: Project, fake: FakeGitHub, **keys: object) -> Path:
     return origin
 
 
-def tick(project: Project) -> str:
-    done = project.run("tick")
-    assert done.returncode == 0, (done.stdout, done.stderr)
+def tick(project: Project, rc: int = 0, **extra_env: str) -> str:
+    done = project.run("tick", extra_env=extra_env)
+    assert done.returncode == rc, (done.stdout, done.stderr)
     return done.stdout
 
 
