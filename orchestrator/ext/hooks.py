@@ -188,6 +188,16 @@ class TickHooks:
     transaction is retried. Called once per landing: a pipeline it does not
     follow returns None before any query."""
 
+    attempt_feedback: Callable[[Claim, Path], tuple[str, Path] | None] | None = None
+    """On the attempt's thread, once its state folder (`Path`) exists and
+    before its prompt is rendered; outside any transaction. May read the
+    database (its own read transactions) and write a file in that folder;
+    returns what came back from outside for this attempt (a pull request's
+    review): the text its `{feedback}` placeholder and prompt field get,
+    and the JSON file `ORCHESTRATOR_FEEDBACK` names. The first non-None
+    wins. Called for every attempt: a pipeline it does not follow returns
+    None before any query."""
+
     wrap_command: Callable[[Command], tuple[str, ...] | None] | None = None
     """Just before the engine starts a command (setup, worker, verifier) or
     a feature asks the kernel to (`Kernel.wrap`: the land check), on the

@@ -67,6 +67,7 @@ class Registry:
         self._after_record = _each(built, lambda h: h.after_record)
         self._wrap_command = _each(built, lambda h: h.wrap_command)
         self._hold_finished = _each(built, lambda h: h.hold_finished)
+        self._attempt_feedback = _each(built, lambda h: h.attempt_feedback)
 
     @classmethod
     def empty(cls) -> Registry:
@@ -151,6 +152,12 @@ class Registry:
         for hook in self._hold_finished:
             if (reason := hook(conn, task, commit, url)) is not None:
                 return reason
+        return None
+
+    def attempt_feedback(self, claim: Claim, folder: Path) -> tuple[str, Path] | None:
+        for hook in self._attempt_feedback:
+            if (found := hook(claim, folder)) is not None:
+                return found
         return None
 
     def slot_of(self, conn: Connection, attempt_id: int) -> Slot | None:

@@ -370,3 +370,44 @@ def test_a_landing_a_feature_holds_waits_held_and_is_not_landed_again(project: P
     last = "SELECT from_state, to_state, event, reason FROM transitions ORDER BY id DESC LIMIT 1"
     assert project.query(last) == [("only:landing", "only:held", "hold", "toy follows it")]
     assert "t1: held (toy follows it)" in said
+
+
+def test_attempt_feedback_reaches_the_placeholder_the_prompt_and_the_environment(
+    project: Project,
+) -> None:
+    """What `attempt_feedback` returns is `{feedback}` in argv and prompt and
+    `ORCHESTRATOR_FEEDBACK` names its file; an attempt it says nothing of
+    gets both empty."""
+    project.write_config(
+        stage(
+            "only",
+            worker=[
+                "sh",
+                "-c",
+                'echo "$1|$ORCHESTRATOR_FEEDBACK" >> ../seen.txt',
+                "w",
+                "{feedback}",
+            ],
+            verifier=PASS,
+        )
+    )
+    bench = make_bench(project)
+    bench.add("t1", "t2")
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def attempt_feedback(claim: Claim, folder: Path) -> tuple[str, Path] | None:
+            if claim.task.slug != "t1":
+                return None
+            path = folder / "feedback.json"
+            path.write_text('[{"author": "alice"}]')
+            return "alice: fix it", path
+
+        return TickHooks(attempt_feedback=attempt_feedback)
+
+    try:
+        Ticker(bench.settings, bench.engine, features=(Feature("toy", tick=toy),)).tick()
+    finally:
+        bench.engine.dispose()
+    seen = sorted((bench.settings.workspace_root / "seen.txt").read_text().splitlines())
+    assert seen[0].startswith("alice: fix it|") and seen[0].endswith("feedback.json")
+    assert seen[1] == "|"
