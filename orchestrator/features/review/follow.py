@@ -16,14 +16,16 @@ landing pushes nothing twice."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 
 from sqlalchemy import Connection
 
 from orchestrator.config import PipelineConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.ext.hooks import TickHooks
-from orchestrator.ext.model import TickOptions
+from orchestrator.ext.model import Claim, TickOptions
 from orchestrator.ext.ports import Kernel
 from orchestrator.features.review import reading, store
 from orchestrator.features.review.config import REVIEW_SECTION, ReviewConfig
@@ -74,6 +76,24 @@ class Follower:
             return None
         store.follow(conn, task.id, url, found[0], found[1], commit)
         return f"pull request {url} followed"
+
+    def feedback(self, claim: Claim, folder: Path) -> tuple[str, Path] | None:
+        """The open round's comments for the attempt answering them: as
+        text (`{feedback}`) and as `feedback.json` (`ORCHESTRATOR_FEEDBACK`)."""
+        if not REVIEW_SECTION.of(claim.pipeline).follow:
+            return None
+        with read_tx(self.tx.engine) as conn:
+            pull = store.pull_of(conn, claim.task.id)
+            items = [] if pull is None else store.open_feedback(conn, claim.task.id)
+        if pull is None or not items:
+            return None
+        path = folder / "feedback.json"
+        rows = [
+            {"author": f.author, "body": f.body, "path": f.path, "line": f.line, "url": f.url}
+            for f in items
+        ]
+        path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        return reading.hint(pull.url, items), path
 
     # Reading.
 
@@ -169,4 +189,5 @@ def tick_hooks(kernel: Kernel) -> TickHooks:
         before_claims=follower.run,
         after_claims=follower.run,
         hold_finished=follower.hold,
+        attempt_feedback=follower.feedback,
     )

@@ -12,7 +12,10 @@ from e2e.e2e_support import PASS, stage
 from features.landing.github_api import FakeGitHub
 from support import Project, git, make_repo
 
-WORKER = 'printf "%s\\n--\\n" "$ORCHESTRATOR_NEXT_HINT" >> ../hints.log; date +%s%N >> work.txt'
+WORKER = (
+    'printf "%s\\n--\\n" "$ORCHESTRATOR_NEXT_HINT" >> ../hints.log; date +%s%N >> work.txt; '
+    'if [ -n "$ORCHESTRATOR_FEEDBACK" ]; then cp "$ORCHESTRATOR_FEEDBACK" ../feedback.json; fi'
+)
 
 
 def follow_project(project: Project, fake: FakeGitHub, **keys: object) -> Path:

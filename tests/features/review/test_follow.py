@@ -4,6 +4,7 @@ API (GitHub cannot run here; `features/landing/github_api.py`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -37,6 +38,14 @@ def test_changes_requested_inline_goes_back_with_the_comment_and_the_fix_is_repl
     hint = hints(project)[-1]
     assert "alice on work.txt:1" in hint and "Use UTC, not local time" in hint
     assert "changes requested: Please fix the time." in hint
+    given = json.loads((project.dir / "tasks" / "feedback.json").read_text())
+    assert given[1] == {
+        "author": "alice",
+        "body": "Use UTC, not local time",
+        "path": "work.txt",
+        "line": 1,
+        "url": f"https://github.localhost/pull/1#discussion_r{comment}",
+    }
     assert len(github.created()) == 1  # one pull request in all
     fixed = origin_tip(origin)
     assert fixed != first_tip
