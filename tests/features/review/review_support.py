@@ -26,7 +26,9 @@ def follow_project(project: Project, fake: FakeGitHub, **keys: object) -> Path:
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
     git(repo, "remote", "add", "origin", str(origin))
     git(repo, "push", "-q", "origin", "main")
-    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "pr"', "follow_pr = true"]
+    follow = keys.pop("follow_pr", True)
+    lines = ["[pipelines.default]", 'repository = "repo"', 'land = "pr"']
+    lines += ["follow_pr = true"] if follow else []
     lines += [f"{key} = {value!r}".replace("'", '"') for key, value in keys.items()]
     project.write_config(
         "\n".join(lines) + "\n\n" + stage("implement", worker=["sh", "-c", WORKER], verifier=PASS)

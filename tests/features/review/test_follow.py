@@ -212,3 +212,16 @@ def test_killed_between_pushing_the_fix_and_replying_one_push_one_reply(
     assert len([c for c in pull.review_comments if c.get("in_reply_to_id")]) == 1
     assert len(github.created()) == 1
     assert project.state("t1") == "implement:held"
+
+
+def test_without_follow_pr_a_pull_request_completes_the_task_as_before(
+    project: Project, github: FakeGitHub
+) -> None:
+    follow_project(project, github, follow_pr=False)
+    tick(project)
+    assert project.state("t1") == "complete"
+    assert project.query("SELECT pr_url FROM tasks") == [(github.pulls[0].url,)]
+    assert github.rest_calls() == []  # nothing read after it opened
+    tables = "SELECT count(*) FROM sqlite_master WHERE name LIKE 'review_%'"
+    if project.db_url.startswith("sqlite"):
+        assert project.query(tables) == [(0,)]  # no table made for a feature nobody uses
