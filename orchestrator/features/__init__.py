@@ -6,7 +6,16 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import candidates, landing, memory, pools, restore, review, sandbox
+from orchestrator.features import (
+    candidates,
+    intake,
+    landing,
+    memory,
+    pools,
+    restore,
+    review,
+    sandbox,
+)
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
@@ -24,4 +33,5 @@ FEATURES: tuple[Feature, ...] = (
     candidates.FEATURE,
     sandbox.FEATURE,
     review.FEATURE,
+    intake.FEATURE,
 )

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+ISSUES = re.compile(r"^/repos/[^/]+/[^/]+/issues\?(?P<query>.*)$")
 ROUTE = re.compile(
     r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/"
     r"(?P<kind>pulls|issues|commits)/(?P<ref>[^/]+)(?P<rest>/[^?]*)?(?:\?.*)?$"
@@ -49,6 +50,18 @@ class Rest:
     checks: Callable[[str], list[dict[str, str]]]
     pulls: dict[int, PullState] = field(default_factory=dict)
     next_id: int = 1000
+    # Issues (numbered from 100, apart from the pull requests): number ->
+    # {"title", "body", "labels", "state", "comments"}.
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def issue(self, number: int, title: str, body: str, labels: tuple[str, ...]) -> None:
+        self.issues[number] = {
+            "title": title,
+            "body": body,
+            "labels": list(labels),
+            "state": "open",
+            "comments": [],
+        }
 
     def pull(self, number: int, head: str) -> PullState:
         return self.pulls.setdefault(number, PullState(number, head))
@@ -109,6 +122,22 @@ class Rest:
         return found
 
     def get(self, path: str) -> tuple[int, Any]:
+        listed = ISSUES.match(path)
+        if listed is not None:
+            query = dict(part.partition("=")[::2] for part in listed["query"].split("&"))
+            label, state = query.get("labels"), query.get("state", "open")
+            return 200, [
+                {
+                    "number": number,
+                    "title": issue["title"],
+                    "body": issue["body"],
+                    "labels": [{"name": name} for name in issue["labels"]],
+                    "state": issue["state"],
+                    "html_url": f"https://github.localhost/issues/{number}",
+                }
+                for number, issue in sorted(self.issues.items())
+                if issue["state"] == state and (not label or label in issue["labels"])
+            ]
         match = ROUTE.match(path)
         if match is None:
             return 404, {"message": "Not Found"}
@@ -137,6 +166,10 @@ class Rest:
         match = ROUTE.match(path)
         if match is None or not match["ref"].isdigit():
             return 404, {"message": "Not Found"}
+        issue = self.issues.get(int(match["ref"]))
+        if issue is not None and match["kind"] == "issues" and match["rest"] == "/comments":
+            issue["comments"].append({"user": login, "body": body.get("body")})
+            return 201, {"id": self._id()}
         pull = self.pulls.get(int(match["ref"]))
         rest = match["rest"] or ""
         text = body.get("body")
