@@ -23,8 +23,14 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
   candidates  a round of 4 trivial candidates, --jobs 4 /
             (one trivial attempt + stdlib minimum of 4 parallel spawns)           <= 1.5
             and the git processes of that round, counted (no target)
+  dbos      100 staged attempts, the tick as a whole process / DBOS Transact
+            running the same two subprocess steps per workflow on SQLite          <= 0.45
+            and / the stdlib minimum (bench/minimal_tick.py)                      <= 2.5
+            (bench/dbos_compare.py; DBOS from the `bench` extra)
   approve   approve while a tick holds 4 attempts / approve, no tick             <= 1.5
             (bench/approve.py; the tests prove it never waits, this times it)
+  verifiers `verifiers` over 1M attempts, 100k decisions / SELECT count(*)
+            over attempts, in one process (bench/verifiers.py)                <= 3
 """
 
 from __future__ import annotations
@@ -546,6 +552,8 @@ LANES = [
     "sandbox",
     "candidates",
     "approve",
+    "verifiers",
+    "dbos",
 ]
 
 
@@ -582,10 +590,18 @@ def main() -> None:
             results += bench_sandbox(work, max(3, args.rounds))
         if "candidates" in chosen:
             results += bench_candidates(work, max(3, args.rounds))
+        if "dbos" in chosen:
+            from bench.dbos_compare import bench_dbos
+
+            results += bench_dbos(work, max(3, args.rounds))
         if "approve" in chosen:
             from bench.approve import bench_approve
 
             results += bench_approve(work, args.rounds)
+        if "verifiers" in chosen:
+            from bench.verifiers import bench_verifiers
+
+            results += bench_verifiers(work, args.rounds)
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

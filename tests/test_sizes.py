@@ -27,8 +27,6 @@ CLASSES_NOT_SPLIT_YET: frozenset[str] = frozenset(
         "Claimer",  # tick/claims.py
         "Project",  # api/project.py: its methods are the library's documented face
         "Recorder",  # tick/recording.py
-        "Worktree",  # workspace/worktree.py
-        "_Merge",  # features/landing/merge.py
     }
 )
 

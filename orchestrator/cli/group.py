@@ -59,17 +59,6 @@ class LazyCommands(MutableMapping[str, click.Command]):
         return name in self._loaded or name in self._lazy
 
 
-class LazyGroup(click.Group):
-    """A click group whose subcommands come from a `{name: "module:attribute"}` registry."""
-
-    def __init__(self, *args: Any, lazy_subcommands: Mapping[str, str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        commands = LazyCommands(lazy_subcommands)
-        for name, command in self.commands.items():  # any given eagerly
-            commands[name] = command
-        self.commands = commands
-
-
 class CliError(click.ClickException):
     """An OrchestratorError on its way out: `Error: …` and its exit status."""
 
@@ -96,8 +85,17 @@ class CliError(click.ClickException):
                 cause = cause.__cause__ or cause.__context__
 
 
-class OrchestratorGroup(LazyGroup):
-    """Turns our errors into exit statuses, in one place."""
+class OrchestratorGroup(click.Group):
+    """The root group: its subcommands come from a `{name: "module:attribute"}`
+    registry it holds (`LazyCommands`, imported on first lookup), and our
+    errors become exit statuses here, in one place."""
+
+    def __init__(self, *args: Any, lazy_subcommands: Mapping[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        commands = LazyCommands(lazy_subcommands)
+        for name, command in self.commands.items():  # any given eagerly
+            commands[name] = command
+        self.commands = commands
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

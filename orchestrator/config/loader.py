@@ -1,8 +1,8 @@
 """`load_settings` and the settings reader: [orchestrator], the database URL, the whole file.
 
-The settings reader is the top of the reader chain (values, stages,
-pipelines): it walks the file once, so every key is checked before the
-engine sees any of it.
+The settings reader puts the readers together (a `ValueReader` for one
+load, handed to the stage and pipeline readers): it walks the file once,
+so every key is checked before the engine sees any of it.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from orchestrator.config.core import schema
 from orchestrator.config.files import _absolute, _parse, _read, find_config, resolve_database_url
 from orchestrator.config.model import DB_URL_ENV, DEFAULT_DATABASE, PipelineConfig, Settings
 from orchestrator.config.orchestrator_table import ORCHESTRATOR_SECTION
-from orchestrator.config.pipelines import _PipelineReader
+from orchestrator.config.pipelines import PipelineReader
 from orchestrator.config.schema import Section, dotted, read_keys
+from orchestrator.config.stages import StageReader
+from orchestrator.config.values import ValueReader
 from orchestrator.errors import ConfigError
 
 
@@ -68,12 +70,14 @@ def load_settings(
     return _Loader(path, base_dir, sections).settings(data, db_url, env, here, fingerprint)
 
 
-class _Loader(_PipelineReader):
+class _Loader:
     """Walks the parsed TOML once, turning it into Settings or a ConfigError."""
 
     def __init__(self, path: Path | None, base_dir: Path, sections: Sequence[Section[Any]]) -> None:
-        super().__init__(path, base_dir)
+        self.values = ValueReader(path, base_dir)
         self.schema = schema(tuple(sections))
+        self.stages = StageReader(self.values, self.schema)
+        self.pipelines = PipelineReader(self.values, self.schema, self.stages)
 
     def settings(
         self,
@@ -83,38 +87,39 @@ class _Loader(_PipelineReader):
         cwd: Path,
         fingerprint: str,
     ) -> Settings:
-        top = self.table(data, "", self.schema.top())
-        orch = self.table(top.get("orchestrator", {}), "orchestrator", ORCHESTRATOR_SECTION.names())
+        v = self.values
+        top = v.table(data, "", self.schema.top())
+        orch = v.table(top.get("orchestrator", {}), "orchestrator", ORCHESTRATOR_SECTION.names())
         for section in self.schema.tables():
             if section.table is not None and section.read_table is not None:
-                read = section.read_table(self, top.get(section.table))
+                read = section.read_table(v, top.get(section.table))
                 if section.extension:
-                    self.extras[section.table] = read
+                    v.extras[section.table] = read
                 else:
-                    self.read_tables[section.table] = read
-        defaults = self.defaults(top.get("defaults", {}))
-        pipelines = self.pipelines(top.get("pipelines", {}), defaults)
+                    v.read_tables[section.table] = read
+        defaults = self.stages.defaults(top.get("defaults", {}))
+        pipelines = self.pipelines.pipelines(top.get("pipelines", {}), defaults)
         database = self.database(orch, db_url, environ, cwd)
         keys = tuple(k for k in ORCHESTRATOR_SECTION.keys if k.name != "database")
         values: dict[str, Any] = {}
         for item in keys:
             # A default path is as written: beside the config, like one in it.
             values[item.name] = (
-                item.kind.read(self, item.default, dotted("orchestrator", item.name), None)
+                item.kind.read(v, item.default, dotted("orchestrator", item.name), None)
                 if item.read_default
                 else item.default
             )
-        read_keys(self, keys, orch, "orchestrator", values)
+        read_keys(v, keys, orch, "orchestrator", values)
         self.shared_names(values["env"], values["env_deny"], pipelines)
         return Settings(
-            config_path=self.file,
-            base_dir=self.base_dir,
+            config_path=v.file,
+            base_dir=v.base_dir,
             database_url=database,
             pipelines=types.MappingProxyType(pipelines),
             fingerprint=fingerprint,
-            extras=types.MappingProxyType(dict(self.extras)),
+            extras=types.MappingProxyType(dict(v.extras)),
             **values,
-            **self.read_tables,
+            **v.read_tables,
         )
 
     def shared_names(
@@ -135,11 +140,11 @@ class _Loader(_PipelineReader):
             key = f"orchestrator.env[{index}]"
             pattern = next((p for p in deny if name == p or fnmatch.fnmatchcase(name, p)), None)
             if pattern is not None:
-                self.fail(
+                self.values.fail(
                     key, f"{name!r} matches env_deny ({pattern!r}): a denied name cannot be in env"
                 )
             if name in kept:
-                self.fail(
+                self.values.fail(
                     key,
                     f"{name!r} is a secret ({kept[name]}); a secret goes only through "
                     "`secrets` or `land_secrets`, never `env`",
@@ -160,5 +165,9 @@ class _Loader(_PipelineReader):
         if from_env:
             return resolve_database_url(from_env, cwd)
         value = orch.get("database")
-        url = DEFAULT_DATABASE if value is None else self.string(value, "orchestrator.database")
-        return resolve_database_url(url, self.base_dir)
+        url = (
+            DEFAULT_DATABASE
+            if value is None
+            else self.values.string(value, "orchestrator.database")
+        )
+        return resolve_database_url(url, self.values.base_dir)

@@ -26,11 +26,12 @@ def _show(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-class _ValueReader:
+class ValueReader:
     """Reads one TOML value of a known shape, or fails naming its dotted key.
 
-    It is the `Checks` every Section's kinds read through; the stage,
-    pipeline and settings readers build on it.
+    It is the `Checks` every Section's kinds read through, and what one load
+    remembers between tables (the tables' reads, for `names`); the stage,
+    pipeline and settings readers are each handed it.
     """
 
     def __init__(self, path: Path | None, base_dir: Path) -> None:

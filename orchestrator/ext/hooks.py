@@ -79,6 +79,16 @@ class TickHooks:
     may run or the attempt's result when it may not; raising `HostFault`
     makes it the host's. Nested in `FEATURES` order, the first outermost."""
 
+    attempt_env: Callable[[Claim], Mapping[str, str] | None] | None = None
+    """On the attempt's thread, outside any transaction, before its
+    workspace is prepared: variables the attempt's worker and verifier are
+    given beside the engine's ORCHESTRATOR_* ones (which win a name both
+    set); each is also a field of the stage's prompt, named by its
+    lowercased tail (`ORCHESTRATOR_NOTES` is `{notes}`). Names must start
+    with `ORCHESTRATOR_`. Each feature's are merged, in `FEATURES` order.
+    Pure: no git, no query, no file made; None for a claim not concerned
+    (called per attempt)."""
+
     note_start: Callable[[Claim], bool] | None = None
     """On the attempt's thread, before its worker runs, outside any
     transaction: may record the attempt's starting commit itself (its own

@@ -47,6 +47,7 @@ class Registry:
         self._attempt_workspace = _each(built, lambda h: h.attempt_workspace)
         self._around_workspace = _each(built, lambda h: h.around_workspace)
         self._note_start = _each(built, lambda h: h.note_start)
+        self._attempt_env = _each(built, lambda h: h.attempt_env)
         self._keep_work = _each(built, lambda h: h.keep_work)
         self._after_recorded = _each(built, lambda h: h.after_recorded)
         self._after_recovery = _each(built, lambda h: h.after_recovery)
@@ -101,6 +102,17 @@ class Registry:
         for hook in reversed(self._around_workspace):
             make = functools.partial(hook, claim, make)
         return make()
+
+    def attempt_env(self, claim: Claim) -> dict[str, str]:
+        """The features' variables for the attempt (`TickHooks.attempt_env`);
+        a name outside ORCHESTRATOR_* is a feature's bug, refused loudly."""
+        found: dict[str, str] = {}
+        for hook in self._attempt_env:
+            for name, value in (hook(claim) or {}).items():
+                if not name.startswith("ORCHESTRATOR_"):
+                    raise ValueError(f"attempt_env: {name!r} is not an ORCHESTRATOR_ variable")
+                found[name] = value
+        return found
 
     def note_start(self, claim: Claim) -> bool:
         return any(hook(claim) for hook in self._note_start)

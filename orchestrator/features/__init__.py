@@ -8,9 +8,11 @@ from __future__ import annotations
 from orchestrator.ext.hooks import Feature
 from orchestrator.features import (
     candidates,
+    evidence,
     intake,
     landing,
     memory,
+    notes,
     pools,
     restore,
     review,
@@ -32,6 +34,8 @@ FEATURES: tuple[Feature, ...] = (
     pools.FEATURE,
     candidates.FEATURE,
     sandbox.FEATURE,
+    notes.FEATURE,
+    evidence.FEATURE,
     review.FEATURE,
     intake.FEATURE,
 )

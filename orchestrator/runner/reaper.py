@@ -5,8 +5,10 @@ or session (`setsid`, a double fork). So the tick makes itself a child
 subreaper (`PR_SET_CHILD_SUBREAPER`): such a child, once its parent is
 gone, becomes the tick's child instead of init's, and the tick ends it.
 Killing the top of an escaped tree orphans the next level, which comes to
-the tick in turn, so `end_escaped` loops until none is left; a process that
-forks while it is being killed hands its child to the tick the same way.
+the tick in turn, so `end_escaped` loops until a pass finds none alive
+and reaps none (a process reaped in a pass may have handed its children
+over after that pass listed the tick's); a process that forks while it is
+being killed hands its child to the tick the same way.
 
 What is the ending command's: a process in its group (the leader is still
 unreaped, so the group id is its own), one carrying its process tag, and,
@@ -109,8 +111,10 @@ def end_escaped(leader: int, tag: str | None, *, deadline: float) -> int:
                 continue
             if fields[0] in ("Z", "X"):
                 # Our child (adopted), dead: reaping it lets its number go.
+                # Its own children came to us as it died, which may have
+                # been after this pass listed ours: look again.
                 with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
+                    waiting = os.waitpid(pid, os.WNOHANG)[0] == pid or waiting
                 continue
             if pid not in killed:
                 # Our unreaped child: its pid cannot have been reused.

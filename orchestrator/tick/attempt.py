@@ -155,6 +155,7 @@ class AttemptRunner:
         guard = FenceGuard(self.tick, self.tx, claim)
         workspace = self._workspace(claim)
         context = AttemptContext.of(claim, workspace, self.settings.base_dir)
+        context = context.with_extra(self.registry.attempt_env(claim))
         tag = runner.process_tag(claim.token)
         # Setup writes its capture files and marker in state_root: an error
         # naming a file there is that folder's, any other the workspace's.

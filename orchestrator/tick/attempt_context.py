@@ -48,6 +48,9 @@ class AttemptContext:
     # as text and as a JSON file (`attempt_feedback`); none for most.
     feedback: str = ""
     feedback_file: Path | None = None
+    # The features' ORCHESTRATOR_* variables (`TickHooks.attempt_env`): each
+    # is a prompt field too, named by its lowercased tail (`{notes}`).
+    extra: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, claim: Claim, workspace: Path, config_dir: Path | None = None) -> AttemptContext:
@@ -64,6 +67,9 @@ class AttemptContext:
             config_dir="" if config_dir is None else str(config_dir),
             candidate=claim.candidate or 1,
         )
+
+    def with_extra(self, variables: dict[str, str]) -> AttemptContext:
+        return dataclasses.replace(self, extra=tuple(sorted(variables.items())))
 
     def with_prompt(self, prompt_file: Path | None) -> AttemptContext:
         return dataclasses.replace(self, prompt_file=prompt_file)
@@ -105,8 +111,10 @@ class AttemptContext:
         }
 
     def environment(self) -> dict[str, str]:
-        """The ORCHESTRATOR_* variables a worker or verifier sees."""
+        """The ORCHESTRATOR_* variables a worker or verifier sees: the
+        features' first, so the engine's own win a name both set."""
         return {
+            **dict(self.extra),
             "ORCHESTRATOR_TASK": self.task,
             "ORCHESTRATOR_STAGE": self.stage,
             "ORCHESTRATOR_ATTEMPT": str(self.attempt),
@@ -143,6 +151,14 @@ class AttemptContext:
         }
 
     def render_prompt(self, template: str) -> str:
-        """The template with its `{fields}` filled, each value cleaned."""
+        """The template with its `{fields}` filled, each value cleaned; a
+        feature's variable is a field only when the feature set it (else
+        `{notes}` stays as written, as any unknown brace does)."""
         fields = self.prompt_fields()
-        return _PROMPT_FIELD.sub(lambda m: clean_text(fields[m.group(1)]), template)
+        pattern = _PROMPT_FIELD
+        if self.extra:
+            ours = {name.removeprefix("ORCHESTRATOR_").lower(): v for name, v in self.extra}
+            fields = {**ours, **fields}
+            names = "|".join(sorted(re.escape(name) for name in fields))
+            pattern = re.compile(r"\{(" + names + r")\}")
+        return pattern.sub(lambda m: clean_text(fields[m.group(1)]), template)

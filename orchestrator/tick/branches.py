@@ -18,7 +18,7 @@ from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.storage import repo
 from orchestrator.storage.db import write_tx
 from orchestrator.testing import fault_point
-from orchestrator.workspace import approval
+from orchestrator.workspace import approval, stage_commit
 from orchestrator.workspace.gitfaults import host_fault
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.task_branch import author, sealed_key, task_worktree
@@ -86,8 +86,8 @@ def commit_passed(claim: Claim, workspace: Path, run: AttemptRun) -> None:
     )
     removed: list[Path] = []
     try:
-        run.commit_sha = tree.commit_stage(
-            message, attempt_key(claim), author(claim.pipeline), stale=removed.append
+        run.commit_sha = stage_commit.commit(
+            tree, message, attempt_key(claim), author(claim.pipeline), stale=removed.append
         )
         fault_point("after_stage_commit")
     except GitError as exc:

@@ -20,15 +20,14 @@ is recognised by looking rather than remembered:
 
 A stage commit carries an `Orchestrator-Attempt:` trailer naming the
 attempt, so a tick killed between `git commit` and recording it finds the
-commit on the branch and records it instead of committing twice.
+commit on the branch and records it instead of committing twice
+(`stage_commit.py`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +42,6 @@ _RECORD_BYTES = 4096  # of a `.git` file or a `gitdir` record: one path
 # In `_listed`, a worktree `git worktree add` left "locked initializing"
 # (killed before its checkout); no branch can have this name.
 _HALF_MADE = "\0initializing"
-_COMMIT_STEPS = 7  # of a stage commit: scan, HEAD, the trailer's look, add, diff, commit, tip
 
 
 def branch_name(slug: str) -> str:
@@ -165,7 +163,7 @@ class Worktree:
                 return
             # The worker moved HEAD (detached it, or checked out another
             # branch): its folder is work, never cleared to make it again.
-            raise GitError(self._off_branch(listed[here]))
+            raise GitError(self.off_branch(listed[here]))
         if here in listed or any(not p.exists() for p in listed):
             run_git(self.repository, ["worktree", "prune"])
         self._clear_half_made()
@@ -240,28 +238,6 @@ class Worktree:
     def head(self) -> str:
         return self.git(["rev-parse", "--verify", "HEAD"]).strip()
 
-    def find_stage_commit(self, attempt_key: str, git: GitSteps | None = None) -> str | None:
-        """The commit on HEAD, and on no other branch, whose trailer line is
-        this attempt's: the repository may outlive the database, so a landed
-        task of an earlier one may carry the same slug and attempt id (and
-        `--grep` alone matches `.../1` in `.../10`)."""
-        trailer = f"{TRAILER}: {attempt_key}"
-        out = (git or self.steps())(
-            "log",
-            "--format=%H%x00%B%x00",
-            "--fixed-strings",
-            f"--grep={trailer}",
-            "HEAD",
-            "--not",
-            f"--exclude={self.branch}",
-            "--branches",
-        )
-        fields = out.split("\0")
-        for sha, body in zip(fields[0::2], fields[1::2], strict=False):
-            if trailer in body.splitlines():
-                return sha.strip()
-        return None
-
     def clear_stale_lock(self, started: float, admin: Path | None = None) -> Path | None:
         """The worktree's `index.lock`, removed when its owner is gone
         (`gitfaults.clear_stale_lock`: no process holds it or works here,
@@ -270,58 +246,8 @@ class Worktree:
         lock = admin / INDEX_LOCK
         return lock if clear_stale_lock(lock, [self.real_workspace, admin], started) else None
 
-    def commit_stage(
-        self,
-        message: str,
-        attempt_key: str,
-        identity: Identity,
-        *,
-        allow_empty: bool = True,
-        stale: Callable[[Path], None] | None = None,
-    ) -> str | None:
-        """Commit everything the worker changed (tracked, untracked,
-        deletions; ignored files stay out) with the attempt's trailer, and
-        return the commit: the new one, or the one a killed tick already
-        made. A stage that changed nothing (a reviewer) still gets its
-        commit, empty, so the branch holds one commit per passed stage; a
-        worker's own commits stay beneath it. Without `allow_empty`, nothing
-        to commit is None (an approval that changed nothing adds no commit).
-        An `index.lock` whose owner is gone is removed first, and `stale`
-        told its path; one a live process may own makes the commit fail."""
-        started = time.time()
-        git = self.steps(identity.environment(), steps=_COMMIT_STEPS)
-        branch_ref = f"refs/heads/{self.branch}"
-        on = (
-            checked_out_ref(git.git.git_dir, branch_ref)
-            or git("rev-parse", "--symbolic-full-name", "HEAD").strip()
-        )
-        if on != branch_ref:
-            # Detached, git names HEAD itself.
-            on_branch = on.startswith("refs/heads/")
-            raise GitError(self._off_branch(on.removeprefix("refs/heads/") if on_branch else ""))
-        done = self.find_stage_commit(attempt_key, git)
-        if done is not None:
-            return done
-        removed = self.clear_stale_lock(started, git.git.git_dir)
-        if removed is not None and stale is not None:
-            stale(removed)
-        git("add", "--all", "--", ".")
-        if not allow_empty and not git("diff", "--cached", "--name-only", "-z").strip("\0"):
-            return None
-        body = f"{message}\n\n{TRAILER}: {attempt_key}\n"
-        git(
-            "commit",
-            "--quiet",
-            "--allow-empty",
-            "--no-verify",
-            "--no-gpg-sign",
-            "--cleanup=verbatim",
-            "-m",
-            body,
-        )
-        return git("rev-parse", "--verify", "HEAD").strip()
-
-    def _off_branch(self, on: str) -> str:
+    def off_branch(self, on: str) -> str:
+        """Why a commit here is refused: the workspace is on another branch."""
         what = f"branch {on!r}" if on else "a detached HEAD"
         return (
             f"{self.workspace} has {what} checked out, not {self.branch}; "

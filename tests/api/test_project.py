@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from support import Project as ProjectDir
 
 from orchestrator import Project, TaskSpec
-from orchestrator.cli.group import LazyGroup
+from orchestrator.cli.group import OrchestratorGroup
 from orchestrator.errors import (
     ConfigError,
     IllegalTransitionError,
@@ -170,7 +170,7 @@ def test_registering_a_command_is_one_entry(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "extra_commands", raising=False)
-    group = LazyGroup(
+    group = OrchestratorGroup(
         "g",
         lazy_subcommands={
             "hello": "extra_commands:hello",

@@ -35,12 +35,15 @@ ARGV: dict[str, tuple[str, ...]] = {
     "calibrate": ("calibrate", "t1", "--stage", "implement", "--samples", "2", "--json"),
     "events": ("events", "--json"),
     "pool list": ("pool", "list", "--json"),
+    "verifiers": ("verifiers", "--json"),
+    "simulate": ("simulate", "--patience", "2", "--min-delta", "0", "--json"),
 }
 # Keys whose value the row describes with its own list: compared one level down.
 NESTED: dict[str, tuple[str, ...]] = {
     "show": ("transitions", "attempts"),
     "explain": ("change",),
     "events": ("deliveries",),
+    "simulate": ("rules",),
 }
 # `sql` prints the query's own columns, which no row can list.
 FREE = {"sql"}

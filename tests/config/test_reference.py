@@ -17,6 +17,7 @@ from orchestrator.config.docs import main, render, tables
 from orchestrator.config.schema import STAGE_KEY, Bool, Integer, Key, Section
 from orchestrator.config.sections import FEATURE_SECTIONS
 from orchestrator.errors import ConfigError
+from orchestrator.features import FEATURES
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "configuration.md"
 
@@ -146,13 +147,21 @@ def test_the_unknown_key_lists_keep_their_order() -> None:
         *("halt_after_no_change", "retry_exit_codes", "backoff", "pending_timeout", "sandbox"),
         *("sandbox_ro", "sandbox_rw", "sandbox_network", "sandbox_tmp_mb", "resume"),
         *("on_halt", "verifier_samples"),
+        *feature_keys("stage"),
     )
     assert the_schema.allowed("pipeline") == (
         *("setup", "stages", "repository", "base", "commit_author", "keep_worktree_days"),
         *("land", "land_check", "land_to", "land_timeout", "max_land_sendbacks"),
         *("land_secrets", "remote", "sandbox", "sandbox_ro", "sandbox_rw", "sandbox_network"),
         "sandbox_tmp_mb",
+        *feature_keys("pipeline"),
     )
+
+
+def feature_keys(scope: str) -> tuple[str, ...]:
+    """The keys the feature packages declare (`Feature.config`), after the
+    engine's, in registration order."""
+    return tuple(name for f in FEATURES for s in f.config for name in s.names(scope))
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import io
 import tokenize
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 from e2e.e2e_support import PASS, stage
@@ -411,3 +412,40 @@ def test_attempt_feedback_reaches_the_placeholder_the_prompt_and_the_environment
     seen = sorted((bench.settings.workspace_root / "seen.txt").read_text().splitlines())
     assert seen[0].startswith("alice: fix it|") and seen[0].endswith("feedback.json")
     assert seen[1] == "|"
+
+
+def test_a_features_attempt_env_reaches_the_worker_and_not_over_the_engines(
+    project: Project,
+) -> None:
+    make_repo(project.dir)
+    seen = project.dir / "seen.txt"
+    toy = "ORCHESTRATOR_" + "TOY"  # made up: not a variable to document
+    worker = ["sh", "-c", f'echo "${toy} $ORCHESTRATOR_TASK" > {seen}']
+    project.write_config(
+        '[pipelines.default]\nrepository = "repo"\n\n' + stage("only", worker=worker, verifier=PASS)
+    )
+    bench = make_bench(project)
+    bench.add("t1")
+
+    def tick(kernel: Kernel) -> TickHooks:
+        def attempt_env(claim: Claim) -> dict[str, str]:
+            return {toy: f"toy-{claim.number}", "ORCHESTRATOR_TASK": "not-t1"}
+
+        return TickHooks(attempt_env=attempt_env)
+
+    try:
+        features = (Feature("toy", tick=tick),)
+        report = Ticker(bench.settings, bench.engine, features=features).tick(TickOptions())
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 1}
+    assert seen.read_text() == "toy-1 t1\n"
+
+
+def test_an_attempt_env_name_outside_ours_is_refused() -> None:
+    def tick(kernel: Kernel) -> TickHooks:
+        return TickHooks(attempt_env=lambda claim: {"PATH": "/evil"})
+
+    registry = Registry((Feature("toy", tick=tick),), cast(Kernel, None))
+    with pytest.raises(ValueError, match="'PATH' is not an ORCHESTRATOR_ variable"):
+        registry.attempt_env(cast(Claim, None))

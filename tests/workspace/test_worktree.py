@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support import git, make_repo
 
+from orchestrator.workspace import stage_commit
 from orchestrator.workspace.gitrun import GitError
 from orchestrator.workspace.worktree import (
     Identity,
@@ -60,7 +61,7 @@ def test_a_branch_left_by_a_killed_add_is_reused_not_reset(repo: Path, tmp_path:
     wt = tree(repo, tmp_path)
     wt.ensure()
     (wt.workspace / "new.txt").write_text("work\n")
-    sha = wt.commit_stage("stage 1", "t1/implement/1", IDENTITY)
+    sha = stage_commit.commit(wt, "stage 1", "t1/implement/1", IDENTITY)
     wt.remove()  # the branch stays
     assert not wt.workspace.exists() and branch_tip(repo, "task/t1") == sha
     wt.ensure()
@@ -109,7 +110,7 @@ def test_a_stage_commit_holds_every_change_but_ignored_files(repo: Path, tmp_pat
     (wt.workspace / "gone.txt").unlink()
     (wt.workspace / "new.txt").write_text("new\n")
     (wt.workspace / "debug.log").write_text("ignored\n")
-    sha = wt.commit_stage("t1: implement attempt 1", "t1/implement/1", IDENTITY)
+    sha = stage_commit.commit(wt, "t1: implement attempt 1", "t1/implement/1", IDENTITY)
     assert sha is not None
     names = git(wt.workspace, "show", "--name-status", "--format=%an <%ae>%n%B", sha)
     assert "orchestrator <orchestrator@localhost>" in names
@@ -123,9 +124,9 @@ def test_a_commit_is_never_made_twice(repo: Path, tmp_path: Path) -> None:
     wt = tree(repo, tmp_path)
     wt.ensure()
     (wt.workspace / "new.txt").write_text("new\n")
-    first = wt.commit_stage("m", "t1/implement/1", IDENTITY)
+    first = stage_commit.commit(wt, "m", "t1/implement/1", IDENTITY)
     (wt.workspace / "later.txt").write_text("after the kill\n")  # would make a 2nd commit
-    assert wt.commit_stage("m", "t1/implement/1", IDENTITY) == first
+    assert stage_commit.commit(wt, "m", "t1/implement/1", IDENTITY) == first
     assert git(wt.workspace, "rev-list", "--count", f"{wt.base_commit}..HEAD").strip() == "1"
 
 
@@ -136,7 +137,7 @@ def test_the_workers_own_commits_stay_under_the_stage_commit(repo: Path, tmp_pat
     git(wt.workspace, "add", "new.txt")
     git(wt.workspace, "commit", "-qm", "the worker's own")
     mine = wt.head()
-    stage = wt.commit_stage("implement passed", "t1/implement/1", IDENTITY)
+    stage = stage_commit.commit(wt, "implement passed", "t1/implement/1", IDENTITY)
     assert git(wt.workspace, "rev-parse", f"{stage}^").strip() == mine
     assert git(wt.workspace, "diff", "--name-only", mine, stage) == ""  # empty: all was committed
 
@@ -154,7 +155,7 @@ def test_hooks_and_filters_the_worker_configured_never_run(repo: Path, tmp_path:
     git(repo, "config", "commit.gpgSign", "true")
     (wt.workspace / ".gitattributes").write_text("*.txt filter=evil\n")
     (wt.workspace / "new.txt").write_text("new\n")
-    assert wt.commit_stage("m", "t1/implement/1", IDENTITY) is not None
+    assert stage_commit.commit(wt, "m", "t1/implement/1", IDENTITY) is not None
     wt.remove()
     wt.ensure()
     assert not marker.exists()
@@ -187,7 +188,7 @@ def test_a_fifo_the_worker_puts_at_its_gitdir_record_does_not_hang_a_commit(
 
     def commit() -> None:
         try:
-            outcome.append(wt.commit_stage("m", "t1/implement/1", IDENTITY))
+            outcome.append(stage_commit.commit(wt, "m", "t1/implement/1", IDENTITY))
         except GitError as exc:
             outcome.append(exc)
 
@@ -206,9 +207,9 @@ def test_a_fifo_the_worker_puts_at_its_gitdir_record_does_not_hang_a_commit(
 def test_a_trailer_is_matched_by_its_whole_line(repo: Path, tmp_path: Path) -> None:
     wt = tree(repo, tmp_path)
     wt.ensure()
-    tenth = wt.commit_stage("m", "t1/implement/10", IDENTITY)
+    tenth = stage_commit.commit(wt, "m", "t1/implement/10", IDENTITY)
     (wt.workspace / "new.txt").write_text("new\n")
-    first = wt.commit_stage("m", "t1/implement/1", IDENTITY)  # not the 10th's
+    first = stage_commit.commit(wt, "m", "t1/implement/1", IDENTITY)  # not the 10th's
     assert first != tenth and git(wt.workspace, "rev-parse", f"{first}^").strip() == tenth
 
 
@@ -251,7 +252,7 @@ def test_a_stage_commit_off_the_branch_is_refused_and_names_where_head_is(
         git(wt.workspace, "checkout", "-q", "-b", "elsewhere")
     (wt.workspace / "new.txt").write_text("new\n")
     with pytest.raises(GitError) as refused:
-        wt.commit_stage("m", "t1/implement/1", IDENTITY)
+        stage_commit.commit(wt, "m", "t1/implement/1", IDENTITY)
     said = "a detached HEAD" if head == "detached" else "branch 'elsewhere'"
     assert f"has {said} checked out, not task/t1" in str(refused.value)
     assert git(repo, "rev-list", "--count", "task/t1").strip() == "1"

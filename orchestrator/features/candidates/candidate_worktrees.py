@@ -26,6 +26,7 @@ from orchestrator.features.candidates.slots import (
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx, write_tx
 from orchestrator.testing import fault_point
+from orchestrator.workspace import stage_commit
 from orchestrator.workspace.attempt_refs import attempt_ref
 from orchestrator.workspace.gitfaults import host_fault
 from orchestrator.workspace.gitrun import GitError, run_git
@@ -125,7 +126,8 @@ def commit_candidate(settings: Settings, claim: Claim, run: AttemptRun) -> None:
     try:
         if not tree.exists():
             raise GitError(f"{workspace} is not the candidate's worktree")
-        sha = tree.commit_stage(
+        sha = stage_commit.commit(
+            tree,
             message,
             sealed_key(task.slug, claim.stage.name, claim.attempt_id, claim.token),
             author(pipeline),

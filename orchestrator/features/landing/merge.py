@@ -28,6 +28,7 @@ landing (docs/decisions/landing.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.features.landing.model import (
@@ -38,6 +39,7 @@ from orchestrator.features.landing.model import (
     SendBack,
     Stopped,
 )
+from orchestrator.runner.capture import ProcessResult
 from orchestrator.runner.command import run_command
 from orchestrator.testing import fault_point
 from orchestrator.workspace.gitrun import GitError, GitSteps
@@ -117,7 +119,7 @@ class _Merge:
                 f"{self.request.branch} shares no history with {self.request.base_branch}"
             )
         if old in merge_bases:
-            self._follow_killed_move(base)
+            follow_killed_move(self.repo, self._worktrees(), self.request.base_branch, base)
             return Landed(commit=old)  # in the base already: a landing that was not recorded
         if base in merge_bases:
             new = old  # on the base's tip already (rebased before a kill, or never behind)
@@ -135,8 +137,8 @@ class _Merge:
         failed = self._check(old)
         if failed is not None:
             return failed
-        if self.request.check:
-            trees = self._worktrees()  # the check ran the branch's code: look again
+        if self.request.check:  # the check ran the branch's code: look again
+            trees = self._worktrees()
         checkout = trees.main_checkout(self.base_ref, self.request.base_branch)
         if checkout is not None and not self._clean():
             self._reset(old)
@@ -177,28 +179,6 @@ class _Merge:
             self.repo.git.run("read-tree", "-m", "-u", base, new)
         return Landed(commit=new)
 
-    def _follow_killed_move(self, tip: str) -> None:
-        """A kill between the ref move and the checkout's update left the
-        base's checkout (HEAD at `tip`) with the index and files of the tip
-        before: bring them along, as the dead landing would have. Known by
-        the base's reflog (our move its last entry) and an index that is
-        still exactly the tip before; anything else is left alone."""
-        if self._worktrees().main_checkout(self.base_ref, self.request.base_branch) is None:
-            return
-        said = self.repo.git.out("log", "-g", "-1", "--format=%gs", self.base_ref)
-        if said is None or said.decode("utf-8", "replace").strip() != "orchestrator: land":
-            return
-        before = self.repo.git.out("rev-parse", "--verify", "--quiet", f"{self.base_ref}@{{1}}")
-        if before is None:
-            return
-        previous = before.decode().strip()
-        if (
-            previous == tip
-            or not self.repo.git.run("diff-index", "--cached", "--quiet", previous, "--").ok
-        ):
-            return
-        self.repo.git.run("read-tree", "-m", "-u", previous, tip)
-
     def _finish_killed_rebase(self) -> None:
         if (self.admin / "rebase-merge").exists() or (self.admin / "rebase-apply").exists():
             self.work("rebase", "--abort")
@@ -222,15 +202,7 @@ class _Merge:
         self._abort(old)
         if not files:
             return Refused(f"git rebase onto {self.request.base_branch} failed: {done.error}")
-        named = ", ".join(files[:MAX_FILES]) + (" …" if len(files) > MAX_FILES else "")
-        return SendBack(
-            hint=(
-                f"Landing on {self.request.base_branch} conflicted in: {named}. "
-                f"Rebase {self.request.branch} onto {self.request.base_branch} "
-                "(or change it so it merges) and resolve these files."
-            ),
-            files=files,
-        )
+        return conflict_sendback(self.request, files)
 
     def _abort(self, old: str) -> None:
         if (self.admin / "rebase-merge").exists() or (self.admin / "rebase-apply").exists():
@@ -247,17 +219,7 @@ class _Merge:
         argv = self.request.check
         if not argv:
             return None
-        if self.request.run_check is not None:
-            result = self.request.run_check(
-                argv, self.request.worktree, self.request.env, self.request.timeout
-            )
-        else:
-            result = run_command(
-                argv,
-                cwd=self.request.worktree,
-                env=dict(self.request.env),
-                timeout=self.request.timeout,
-            )
+        result = run_check(self.request, argv)
         # The check ran the branch's code, which may have written the config
         # (a filter for the checkout to come), and took the time it took:
         # the steps after it scan again, under a deadline of their own.
@@ -265,22 +227,7 @@ class _Merge:
         if result.ok:
             return None
         self._reset(old)
-        if result.timed_out:
-            why = f"timed out after {self.request.timeout:g}s"
-        elif result.start_error is not None:
-            why = f"could not start: {result.start_error}"
-        elif result.signal is not None:
-            why = f"was killed by signal {result.signal}"
-        else:
-            why = f"exited {result.exit_code}"
-        output = (result.stdout + result.stderr).strip()
-        tail = output[-TAIL_CHARS:]
-        return SendBack(
-            hint=(
-                f"land_check {list(argv)} {why} on {self.request.branch} rebased onto "
-                f"{self.request.base_branch}. Its output ends:\n{tail}"
-            )
-        )
+        return check_sendback(self.request, argv, result)
 
     def _worktrees(self) -> _Worktrees:
         return _Worktrees(self.repo("worktree", "list", "--porcelain", "-z"))
@@ -293,6 +240,68 @@ class _Merge:
     def _clean(self) -> bool:
         status = self.repo.git.out("status", "--porcelain", "--untracked-files=no", "-z")
         return status is not None and status.strip(b"\0") == b""
+
+
+def follow_killed_move(repo: GitSteps, trees: _Worktrees, base_branch: str, tip: str) -> None:
+    """A kill between the ref move and the checkout's update left the
+    base's checkout (HEAD at `tip`) with the index and files of the tip
+    before: bring them along, as the dead landing would have. Known by
+    the base's reflog (our move its last entry) and an index that is
+    still exactly the tip before; anything else is left alone."""
+    base_ref = f"refs/heads/{base_branch}"
+    if trees.main_checkout(base_ref, base_branch) is None:
+        return
+    said = repo.git.out("log", "-g", "-1", "--format=%gs", base_ref)
+    if said is None or said.decode("utf-8", "replace").strip() != "orchestrator: land":
+        return
+    before = repo.git.out("rev-parse", "--verify", "--quiet", f"{base_ref}@{{1}}")
+    if before is None:
+        return
+    previous = before.decode().strip()
+    if previous == tip or not repo.git.run("diff-index", "--cached", "--quiet", previous, "--").ok:
+        return
+    repo.git.run("read-tree", "-m", "-u", previous, tip)
+
+
+def run_check(request: LandRequest, argv: Sequence[str]) -> ProcessResult:
+    """The land check in the rebased worktree: through the request's own
+    runner when it has one (the tick's, which walls a sandboxed pipeline's
+    check), else on the host."""
+    if request.run_check is not None:
+        return request.run_check(argv, request.worktree, request.env, request.timeout)
+    return run_command(argv, cwd=request.worktree, env=dict(request.env), timeout=request.timeout)
+
+
+def check_sendback(request: LandRequest, argv: Sequence[str], result: ProcessResult) -> SendBack:
+    """A failing check's hint: why it failed and the tail of its output."""
+    if result.timed_out:
+        why = f"timed out after {request.timeout:g}s"
+    elif result.start_error is not None:
+        why = f"could not start: {result.start_error}"
+    elif result.signal is not None:
+        why = f"was killed by signal {result.signal}"
+    else:
+        why = f"exited {result.exit_code}"
+    tail = (result.stdout + result.stderr).strip()[-TAIL_CHARS:]
+    return SendBack(
+        hint=(
+            f"land_check {list(argv)} {why} on {request.branch} rebased onto "
+            f"{request.base_branch}. Its output ends:\n{tail}"
+        )
+    )
+
+
+def conflict_sendback(request: LandRequest, files: tuple[str, ...]) -> SendBack:
+    """A rebase's conflict: the files, at most `MAX_FILES` named."""
+    named = ", ".join(files[:MAX_FILES]) + (" …" if len(files) > MAX_FILES else "")
+    return SendBack(
+        hint=(
+            f"Landing on {request.base_branch} conflicted in: {named}. "
+            f"Rebase {request.branch} onto {request.base_branch} "
+            "(or change it so it merges) and resolve these files."
+        ),
+        files=files,
+    )
 
 
 class _Worktrees:
