@@ -201,26 +201,19 @@ class TickHooks:
     hold_finished: (
         Callable[[Connection, repo.TaskSnapshot, str | None, str | None], str | None] | None
     ) = None
-    """Inside the transaction recording a landing that landed (its
-    `Connection`; the landed commit and the pull request's URL, either
-    None), before the task is written `complete`: a feature that follows
-    what was landed until something outside decides (a pull request until
-    it is merged or closed) may write its own rows and return the hold's
-    reason; the task then goes `held` (`hold`) instead, and that feature
-    moves it on later (`landed`, `send_back`, `give_up`) through its own
-    transactions. The first non-None wins. Runs again when the
-    transaction is retried. Called once per landing: a pipeline it does not
-    follow returns None before any query."""
+    """Inside the landing's record transaction (the landed commit, the pull
+    request's URL; either None), before the task is written `complete`: a
+    feature following what landed (a pull request until merged or closed)
+    may write its own rows and return the hold's reason; the task goes
+    `held` (`hold`) and that feature moves it on later in its own
+    transactions. First non-None wins; runs again on a retry."""
 
     attempt_feedback: Callable[[Claim, Path], tuple[str, Path] | None] | None = None
-    """On the attempt's thread, once its state folder (`Path`) exists and
-    before its prompt is rendered; outside any transaction. May read the
-    database (its own read transactions) and write a file in that folder;
-    returns what came back from outside for this attempt (a pull request's
-    review): the text its `{feedback}` placeholder and prompt field get,
-    and the JSON file `ORCHESTRATOR_FEEDBACK` names. The first non-None
-    wins. Called for every attempt: a pipeline it does not follow returns
-    None before any query."""
+    """On the attempt's thread, its state folder (`Path`) made, before its
+    prompt is rendered; outside any transaction. May read the database and
+    write a file in that folder; returns what came back from outside (a
+    review): `{feedback}`'s text and the JSON file `ORCHESTRATOR_FEEDBACK`
+    names. First non-None wins; per attempt: None at once if not concerned."""
 
     command_ended: Callable[[Claim, Command, CommandRan], None] | None = None
     """On the attempt's thread, right after one of its commands (setup,
