@@ -70,6 +70,12 @@ class HaltReason(StrEnum):
     # The landing sent the task back `max_land_sendbacks` times and failed
     # once more (a check that keeps failing, a conflict that keeps coming).
     LAND_FAILED = "land_failed"
+    # A held task's pull request was closed without merge (who closed it:
+    # the reason).
+    PR_CLOSED = "pr_closed"
+    # A held task came back with feedback more than its feature's bound
+    # allows (`max_feedback_rounds`).
+    FEEDBACK_ROUNDS = "feedback_rounds"
 
 
 @dataclass(frozen=True)

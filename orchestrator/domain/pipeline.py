@@ -30,6 +30,9 @@ class Status(StrEnum):
     # The last stage passed; the change is being landed (`land`): the
     # step between the last stage and `complete` (`features/landing/landing.py`).
     LANDING = "landing"
+    # Landed, and held by a feature until something outside decides (a pull
+    # request followed until it is merged or closed): `hold` from `landing`.
+    HELD = "held"
 
 
 class Event(StrEnum):
@@ -46,6 +49,7 @@ class Event(StrEnum):
     CANCEL = "cancel"
     LANDED = "landed"  # the landing step moved the change to its target
     SEND_BACK = "send_back"  # a landing's conflict or failing check: back to `land_to`
+    HOLD = "hold"  # landed where a feature follows it (a pull request): `held`
 
 
 class Target(StrEnum):
@@ -58,6 +62,7 @@ class Target(StrEnum):
     SAME_APPROVED = "approved"
     SAME_HALTED = "halted"
     SAME_CANCELLED = "cancelled"
+    SAME_HELD = "held"
     NEXT_STAGE = "next_stage"
     BACK_READY = "back"  # reject: this stage again, or `reject --to` an earlier one
     COMPLETE = "complete"  # landed: finished, whatever stage it landed from
@@ -69,6 +74,7 @@ _LIVE = (
     Status.AWAITING_APPROVAL,
     Status.APPROVED,
     Status.LANDING,
+    Status.HELD,
 )
 
 TRANSITIONS: dict[tuple[Status, Event], Target] = {
@@ -84,6 +90,11 @@ TRANSITIONS: dict[tuple[Status, Event], Target] = {
     (Status.LANDING, Event.LANDED): Target.COMPLETE,
     (Status.LANDING, Event.SEND_BACK): Target.BACK_READY,
     (Status.LANDING, Event.GIVE_UP): Target.SAME_HALTED,  # a landing refused
+    (Status.LANDING, Event.HOLD): Target.SAME_HELD,
+    # What the holding feature saw: merged, sent back with feedback, closed.
+    (Status.HELD, Event.LANDED): Target.COMPLETE,
+    (Status.HELD, Event.SEND_BACK): Target.BACK_READY,
+    (Status.HELD, Event.GIVE_UP): Target.SAME_HALTED,
     **{(status, Event.HALT): Target.SAME_HALTED for status in _LIVE},
     **{(status, Event.CANCEL): Target.SAME_CANCELLED for status in (*_LIVE, Status.HALTED)},
 }

@@ -198,6 +198,23 @@ class TickHooks:
     all, and say a line after the commit (`Kernel.tx.say_after_commit`).
     Runs again when the record's transaction is retried."""
 
+    hold_finished: (
+        Callable[[Connection, repo.TaskSnapshot, str | None, str | None], str | None] | None
+    ) = None
+    """Inside the landing's record transaction (the landed commit, the pull
+    request's URL; either None), before the task is written `complete`: a
+    feature following what landed (a pull request until merged or closed)
+    may write its own rows and return the hold's reason; the task goes
+    `held` (`hold`) and that feature moves it on later in its own
+    transactions. First non-None wins; runs again on a retry."""
+
+    attempt_feedback: Callable[[Claim, Path], tuple[str, Path] | None] | None = None
+    """On the attempt's thread, its state folder (`Path`) made, before its
+    prompt is rendered; outside any transaction. May read the database and
+    write a file in that folder; returns what came back from outside (a
+    review): `{feedback}`'s text and the JSON file `ORCHESTRATOR_FEEDBACK`
+    names. First non-None wins; per attempt: None at once if not concerned."""
+
     command_ended: Callable[[Claim, Command, CommandRan], None] | None = None
     """On the attempt's thread, right after one of its commands (setup,
     worker, verifier) ended or failed to start, before its outcome is

@@ -114,3 +114,10 @@ class Kernel(Protocol):
         when its config asks for walls and no feature wraps it, as the
         engine does for an attempt's commands."""
         ...
+
+    def hold_finished(
+        self, conn: Connection, task: repo.TaskSnapshot, commit: str | None, url: str | None
+    ) -> str | None:
+        """The features' `hold_finished` (`TickHooks`), for the landing's
+        record: the reason a feature holds the landed task, or None."""
+        ...

@@ -72,6 +72,8 @@ class Registry:
         self.has_slots = bool(self._slot_of)
         self._after_record = _each(built, lambda h: h.after_record)
         self._wrap_command = _each(built, lambda h: h.wrap_command)
+        self._hold_finished = _each(built, lambda h: h.hold_finished)
+        self._attempt_feedback = _each(built, lambda h: h.attempt_feedback)
 
     @classmethod
     def empty(cls) -> Registry:
@@ -171,6 +173,20 @@ class Registry:
         for hook in self._open_attempt:
             if (opened := hook(conn, task, stage, columns)) is not None:
                 return opened
+        return None
+
+    def hold_finished(
+        self, conn: Connection, task: repo.TaskSnapshot, commit: str | None, url: str | None
+    ) -> str | None:
+        for hook in self._hold_finished:
+            if (reason := hook(conn, task, commit, url)) is not None:
+                return reason
+        return None
+
+    def attempt_feedback(self, claim: Claim, folder: Path) -> tuple[str, Path] | None:
+        for hook in self._attempt_feedback:
+            if (found := hook(claim, folder)) is not None:
+                return found
         return None
 
     def slot_of(self, conn: Connection, attempt_id: int) -> Slot | None:

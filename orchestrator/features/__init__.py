@@ -9,11 +9,13 @@ from orchestrator.ext.hooks import Feature
 from orchestrator.features import (
     candidates,
     evidence,
+    intake,
     landing,
     memory,
     notes,
     pools,
     restore,
+    review,
     sandbox,
     telemetry,
 )
@@ -37,4 +39,6 @@ FEATURES: tuple[Feature, ...] = (
     sandbox.FEATURE,
     notes.FEATURE,
     evidence.FEATURE,
+    review.FEATURE,
+    intake.FEATURE,
 )

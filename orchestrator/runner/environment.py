@@ -24,6 +24,7 @@ PLACEHOLDERS = (
     "context_file",
     "prev_session",
     "candidate",
+    "feedback",
 )
 MAX_VALUE_BYTES = 8192
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")

@@ -170,6 +170,7 @@ class AttemptRunner:
         if isinstance(brief, AttemptRun):
             return brief
         context = context.with_brief(brief, self.briefer.write_context(brief, state_dir))
+        context = context.with_feedback(self.registry.attempt_feedback(claim, state_dir))
         with host_folder("state_root", self.settings.state_root):
             prompt_file, prompt_text = self._render_prompt(claim, context, state_dir)
         context = context.with_prompt(prompt_file)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 _PROMPT_FIELD = re.compile(
     r"\{(task|title|body|stage|attempt|workspace|hint|prev_outcome|prev_score"
-    r"|reasons|history|context_file|prev_session)\}"
+    r"|reasons|history|context_file|prev_session|feedback)\}"
 )
 
 
@@ -44,6 +44,10 @@ class AttemptContext:
     history: str = ""  # a compact table of the run's attempts
     prev_session: str = ""  # the previous attempt's agent session, to resume it
     candidate: int = 1  # best of N: this candidate's slot, 1..candidates
+    # What came back from outside (a pull request's review) for this attempt,
+    # as text and as a JSON file (`attempt_feedback`); none for most.
+    feedback: str = ""
+    feedback_file: Path | None = None
     # The features' ORCHESTRATOR_* variables (`TickHooks.attempt_env`): each
     # is a prompt field too, named by its lowercased tail (`{notes}`).
     extra: tuple[tuple[str, str], ...] = ()
@@ -80,6 +84,11 @@ class AttemptContext:
             prev_session=brief.prev_session,
         )
 
+    def with_feedback(self, found: tuple[str, Path] | None) -> AttemptContext:
+        if found is None:
+            return self
+        return dataclasses.replace(self, feedback=found[0], feedback_file=found[1])
+
     def for_setup(self) -> AttemptContext:
         """Setup makes the workspace for every stage to come: it is given no
         hint and no prompt, which belong to one attempt's work."""
@@ -98,6 +107,7 @@ class AttemptContext:
             "context_file": "" if self.context_file is None else str(self.context_file),
             "prev_session": self.prev_session,
             "candidate": str(self.candidate),
+            "feedback": self.feedback,
         }
 
     def environment(self) -> dict[str, str]:
@@ -115,6 +125,7 @@ class AttemptContext:
             "ORCHESTRATOR_PROMPT_FILE": self.placeholders()["prompt_file"],
             "ORCHESTRATOR_CONTEXT_FILE": self.placeholders()["context_file"],
             "ORCHESTRATOR_CANDIDATE": str(self.candidate),
+            "ORCHESTRATOR_FEEDBACK": "" if self.feedback_file is None else str(self.feedback_file),
         }
 
     def setup_environment(self) -> dict[str, str]:
@@ -136,6 +147,7 @@ class AttemptContext:
             "history": self.history,
             "context_file": self.placeholders()["context_file"],
             "prev_session": self.prev_session,
+            "feedback": self.feedback,
         }
 
     def render_prompt(self, template: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError
@@ -30,6 +30,7 @@ from orchestrator.ext.hooks import Feature
 from orchestrator.ext.model import TICK_ERROR_STATUS, Command, TickOptions, TickReport
 from orchestrator.ext.registry import Registry
 from orchestrator.guards import watch as guards
+from orchestrator.storage import repo
 from orchestrator.storage.db import checkpoint, settle_wal
 from orchestrator.tick.applier import Applier
 from orchestrator.tick.attempt import AttemptRunner
@@ -85,8 +86,13 @@ class Ticker:
             # Late: the registry is built from this kernel, just below.
             return self.registry.wrap_command(command)
 
+        def hold(
+            conn: Connection, task: repo.TaskSnapshot, commit: str | None, url: str | None
+        ) -> str | None:
+            return self.registry.hold_finished(conn, task, commit, url)
+
         # The features' hooks, built once: the engine calls them by point.
-        self.kernel = TickKernel(settings, tx, self.state, me, applier, wrap)
+        self.kernel = TickKernel(settings, tx, self.state, me, applier, wrap, hold)
         self.registry = Registry(features, self.kernel)
         config = ConfigWatch(settings.config_path, settings.fingerprint)
         self.claimer = Claimer(settings, tx, self.state, me, applier, config, self.registry)

@@ -32,6 +32,7 @@ SECTION_ORDER = (
     Status.AWAITING_APPROVAL,
     Status.RUNNING,
     Status.LANDING,
+    Status.HELD,
     Status.READY,
     Status.APPROVED,
     Status.HALTED,

@@ -39,6 +39,10 @@ EXPECTED: dict[tuple[Status, Event], State] = {
     (Status.LANDING, Event.LANDED): State(COMPLETE, Status.COMPLETE),
     (Status.LANDING, Event.SEND_BACK): State("implement", Status.READY),
     (Status.LANDING, Event.GIVE_UP): State("implement", Status.HALTED),
+    (Status.LANDING, Event.HOLD): State("implement", Status.HELD),
+    (Status.HELD, Event.LANDED): State(COMPLETE, Status.COMPLETE),
+    (Status.HELD, Event.SEND_BACK): State("implement", Status.READY),
+    (Status.HELD, Event.GIVE_UP): State("implement", Status.HALTED),
     **{
         (status, Event.HALT): State("implement", Status.HALTED)
         for status in (
@@ -47,6 +51,7 @@ EXPECTED: dict[tuple[Status, Event], State] = {
             Status.AWAITING_APPROVAL,
             Status.APPROVED,
             Status.LANDING,
+            Status.HELD,
         )
     },
     **{
@@ -57,6 +62,7 @@ EXPECTED: dict[tuple[Status, Event], State] = {
             Status.AWAITING_APPROVAL,
             Status.APPROVED,
             Status.LANDING,
+            Status.HELD,
             Status.HALTED,
         )
     },

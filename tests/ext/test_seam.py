@@ -342,6 +342,86 @@ def test_the_wrap_point_is_asked_for_each_command_and_what_it_returns_runs(
     assert log.read_text().split() == ["setup", "worker", "verifier"]
 
 
+def test_a_landing_a_feature_holds_waits_held_and_is_not_landed_again(project: Project) -> None:
+    """`hold_finished` is asked in the landing's record transaction, with the
+    landed commit; its reason turns `complete` into `held`, which the next
+    tick's landing leaves alone (the holder moves it on)."""
+    make_repo(project.dir)
+    project.write_config(
+        '[pipelines.default]\nrepository = "repo"\nland = "merge"\n\n'
+        + stage("only", worker=["sh", "-c", "echo x > x.txt"], verifier=PASS)
+    )
+    bench = make_bench(project)
+    bench.add("t1")
+    asked: list[tuple[str, str, bool]] = []
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def hold_finished(
+            conn: Connection, task: repo.TaskSnapshot, commit: str | None, url: str | None
+        ) -> str | None:
+            current = repo.get_task_by_id(conn, task.id)  # inside the record, still landing
+            assert current is not None
+            asked.append((task.slug, current.status.value, commit is not None and url is None))
+            return "toy follows it"
+
+        return TickHooks(hold_finished=hold_finished)
+
+    said: list[str] = []
+    try:
+        features = (*FEATURES, Feature(name="toy", tick=toy))
+        Ticker(bench.settings, bench.engine, say=said.append, features=features).tick()
+        Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert asked == [("t1", "landing", True)]
+    assert project.state("t1") == "only:held"
+    assert project.query("SELECT landed_commit IS NOT NULL FROM tasks") == [(True,)]
+    last = "SELECT from_state, to_state, event, reason FROM transitions ORDER BY id DESC LIMIT 1"
+    assert project.query(last) == [("only:landing", "only:held", "hold", "toy follows it")]
+    assert "t1: held (toy follows it)" in said
+
+
+def test_attempt_feedback_reaches_the_placeholder_the_prompt_and_the_environment(
+    project: Project,
+) -> None:
+    """What `attempt_feedback` returns is `{feedback}` in argv and prompt and
+    `ORCHESTRATOR_FEEDBACK` names its file; an attempt it says nothing of
+    gets both empty."""
+    project.write_config(
+        stage(
+            "only",
+            worker=[
+                "sh",
+                "-c",
+                'echo "$1|$ORCHESTRATOR_FEEDBACK" >> ../seen.txt',
+                "w",
+                "{feedback}",
+            ],
+            verifier=PASS,
+        )
+    )
+    bench = make_bench(project)
+    bench.add("t1", "t2")
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def attempt_feedback(claim: Claim, folder: Path) -> tuple[str, Path] | None:
+            if claim.task.slug != "t1":
+                return None
+            path = folder / "feedback.json"
+            path.write_text('[{"author": "alice"}]')
+            return "alice: fix it", path
+
+        return TickHooks(attempt_feedback=attempt_feedback)
+
+    try:
+        Ticker(bench.settings, bench.engine, features=(Feature("toy", tick=toy),)).tick()
+    finally:
+        bench.engine.dispose()
+    seen = sorted((bench.settings.workspace_root / "seen.txt").read_text().splitlines())
+    assert seen[0].startswith("alice: fix it|") and seen[0].endswith("feedback.json")
+    assert seen[1] == "|"
+
+
 def test_a_features_attempt_env_reaches_the_worker_and_not_over_the_engines(
     project: Project,
 ) -> None:

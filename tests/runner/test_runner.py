@@ -106,12 +106,14 @@ VALUES = {
     "context_file": "/state/fix-login/context.json",
     "prev_session": "sess-1",
     "candidate": "2",
+    "feedback": "alice: use UTC",
 }
 
 
 def test_render_substitutes_every_placeholder() -> None:
     template = ["agent", "--task={task}", "{stage}/{attempt}", "{workspace}", "{prompt_file}"]
     template += ["hint: {hint}!", "{context_file}", "--resume={prev_session}", "c{candidate}"]
+    template += ["{feedback}"]
     assert render_argv(template, VALUES) == [
         "agent",
         "--task=fix-login",
@@ -122,6 +124,7 @@ def test_render_substitutes_every_placeholder() -> None:
         "/state/fix-login/context.json",
         "--resume=sess-1",
         "c2",
+        "alice: use UTC",
     ]
     assert set(PLACEHOLDERS) == set(VALUES)
 

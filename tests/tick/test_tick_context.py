@@ -31,7 +31,8 @@ def _context(tmp_path: Path) -> AttemptContext:
 
 
 def test_a_command_sees_the_same_values_in_argv_and_environment(tmp_path: Path) -> None:
-    context = _context(tmp_path)
+    feedback = (tmp_path / "feedback.json", "alice: use UTC")
+    context = _context(tmp_path).with_feedback((feedback[1], feedback[0]))
     argv = runner.render_argv(
         [
             sys.executable,
@@ -55,7 +56,9 @@ def test_a_command_sees_the_same_values_in_argv_and_environment(tmp_path: Path) 
         str(tmp_path / "context.json"),
         "sess-1",
         "2",
+        "alice: use UTC",
     ]
+    assert seen["ORCHESTRATOR_FEEDBACK"] == str(feedback[0])
     assert seen["ORCHESTRATOR_CONTEXT_FILE"] == args[7]
     assert seen["ORCHESTRATOR_CANDIDATE"] == args[9]
     assert seen["ORCHESTRATOR_TASK"] == args[0]

@@ -67,7 +67,13 @@ class Bench:
 
     def lander(self, modes: dict[str, Mode] | None = None) -> Lander:
         kernel = TickKernel(
-            self.settings, self.tx, self.tick, self.me, self.applier(), self.wrapper
+            self.settings,
+            self.tx,
+            self.tick,
+            self.me,
+            self.applier(),
+            self.wrapper,
+            Registry.empty().hold_finished,
         )
         return Lander(kernel, modes)
 

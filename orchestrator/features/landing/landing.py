@@ -193,7 +193,26 @@ class Lander:
                 # An intent a dead landing left, which nothing moved the base to
                 # (a landing without a commit lands nothing on the base).
                 abandon_move(conn, current.id)
-            if isinstance(outcome, Landed):
+            held = (
+                self.kernel.hold_finished(conn, current, outcome.commit, outcome.url)
+                if isinstance(outcome, Landed)
+                else None
+            )
+            if isinstance(outcome, Landed) and held is not None:
+                # A feature follows what landed (`hold_finished`): it moves the
+                # task on, and says `landed` once it is.
+                repo.apply_transition(
+                    conn,
+                    current,
+                    Event.HOLD,
+                    State(current.stage, Status.HELD),
+                    now=now,
+                    actor=ACTOR,
+                    reason=held,
+                )
+                record_landed(conn, current.id, outcome.commit, outcome.url)
+                self.tx.say_after_commit(f"{task.slug}: held ({held})")
+            elif isinstance(outcome, Landed):
                 after = repo.apply_transition(
                     conn,
                     current,

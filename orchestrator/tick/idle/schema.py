@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 # The schema this module was written against (storage/tables.py at
 # storage/schema.py's HEAD), table by table. Any other revision, table or
 # column: the full tick.
-IDLE_REVISION = "0017"
+IDLE_REVISION = "0020"
 KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
     "alembic_version": frozenset(
         [

@@ -30,6 +30,9 @@ DUE: tuple[tuple[str, str], ...] = (
     ),
     # features.landing.landing.Lander.land_all
     ("a task landing", "SELECT 1 FROM tasks WHERE status = 'landing' LIMIT 1"),
+    # ext.hooks.TickHooks.hold_finished: the feature holding it looks each tick
+    # (at most as often as its own config says).
+    ("a task held", "SELECT 1 FROM tasks WHERE status = 'held' LIMIT 1"),
     # features.pools: the claim that finds a pause over clears it (`pool_resumed`);
     # only a claim does, so an ended pause with no task to claim (its pool
     # renamed, its tasks halted) is no work: the full tick leaves it as is.

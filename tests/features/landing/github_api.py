@@ -1,4 +1,5 @@
-"""A local look-alike of GitHub's API, for the tests of pull requests.
+"""A local look-alike of GitHub's API (GraphQL and REST), for the tests of
+pull requests.
 
 GitHub cannot run here (no network but the package registries), so this is
 the one look-alike the tests use: everything else (git, the bare `origin`,
@@ -14,6 +15,10 @@ client honours `HTTP_PROXY`. So `GH_HOST=github.localhost`,
 `HTTP_PROXY=http://127.0.0.1:PORT` and `GH_TOKEN` send every request here
 as a proxy request (`POST http://api.github.localhost/graphql`), and no
 name has to resolve. See the decision record "gh against a local API".
+
+The REST half (`github_rest.py`) serves what `gh api` asks of an open pull
+request (reviews, review comments, issue comments, check runs, merge
+state), with ETags answered 304 as GitHub answers them.
 
 Every request is logged (`requests`, and one JSON line each in `log_file`)
 so a test counts pull-request creations across processes. The checks of a
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from features.landing.github_rest import PullState, Rest, etag
 
 HOST = "github.localhost"
 _OPERATION = re.compile(r"\b(query|mutation)\s+(\w+)")
@@ -69,6 +75,17 @@ class FakeGitHub:
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
+    rest: Rest = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rest = Rest(checks=lambda branch: self._read_checks().get(branch, []))
+
+    def pull_state(self, number: int = 1) -> PullState:
+        return self.rest.pulls[number]
+
+    def rest_calls(self) -> list[dict[str, Any]]:
+        """Every REST request (`gh api`), with the status it was answered."""
+        return [r for r in self.logged() if str(r.get("path", "")).startswith("/repos/")]
 
     @property
     def log_file(self) -> Path:
@@ -159,6 +176,7 @@ class FakeGitHub:
                     repo="widget",
                 )
                 self.pulls.append(pull)
+                self.rest.pull(pull.number, pull.head)
             return {"data": {"createPullRequest": {"pullRequest": self._node(pull)}}}
         if operation in ("PullRequestStatusChecks", "PullRequestByNumber"):
             wanted = variables.get("id") or f"PR_{variables.get('pr_number')}"
@@ -270,6 +288,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             entry["variables"] = payload.get("variables") if isinstance(payload, dict) else None
             authorized = self.headers.get("Authorization") == f"token {fake.token}"
             entry["authorized"] = authorized
+            entry["if_none_match"] = self.headers.get("If-None-Match")
+            if authorized and path.startswith("/repos/"):
+                with fake.lock:
+                    self._rest(fake, entry, payload)
+                return
             with fake.lock:
                 fake.requests.append(entry)
                 with fake.log_file.open("a") as log:
@@ -282,6 +305,29 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {"login": "octo"}, {"X-Oauth-Scopes": "repo, read:org"})
             else:
                 self._send(404, {"message": "Not Found"})
+
+        def _rest(self, fake: FakeGitHub, entry: dict[str, Any], payload: Any) -> None:
+            """A REST call, answered and logged (with its status) under the lock."""
+            path = entry["path"]
+            if self.command == "GET":
+                status, body = fake.rest.get(path)
+                tag = etag(body)
+                if status == 200 and entry["if_none_match"] == tag:
+                    status = 304
+            else:
+                data = payload if isinstance(payload, dict) else {}
+                status, body = fake.rest.post(path, data, "octo")
+                tag = etag(body)
+            entry["status"] = status
+            fake.requests.append(entry)
+            with fake.log_file.open("a") as log:
+                log.write(json.dumps(entry) + "\n")
+            if status == 304:
+                self.send_response(304)
+                self.send_header("ETag", tag)
+                self.end_headers()
+                return
+            self._send(status, body, {"ETag": tag})
 
         def _send(
             self, status: int, body: object, headers: Mapping[str, str] | None = None
