@@ -2,16 +2,19 @@
 imports `orchestrator.features`, and hands their list to what runs them.
 
 Config, storage and the tick never import a feature; a caller that wants
-a tick with the project's features asks here (`ticker`)."""
+a tick with the project's features asks here (`ticker`), and `Project`
+hands `add` the features' `added` from here (`tasks_added`)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from orchestrator.config import Settings
+from orchestrator.ext import registry
 from orchestrator.features import FEATURES
 from orchestrator.tick.progress import Progress
 from orchestrator.tick.ticker import Ticker
@@ -36,3 +39,10 @@ def ticker(
         progress=progress,
         features=FEATURES,
     )
+
+
+def tasks_added(
+    conn: Connection, settings: Settings, added: Mapping[str, str], now: datetime
+) -> None:
+    """Every registered feature's `added`, inside `add`'s transaction."""
+    registry.tasks_added(FEATURES, conn, settings, added, now)

@@ -17,9 +17,11 @@ from orchestrator.api.types import (
     GateChange,
     GateFacts,
     JsonObject,
+    PipelineView,
     PoolView,
     TaskView,
     Transition,
+    VersionView,
     Wait,
     WaitOn,
     of_json,
@@ -78,6 +80,18 @@ def explain_view(engine: Engine, settings: Settings, slug: str) -> ExplainView:
         waits_on=tuple(of_json(WaitOn, w) for w in data["waits_on"]),
         pool=None if pool is None else of_json(PoolView, pool),
     )
+
+
+def pipeline_views(engine: Engine, settings: Settings) -> list[PipelineView]:
+    """`Project.pipelines`: `pipelines --json`, each version as a view."""
+    from orchestrator.features.versions.views import pipeline_versions
+
+    with read_tx(engine) as conn:
+        rows = pipeline_versions(conn, settings)
+    return [
+        of_json(PipelineView, row, versions=tuple(of_json(VersionView, v) for v in row["versions"]))
+        for row in rows
+    ]
 
 
 def event_views(

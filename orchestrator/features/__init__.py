@@ -6,7 +6,7 @@ point's calls."""
 from __future__ import annotations
 
 from orchestrator.ext.hooks import Feature
-from orchestrator.features import candidates, landing, memory, pools, restore, sandbox
+from orchestrator.features import candidates, landing, memory, pools, restore, sandbox, versions
 
 # Landing before restore: what a tick's attempts finished lands before a
 # halted `best` stage gets its best attempt back, as the tick always did.
@@ -14,13 +14,16 @@ from orchestrator.features import candidates, landing, memory, pools, restore, s
 # usage limit, the record's pause). Memory before pools: its refusal reads
 # only, so a claim it refuses has not locked (or resumed) a pool first.
 # Candidates asks the pools' refusal through the claim
-# (`ClaimSearch.refused`), not by order. The sandbox shares no point with
-# any (it alone wraps commands).
+# (`ClaimSearch.refused`), not by order. Versions shares `before_claims`
+# with landing (it only keeps the loaded versions' rows, so after it is
+# fine) and alone sets `pipeline_of`, `after_claim` and `added`; the
+# sandbox shares no point with any (it alone wraps commands).
 FEATURES: tuple[Feature, ...] = (
     landing.FEATURE,
     restore.FEATURE,
     memory.FEATURE,
     pools.FEATURE,
     candidates.FEATURE,
+    versions.FEATURE,
     sandbox.FEATURE,
 )

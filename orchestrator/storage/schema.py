@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.errors import SchemaError
 from orchestrator.storage.prepared import Prepared
 
-HEAD = "0017"
+HEAD = "0018"
 REVISIONS = (
     "0001",
     "0002",
@@ -29,6 +29,7 @@ REVISIONS = (
     "0015",
     "0016",
     "0017",
+    "0018",
 )  # oldest first
 
 FIX = "run `orchestrator db upgrade`"

@@ -35,12 +35,14 @@ ARGV: dict[str, tuple[str, ...]] = {
     "calibrate": ("calibrate", "t1", "--stage", "implement", "--samples", "2", "--json"),
     "events": ("events", "--json"),
     "pool list": ("pool", "list", "--json"),
+    "pipelines": ("pipelines", "--json"),
 }
 # Keys whose value the row describes with its own list: compared one level down.
 NESTED: dict[str, tuple[str, ...]] = {
     "show": ("transitions", "attempts"),
-    "explain": ("change",),
+    "explain": ("change", "version"),
     "events": ("deliveries",),
+    "pipelines": ("versions",),
 }
 # `sql` prints the query's own columns, which no row can list.
 FREE = {"sql"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import tokenize
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -292,6 +293,91 @@ def test_the_claim_and_record_points_are_reached_in_their_places(project: Projec
         "after_record t1 complete",
     ]
     assert "toy: recorded" in said
+
+
+def test_after_claim_runs_in_the_claims_transaction(project: Project) -> None:
+    """`after_claim` sees the attempt opened and the task running, and what
+    it writes commits with the claim."""
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    seen: list[str] = []
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def after_claim(conn: Connection, claim: Claim, now: datetime) -> None:
+            task = repo.get_task_by_id(conn, claim.task.id)
+            assert task is not None
+            opened = repo.attempt_with_token(conn, claim.token)
+            assert opened is not None and opened.id == claim.attempt_id
+            seen.append(f"after_claim {claim.task.slug} {task.status.value} #{claim.number}")
+
+        return TickHooks(after_claim=after_claim)
+
+    try:
+        features = (Feature(name="toy", tick=toy),)
+        report = Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 1}
+    assert seen == ["after_claim t1 running #1"]
+
+
+def test_added_runs_in_adds_transaction(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Feature.added` hears of every new task, by slug and pipeline, inside
+    `add`'s transaction: a failing hook adds nothing."""
+    from orchestrator import Project as Library
+    from orchestrator.api.adding import TaskSpec
+
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    heard: list[dict[str, str]] = []
+
+    def added(conn: Connection, settings: object, new: Mapping[str, str], now: datetime) -> None:
+        heard.append(dict(new))
+        if "boom" in new:
+            raise RuntimeError("the hook failed")
+
+    monkeypatch.setattr(compose, "FEATURES", (Feature(name="toy", added=added),))
+    with Library.open(project.config, db=project.db_url) as lib:
+        lib.add_many([TaskSpec("a", "a"), TaskSpec("b", "b")])
+        with pytest.raises(RuntimeError):
+            lib.add("boom", title="boom")
+        assert [t.slug for t in lib.tasks()] == ["a", "b"]
+    assert heard == [{"a": "default", "b": "default"}, {"boom": "default"}]
+
+
+def test_pipeline_of_decides_what_a_claimed_task_runs(project: Project) -> None:
+    """The first non-None `pipeline_of` is the pipeline the claim opens
+    the attempt on, and the attempt runs its commands; None leaves the
+    configured one."""
+    import dataclasses
+
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    bench.add("t2")
+    marker = project.dir / "other.txt"
+    configured = bench.settings.pipelines["default"]
+    only = configured.stages[0]
+    verifier = ("sh", "-c", f'echo ran >> {marker}; exec "$@"', "-", *(only.verifier or ()))
+    other = dataclasses.replace(configured, stages=(dataclasses.replace(only, verifier=verifier),))
+
+    def answer(kernel: Kernel) -> TickHooks:
+        def pipeline_of(conn: Connection, task: repo.TaskSnapshot, given: object) -> object:
+            assert given is configured
+            return other if task.slug == "t1" else None
+
+        return TickHooks(pipeline_of=pipeline_of)  # type: ignore[arg-type]
+
+    try:
+        features = (Feature(name="quiet"), Feature(name="answer", tick=answer))
+        report = Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 2}
+    assert marker.read_text().splitlines() == ["ran"]  # t1's attempt only
 
 
 def test_the_wrap_point_is_asked_for_each_command_and_what_it_returns_runs(

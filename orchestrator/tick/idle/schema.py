@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 # The schema this module was written against (storage/tables.py at
 # storage/schema.py's HEAD), table by table. Any other revision, table or
 # column: the full tick.
-IDLE_REVISION = "0017"
+IDLE_REVISION = "0018"
 KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
     "alembic_version": frozenset(
         [
@@ -68,6 +68,7 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "round",
             "candidate",
             "candidates",
+            "pipeline_version",
         ]
     ),
     "deliveries": frozenset(
@@ -98,6 +99,15 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "owner",
             "task_id",
             "expires_at",
+        ]
+    ),
+    "pipeline_versions": frozenset(
+        [
+            "hash",
+            "pipeline",
+            "definition",
+            "first_seen",
+            "host",
         ]
     ),
     "pools": frozenset(
@@ -142,6 +152,7 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "landed_commit",
             "pr_url",
             "parent_id",
+            "pipeline_version",
         ]
     ),
     "ticks": frozenset(

@@ -1,0 +1,101 @@
+"""What `pipelines` says: each pipeline's versions, which one this host's
+config loads now (current), and where the unfinished tasks of each stand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection
+
+from orchestrator.config import PipelineConfig, Settings
+from orchestrator.features.versions import kept, store
+from orchestrator.features.versions.definition import SHORT, PipelineVersion
+from orchestrator.features.versions.recording import loaded_versions
+from orchestrator.storage import repo
+
+
+def pipeline_versions(conn: Connection, settings: Settings) -> list[dict[str, Any]]:
+    """Every pipeline the config or the database knows, by name: its
+    versions oldest first (the current one last when no host recorded it
+    yet), then the unfinished tasks from before versions were recorded
+    (`version` null), if any."""
+    loaded = loaded_versions(settings)
+    rows = store.all_versions(conn)
+    counts = store.unfinished(conn)
+    names = sorted(set(loaded) | {r.pipeline for r in rows} | {c.pipeline for c in counts})
+    found = []
+    for name in names:
+        current = loaded.get(name)
+        entries: dict[str | None, dict[str, Any]] = {}
+        for row in rows:
+            if row.pipeline == name:
+                entries[row.hash] = _entry(row.hash, current, row.first_seen.isoformat(), row.host)
+        if current is not None and current.hash not in entries:
+            entries[current.hash] = _entry(current.hash, current, None, None)
+        for count in counts:
+            if count.pipeline == name:
+                blank = _entry(count.version, current, None, None)
+                entry = entries.setdefault(count.version, blank)
+                entry["unfinished"] += count.tasks
+                entry["stages"][count.stage] = count.tasks
+        # A null version (tasks from before) sorts last.
+        ordered = sorted(entries.values(), key=lambda e: e["version"] is None)
+        found.append(
+            {
+                "pipeline": name,
+                "configured": current is not None,
+                "current": None if current is None else current.hash,
+                "versions": ordered,
+            }
+        )
+    return found
+
+
+def _entry(
+    version: str | None, current: PipelineVersion | None, first_seen: str | None, host: str | None
+) -> dict[str, Any]:
+    return {
+        "version": version,
+        "current": current is not None and version == current.hash,
+        "first_seen": first_seen,
+        "host": host,
+        "unfinished": 0,
+        "stages": {},
+    }
+
+
+def short(version: str | None) -> str:
+    """A version as tables print it: its first digits, or `-` for none."""
+    return "-" if version is None else version[:SHORT]
+
+
+def task_version(
+    conn: Connection, settings: Settings, task: repo.TaskSnapshot
+) -> tuple[dict[str, Any] | None, PipelineConfig | None]:
+    """`explain`'s `version` part (None for a task from before versions
+    were recorded), and the pipeline the task runs on this host when that
+    is its own older version's rather than the configured one."""
+    version = store.task_version(conn, task.id)
+    if version is None:
+        return None, None
+    current = loaded_versions(settings).get(task.pipeline)
+    older = current is None or current.hash != version
+    pinned = kept.load(settings.state_root, version) if older else None
+    part = {
+        "version": version,
+        "current": None if current is None else current.hash,
+        "older": older,
+        "kept": not older or pinned is not None,
+    }
+    return part, pinned
+
+
+def version_line(part: dict[str, Any] | None) -> str | None:
+    """`explain`'s line for a task on an older version; None otherwise."""
+    if part is None or not part["older"]:
+        return None
+    current = "the config lacks its pipeline" if part["current"] is None else short(part["current"])
+    said = f"runs version {short(part['version'])}, older than the current ({current}): "
+    if part["kept"]:
+        return said + "its own version's stages, kept on this host"
+    return said + "not kept on this host, so the config's stages as they are now"

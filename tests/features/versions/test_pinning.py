@@ -1,0 +1,106 @@
+"""Pin by default, through real `orchestrator tick` processes and a real
+config edit between them: a task waiting at a gate when its stage is
+renamed and the next stage's verifier changed finishes on its own version
+after `approve`, with the old verifier; a task added after the edit runs
+the new one; `pipelines --json` lists both versions with their tasks."""
+
+from __future__ import annotations
+
+import json
+
+from support import Project, cli_json
+
+
+def _verifier(project: Project, mark: str) -> list[str]:
+    """A verifier that says which version ran it, in a file of the project's."""
+    ran = project.dir / "ran.txt"
+    return ["sh", "-c", f'echo {mark} >> {ran}; echo \'{{"pass": true, "score": 1.0}}\'']
+
+
+def _config(project: Project, *, gate: str, mark: str) -> None:
+    passing = ["sh", "-c", 'echo \'{"pass": true, "score": 1.0}\'']
+    stages = ""
+    for name, verifier, extra in (
+        ("build", passing, ""),
+        (gate, passing, "gate = true\n"),
+        ("test", _verifier(project, mark), ""),
+    ):
+        stages += (
+            f'[[pipelines.default.stages]]\nname = "{name}"\nworker = ["true"]\n'
+            f"verifier = {json.dumps(verifier)}\n{extra}\n"
+        )
+    project.write_config(stages)
+
+
+def _tick_until(project: Project, slug: str, state: str) -> None:
+    for _ in range(5):
+        if project.state(slug) == state:
+            return
+        done = project.run("tick", timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert project.state(slug) == state
+
+
+def _run(project: Project, *args: str) -> str:
+    done = project.run(*args, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _ran(project: Project) -> list[str]:
+    return (project.dir / "ran.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_task_at_a_gate_finishes_on_its_own_version_after_the_stage_is_renamed(
+    project: Project,
+) -> None:
+    _config(project, gate="review", mark="old")
+    _run(project, "add", "early", "--title", "early")
+    _tick_until(project, "early", "review:awaiting_approval")
+    (old,) = [row[0] for row in project.query("SELECT hash FROM pipeline_versions")]
+
+    _config(project, gate="check", mark="new")  # renamed, and a new verifier
+    _run(project, "add", "late", "--title", "late")
+    explained = cli_json(project.cli("explain", "early", "--json"))
+    assert explained["version"]["version"] == old
+    assert explained["version"]["older"] is True and explained["version"]["kept"] is True
+    assert "its own version's stages" in project.cli("explain", "early").output
+
+    listed = cli_json(project.cli("pipelines", "--json"))[0]
+    new = listed["current"]
+    stages = {v["version"]: v["stages"] for v in listed["versions"]}
+    assert stages == {old: {"review": 1}, new: {"build": 1}}
+
+    assert "approved" in _run(project, "approve", "early")
+    _tick_until(project, "early", "complete")  # not halted as unknown_stage
+    assert _ran(project) == ["old"]  # the old verifier, at its own version's next stage
+    _tick_until(project, "late", "check:awaiting_approval")
+    _run(project, "approve", "late")
+    _tick_until(project, "late", "complete")
+    assert _ran(project) == ["old", "new"]
+
+    shown = cli_json(project.cli("show", "early", "--json"))
+    assert {a["pipeline_version"] for a in shown["attempts"]} == {old}
+    assert [a["stage"] for a in shown["attempts"]] == ["build", "review", "test"]
+    late = cli_json(project.cli("show", "late", "--json"))
+    assert {a["pipeline_version"] for a in late["attempts"]} == {new}
+    listed = cli_json(project.cli("pipelines", "--json"))[0]
+    assert {v["version"]: v["unfinished"] for v in listed["versions"]} == {old: 0, new: 0}
+
+
+def test_a_host_without_the_kept_version_runs_the_config_as_it_is(project: Project) -> None:
+    """The database's copy of a definition is never run: with the host's
+    kept files gone, the task meets today's config (and its renamed stage
+    halts it, as before versions)."""
+    _config(project, gate="review", mark="old")
+    _run(project, "add", "early", "--title", "early")
+    _tick_until(project, "early", "review:awaiting_approval")
+    _config(project, gate="check", mark="new")
+    for path in sorted((project.dir / "state" / ".pipeline-versions").glob("*.json")):
+        path.unlink()
+    explained = cli_json(project.cli("explain", "early", "--json"))
+    assert explained["version"]["kept"] is False
+    _run(project, "approve", "early")
+    _run(project, "tick")
+    assert project.state("early") == "review:halted"
+    assert project.query("SELECT halt_reason FROM tasks")[0][0] == "unknown_stage"
