@@ -116,6 +116,15 @@ class TickHooks:
     refusal wins ("first non-None"): later features are not asked. Called
     per candidate task: a stage it does not govern returns None at once."""
 
+    leave_task: Callable[[Connection, repo.TaskSnapshot], str | None] | None = None
+    """Inside the claim's transaction, once the claim has found a ready
+    task and before its pipeline is looked up (so before a stage the config
+    lost can halt it): a non-None answer (why) leaves the task as it is and
+    passes over it for the rest of this claim; the first non-None wins.
+    Reads only. For a task this host must not run now (a version it does
+    not hold) without halting or changing it; the feature says why itself
+    (its own log line, its `explain`): the engine only passes over it."""
+
     pipeline_of: (
         Callable[[Connection, repo.TaskSnapshot, PipelineConfig | None], PipelineConfig | None]
         | None

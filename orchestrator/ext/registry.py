@@ -51,6 +51,7 @@ class Registry:
         self._after_recorded = _each(built, lambda h: h.after_recorded)
         self._after_recovery = _each(built, lambda h: h.after_recovery)
         self._refuse_claim = _each(built, lambda h: h.refuse_claim)
+        self._leave_task = _each(built, lambda h: h.leave_task)
         self._pipeline_of = _each(built, lambda h: h.pipeline_of)
         self._after_claim = _each(built, lambda h: h.after_claim)
         self._would_refuse = _each(built, lambda h: h.would_refuse)
@@ -121,6 +122,13 @@ class Registry:
         for hook in self._refuse_claim:
             if (refusal := hook(conn, stage, now)) is not None:
                 return refusal
+        return None
+
+    def leave_task(self, conn: Connection, task: repo.TaskSnapshot) -> str | None:
+        """Why a feature leaves `task` unclaimed now; None: nobody does."""
+        for hook in self._leave_task:
+            if (why := hook(conn, task)) is not None:
+                return why
         return None
 
     def pipeline_of(

@@ -143,17 +143,21 @@ class Claimer:
             self.registry.after_claim(conn, first, db_now(conn))
             return first
         refused: list[tuple[str, str]] = []  # (pipeline, stage) a feature said no to
+        left: set[int] = set()  # tasks a feature leaves (`leave_task`)
         while True:
             task = repo.find_claimable(
                 conn,
                 host=self.me.host,
                 any_host=self.settings.affinity == "any",
-                exclude=exclude,
+                exclude=exclude if not left else {*exclude, *left},
                 slug=only,
                 skip_stages=refused,
             )
             if task is None:
                 return None
+            if self.registry.leave_task(conn, task) is not None:
+                left.add(task.id)
+                continue
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
             pipeline = _pipeline(self, conn, task)

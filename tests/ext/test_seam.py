@@ -29,7 +29,7 @@ from orchestrator.ext.model import AttemptRun, Claim, Command, Refusal, TickOpti
 from orchestrator.ext.ports import Kernel
 from orchestrator.ext.registry import Registry
 from orchestrator.features import FEATURES
-from orchestrator.storage import repo
+from orchestrator.storage import repo, tables
 from orchestrator.tick.ticker import Ticker
 
 FEATURES_PACKAGE = "orchestrator.features"
@@ -378,6 +378,38 @@ def test_pipeline_of_decides_what_a_claimed_task_runs(project: Project) -> None:
         bench.engine.dispose()
     assert report.outcomes == {"passed": 2}
     assert marker.read_text().splitlines() == ["ran"]  # t1's attempt only
+
+
+def test_leave_task_passes_over_a_task_without_halting_it(project: Project) -> None:
+    """A task a feature leaves stays ready (not halted, though the config
+    lost its stage) and the claim goes on to the next task."""
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    bench.add("t2")
+    with bench.engine.begin() as conn:
+        conn.execute(tables.tasks.update().where(tables.tasks.c.slug == "t1").values(stage="gone"))
+    asked: list[str] = []
+
+    def leave(kernel: Kernel) -> TickHooks:
+        def leave_task(conn: Connection, task: repo.TaskSnapshot) -> str | None:
+            asked.append(task.slug)
+            return "not mine" if task.slug == "t1" else None
+
+        return TickHooks(leave_task=leave_task)
+
+    try:
+        features = (Feature(name="quiet"), Feature(name="leave", tick=leave))
+        report = Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 1}
+    assert project.query("SELECT slug, stage, status FROM tasks ORDER BY slug") == [
+        ("t1", "gone", "ready"),
+        ("t2", "complete", "complete"),
+    ]
+    assert asked.count("t1") >= 1
 
 
 def test_the_wrap_point_is_asked_for_each_command_and_what_it_returns_runs(
