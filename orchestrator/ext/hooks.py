@@ -119,7 +119,8 @@ class TickHooks:
     leave_task: Callable[[Connection, repo.TaskSnapshot], str | None] | None = None
     """Inside the claim's transaction, once the claim has found a ready
     task and before its pipeline is looked up (so before a stage the config
-    lost can halt it): a non-None answer (why) leaves the task as it is and
+    lost can halt it), and likewise in an approved gate's advance: a
+    non-None answer (why) leaves the task as it is (ready, or approved) and
     passes over it for the rest of this claim; the first non-None wins.
     Reads only. For a task this host must not run now (a version it does
     not hold) without halting or changing it; the feature says why itself

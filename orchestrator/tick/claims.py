@@ -81,6 +81,8 @@ class Claimer:
             current = repo.get_task_by_id(conn, task.id)
             if current is None or current.status is not Status.APPROVED:
                 return
+            if self.registry.leave_task(conn, current) is not None:
+                return  # stays approved: a feature leaves it to another host or time
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
             pipeline = _pipeline(self, conn, current)
