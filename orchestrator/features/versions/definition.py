@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import safefs
 from orchestrator.config import PipelineConfig, StageConfig
 
 # Bumped when what goes into a definition changes meaning, so that an old
@@ -28,6 +29,7 @@ from orchestrator.config import PipelineConfig, StageConfig
 FORMAT = 1
 SHORT = 12  # the hex digits a version is shown by
 MISSING = "missing"  # a prompt file that could not be read
+_WHOLE = 1 << 62  # a prompt is hashed whole, however long: never cut short
 
 # What a pipeline carries that is where, not what: the repository's folder
 # on this host. `base` (the branch) stays: it is what a task starts from.
@@ -79,12 +81,20 @@ def definition(pipeline: PipelineConfig, prompts: Prompts) -> dict[str, JsonValu
 def _stage(stage: StageConfig, prompts: Prompts) -> dict[str, JsonValue]:
     found = {f.name: _plain(getattr(stage, f.name)) for f in dataclasses.fields(stage)}
     found["prompt"] = None if stage.prompt is None else prompt_digest(prompts.get(stage.prompt))
+    # A value may be a secret, and the definition is shown and stored in the
+    # database: the version changes with it, the text never leaves the host.
+    found["env"] = [[name, value_digest(value)] for name, value in stage.env]
     return found
 
 
 def prompt_digest(content: bytes | None) -> str:
     """A prompt as a definition holds it: its content's sha-256, or `missing`."""
     return MISSING if content is None else "sha256:" + hashlib.sha256(content).hexdigest()
+
+
+def value_digest(value: str) -> str:
+    """An env value as a definition holds it: its sha-256, never its text."""
+    return "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 def canonical(value: JsonValue) -> str:
@@ -112,17 +122,17 @@ def _plain(value: object) -> JsonValue:
     raise TypeError(f"a pipeline definition cannot hold {type(value).__name__}")
 
 
-def read_prompts(pipeline: PipelineConfig, limit: int = 16 << 20) -> dict[Path, bytes | None]:
-    """The bytes of each prompt file `pipeline` names, as the attempt would
-    read them now (None: unreadable). The one read of a file here, kept out
-    of `pipeline_version` so that stays a function of its arguments."""
+def read_prompts(pipeline: PipelineConfig) -> dict[Path, bytes | None]:
+    """The bytes of each prompt file `pipeline` names, whole, as the attempt
+    would read them now (None: unreadable, or not a regular file: a FIFO
+    planted in its place must not hang a tick). The one read of a file here,
+    kept out of `pipeline_version` so that stays a function of its arguments."""
     found: dict[Path, bytes | None] = {}
     for stage in pipeline.stages:
         if stage.prompt is None or stage.prompt in found:
             continue
         try:
-            with stage.prompt.open("rb") as handle:
-                found[stage.prompt] = handle.read(limit)
+            found[stage.prompt] = safefs.read_bytes(stage.prompt, _WHOLE)
         except OSError:
             found[stage.prompt] = None
     return found

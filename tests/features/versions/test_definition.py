@@ -144,3 +144,50 @@ def test_a_version_is_a_function_of_the_prompts_handed_in(tmp_path: Path) -> Non
     given = pipeline_version(pipeline, {tmp_path / "prompts/build.md": b"Build.\n"})
     assert given.hash != missing.hash
     assert given == pipeline_version(pipeline, {tmp_path / "prompts/build.md": b"Build.\n"})
+
+
+def test_a_fifo_in_place_of_a_prompt_does_not_hang_the_read(tmp_path: Path) -> None:
+    """A tick computes versions before its first claim: a FIFO nobody
+    writes, planted where a prompt file was, must read as unreadable at
+    once, not block the tick on its open."""
+    import os
+    import threading
+
+    folder = tmp_path / "project"
+    pipeline = _pipeline(folder, CONFIG)
+    (folder / "prompts").mkdir(parents=True)
+    os.mkfifo(folder / "prompts" / "build.md")
+    found: list[dict[Path, bytes | None]] = []
+    reader = threading.Thread(target=lambda: found.append(read_prompts(pipeline)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "reading the prompts blocked on a FIFO"
+    assert list(found[0].values()) == [None]
+    assert pipeline_version(pipeline, found[0]).definition["stages"][0]["prompt"] == MISSING  # type: ignore[index,call-overload]
+
+
+def test_a_long_prompt_is_hashed_whole(tmp_path: Path) -> None:
+    """Two prompts that differ only past the first 16 MiB are two versions."""
+    head = "x" * ((16 << 20) + 1024)
+    first = _hash(_with_prompt(tmp_path / "a", head + "first\n"))
+    second = _hash(_with_prompt(tmp_path / "b", head + "second\n"))
+    assert first != second
+
+
+ENV_CONFIG = """
+[[pipelines.default.stages]]
+name = "build"
+worker = ["true"]
+env = {{ TOKEN = "{token}" }}
+"""
+
+
+def test_env_values_enter_the_version_as_digests_never_as_text(tmp_path: Path) -> None:
+    """The definition is stored in the database and shown by `pipelines`:
+    a stage's env value changes the version but never appears in it."""
+    one = loaded_version(_pipeline(tmp_path / "a", ENV_CONFIG.replace("{token}", "s3cret-one")))
+    two = loaded_version(_pipeline(tmp_path / "b", ENV_CONFIG.replace("{token}", "s3cret-two")))
+    assert one.hash != two.hash
+    assert "s3cret" not in one.as_json() and "s3cret" not in two.as_json()
+    [[name, value]] = one.definition["stages"][0]["env"]  # type: ignore[index,call-overload,misc]
+    assert name == "TOKEN" and str(value).startswith("sha256:")
