@@ -29,13 +29,21 @@ from orchestrator.config import PipelineConfig, StageConfig
 from orchestrator.config.model import sandbox_config
 from orchestrator.domain.backoff import Backoff
 from orchestrator.domain.plateau import PlateauPolicy
-from orchestrator.features.versions.definition import MISSING, PipelineVersion, Prompts
+from orchestrator.features.versions.definition import (
+    MISSING,
+    PipelineVersion,
+    Prompts,
+    canonical,
+    prompt_digest,
+    value_digest,
+)
 
 FOLDER = ".pipeline-versions"
 # Landing's settings as a pipeline that does not land holds them: replaced
 # field by field, so this feature names no other feature's class.
 _NO_LANDING = PipelineConfig(name="", stages=(), setup=None).landing
 _LIMIT = 64 << 20  # a kept definition's bytes, read back at most
+_WHOLE = 1 << 62  # a kept prompt is read whole to check its hash
 
 
 def folder(state_root: Path) -> Path:
@@ -60,30 +68,72 @@ def keep(
     local = {
         "definition": version.definition,
         "repository": None if pipeline.repository is None else str(pipeline.repository),
+        # The definition holds env values as digests; the host keeps their
+        # text beside it, as its config file does.
+        "env": {stage.name: [list(pair) for pair in stage.env] for stage in pipeline.stages},
     }
     safefs.replace(path, json.dumps(local, sort_keys=True).encode("utf-8"))
 
 
+class Tampered(Exception):
+    """A kept copy that no longer matches the hash it is named by: never
+    run (someone or something changed the host's files since it kept them)."""
+
+
 def load(state_root: Path, version: str) -> PipelineConfig | None:
     """The pipeline of `version` as this host kept it; None when it kept no
-    copy (or one it cannot read: it is then as good as none)."""
+    copy (or one it cannot read: it is then as good as none). `Tampered`
+    when the copy is there but its definition, a prompt or an env value
+    does not hash to what the version says."""
     if len(version) != 64 or not all(c in "0123456789abcdef" for c in version):
         return None
     root = folder(state_root)
     try:
         local = json.loads(safefs.read_bytes(root / f"{version}.json", _LIMIT))
-        return rebuild(local["definition"], local.get("repository"), root / "prompts")
+        definition = local["definition"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    try:
+        _check(definition, version, root / "prompts", local.get("env", {}))
+        return rebuild(definition, local.get("repository"), root / "prompts", local.get("env"))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Tampered(f"its kept copy cannot be read back ({exc})") from exc
 
 
-def rebuild(definition: Mapping[str, Any], repository: str | None, prompts: Path) -> PipelineConfig:
+def _check(definition: Any, version: str, prompts: Path, env: Any) -> None:
+    """`Tampered` unless the kept files are what `version` hashes."""
+    if hashlib.sha256(canonical(definition).encode("utf-8")).hexdigest() != version:
+        raise Tampered("its kept definition does not match its hash")
+    for stage in definition["stages"]:
+        digest = stage["prompt"]
+        if digest is not None and digest != MISSING:
+            try:
+                content = safefs.read_bytes(prompts / digest.removeprefix("sha256:"), _WHOLE)
+            except OSError as exc:
+                raise Tampered(f"the kept prompt of stage {stage['name']!r} is gone") from exc
+            if prompt_digest(content) != digest:
+                raise Tampered(f"the kept prompt of stage {stage['name']!r} was changed")
+        values = env.get(stage["name"], []) if isinstance(env, dict) else []
+        if [[str(k), value_digest(str(v))] for k, v in values] != stage["env"]:
+            raise Tampered(f"the kept env of stage {stage['name']!r} was changed")
+
+
+def rebuild(
+    definition: Mapping[str, Any],
+    repository: str | None,
+    prompts: Path,
+    env: Mapping[str, Any] | None = None,
+) -> PipelineConfig:
     """The `PipelineConfig` a definition was made from, its prompts read
-    from `prompts` (by content) and its repository this host's `repository`."""
+    from `prompts` (by content), its env values from `env` (by stage) and
+    its repository this host's `repository`."""
     own = {k: v for k, v in definition.items() if k not in ("format", "pipeline", "stages")}
+    values = env or {}
     return PipelineConfig(
         name=str(definition["pipeline"]),
-        stages=tuple(_stage(stage, prompts) for stage in definition["stages"]),
+        stages=tuple(
+            _stage(stage, prompts, values.get(stage["name"], ())) for stage in definition["stages"]
+        ),
         **{
             **_plain_fields(own),
             "setup": _argv(own.get("setup")),
@@ -102,7 +152,7 @@ def rebuild(definition: Mapping[str, Any], repository: str | None, prompts: Path
     )
 
 
-def _stage(stage: Mapping[str, Any], prompts: Path) -> StageConfig:
+def _stage(stage: Mapping[str, Any], prompts: Path, env: Any) -> StageConfig:
     digest = stage["prompt"]
     prompt = None
     if digest is not None:
@@ -116,7 +166,7 @@ def _stage(stage: Mapping[str, Any], prompts: Path) -> StageConfig:
             "plateau": PlateauPolicy(**stage["plateau"]),
             "backoff": Backoff(**{k: _number(v) for k, v in stage["backoff"].items()}),
             "sandbox": sandbox_config(**_tuples(stage["sandbox"])),
-            "env": tuple((str(k), str(v)) for k, v in stage["env"]),
+            "env": tuple((str(k), str(v)) for k, v in env),
             "worker_ok_exit": frozenset(stage["worker_ok_exit"]),
             "retry_exit_codes": frozenset(stage["retry_exit_codes"]),
             "timeout_seconds": _number(stage["timeout_seconds"]),

@@ -13,7 +13,6 @@ attempt of one tick records the version its tick loaded.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import Claim, TickOptions
 from orchestrator.features.versions import kept, store
 from orchestrator.features.versions.definition import (
+    SHORT,
     PipelineVersion,
     Prompts,
     pipeline_version,
@@ -85,36 +85,82 @@ def keep_files(settings: Settings, loaded: Mapping[str, Loaded]) -> str | None:
 def tick_hooks(kernel: Kernel) -> TickHooks:
     """Versions in a tick: the loaded ones kept before the first claim (a
     read when all are kept already); the pipeline a claimed or advanced
-    task runs, its own version's; each claimed attempt stamped in the
-    claim's transaction."""
-    settings = kernel.settings
-    loaded = functools.cache(lambda: load(settings))
-    # The version of each pipeline object a claim can carry: the configured
-    # ones, and those rebuilt from kept files (by identity: each built once).
-    configured = functools.cache(
-        lambda: {id(f.pipeline): f.version.hash for f in loaded().values()}
+    task runs, its own version's from the host's kept copy (the current
+    one's too, so an attempt runs the prompt its version hashed); a task
+    whose version this host cannot run left where it is; each claimed
+    attempt stamped in the claim's transaction."""
+    found = _TickVersions(kernel)
+    return TickHooks(
+        before_claims=found.before_claims,
+        leave_task=found.leave_task,
+        pipeline_of=found.pipeline_of,
+        after_claim=found.after_claim,
     )
-    pinned: dict[str, PipelineConfig | None] = {}
-    pinned_hashes: dict[int, str] = {}
-    # The unfinished tasks not on their pipeline's current version, read
-    # once a tick at its first claim or advance; every other task runs the
-    # configured pipeline. A task added later in the tick is on the current
-    # one (an edited config stops the claiming).
-    off: dict[int, str | None] = {}
-    read_off: list[bool] = []
 
-    def off_current(conn: Connection) -> dict[int, str | None]:
-        if not read_off:
-            off.update(store.off_current(conn, {f.version.hash for f in loaded().values()}))
-            read_off.append(True)
-        return off
 
-    def version_of(pipeline: PipelineConfig) -> str | None:
-        return pinned_hashes.get(id(pipeline)) or configured().get(id(pipeline))
+class _TickVersions:
+    """One tick's versions, computed the first time a hook needs them."""
 
-    def before_claims(options: TickOptions) -> None:
-        versions = {name: found.version for name, found in loaded().items()}
-        problem = keep_files(settings, loaded())
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.settings = kernel.settings
+        self._loaded: dict[str, Loaded] | None = None
+        # What each version runs on this host (a pipeline), or why it
+        # cannot (a sentence), resolved once a tick; and each such
+        # pipeline's version by identity, for the attempt's stamp.
+        self.runs: dict[str, PipelineConfig | str] = {}
+        self.hashes: dict[int, str] = {}
+        # The unfinished tasks not on their pipeline's current version,
+        # read once a tick at its first claim or advance; every other task
+        # runs the current one. A task added later in the tick is on the
+        # current one (an edited config stops the claiming).
+        self._off: dict[int, str | None] | None = None
+        self.names: dict[str, tuple[str, ...] | None] = {}  # old versions' stage names
+        self.warned: set[int] = set()
+
+    def loaded(self) -> dict[str, Loaded]:
+        if self._loaded is None:
+            self._loaded = load(self.settings)
+        return self._loaded
+
+    def off_current(self, conn: Connection) -> dict[int, str | None]:
+        if self._off is None:
+            hashes = {f.version.hash for f in self.loaded().values()}
+            self._off = store.off_current(conn, hashes)
+        return self._off
+
+    def run_of(self, version: str) -> PipelineConfig | str:
+        if version not in self.runs:
+            now = next((f for f in self.loaded().values() if f.version.hash == version), None)
+            self.runs[version] = found = resolve(self.settings, version, now)
+            if not isinstance(found, str):
+                self.hashes[id(found)] = version
+        return self.runs[version]
+
+    def decide(self, conn: Connection, task: repo.TaskSnapshot) -> PipelineConfig | str | None:
+        """The pipeline `task` runs, why it waits, or None (the configured
+        one: the config lacks the task's pipeline)."""
+        known = self.off_current(conn)
+        now = self.loaded().get(task.pipeline)
+        version = known.get(task.id)
+        if version is None:  # on the current version, or from before versions
+            return None if now is None else self.run_of(now.version.hash)
+        if now is None or on_change(now.pipeline) != "upgrade":
+            return self.run_of(version)
+        if version not in self.names:
+            self.names[version] = store.stage_names(conn, version)
+        problem = breaking(self.names[version], now.pipeline.stage_names, task.stage)
+        if problem is None:
+            return self.run_of(now.version.hash)
+        return (
+            f"{problem} in version {now.version.short}: held until "
+            f"`orchestrator migrate {task.slug} --to current --map {task.stage}=STAGE`"
+        )
+
+    def before_claims(self, options: TickOptions) -> None:
+        kernel = self.kernel
+        versions = {name: found.version for name, found in self.loaded().items()}
+        problem = keep_files(self.settings, self.loaded())
         if problem is not None:
             kernel.tick.warn(problem)
         with read_tx(kernel.tx.engine) as conn:
@@ -124,29 +170,69 @@ def tick_hooks(kernel: Kernel) -> TickHooks:
         if missing:
             kernel.tx.retrying(lambda _again: _keep_rows(kernel, versions, missing))
 
-    def pipeline_of(
-        conn: Connection, task: repo.TaskSnapshot, _configured: PipelineConfig | None
-    ) -> PipelineConfig | None:
-        version = off_current(conn).get(task.id)
-        if version is None:  # on the current version, or from before versions
+    def leave_task(self, conn: Connection, task: repo.TaskSnapshot) -> str | None:
+        why = self.decide(conn, task)
+        if not isinstance(why, str):
             return None
-        if version not in pinned:
-            rebuilt = kept.load(settings.state_root, version)
-            pinned[version] = rebuilt
-            if rebuilt is not None:
-                pinned_hashes[id(rebuilt)] = version
-        return pinned[version]
+        if task.id not in self.warned:
+            self.warned.add(task.id)
+            self.kernel.tick.warn(f"{task.slug}: waits ({why})")
+        return why
 
-    def after_claim(conn: Connection, claim: Claim, now: datetime) -> None:
-        version = version_of(claim.pipeline)
+    def pipeline_of(
+        self, conn: Connection, task: repo.TaskSnapshot, _configured: PipelineConfig | None
+    ) -> PipelineConfig | None:
+        found = self.decide(conn, task)
+        return None if found is None or isinstance(found, str) else found
+
+    def after_claim(self, conn: Connection, claim: Claim, now: datetime) -> None:
+        version = self.hashes.get(id(claim.pipeline))
         if version is None:
             return
         store.stamp_attempt(conn, claim.attempt_id, version)
-        if claim.task.id in (known := off_current(conn)) and known[claim.task.id] is None:
-            store.adopt(conn, claim.task.id, version)  # from before versions: now on this one
+        known = self.off_current(conn)
+        if claim.task.id in known and known[claim.task.id] != version:
+            # From before versions, or moved by `on_change = "upgrade"`.
+            store.move(conn, claim.task.id, version)
             del known[claim.task.id]
 
-    return TickHooks(before_claims=before_claims, pipeline_of=pipeline_of, after_claim=after_claim)
+
+def resolve(settings: Settings, version: str, now: Loaded | None) -> PipelineConfig | str:
+    """What `version` runs on this host: its kept copy, checked against its
+    hash; the config as loaded when the current version could not be kept;
+    else why this host leaves its tasks (it never loaded it, or its copy
+    was changed)."""
+    try:
+        rebuilt = kept.load(settings.state_root, version)
+    except kept.Tampered as exc:
+        return f"pipeline version {version[:SHORT]} refused: {exc}"
+    if rebuilt is not None:
+        return rebuilt
+    if now is not None:
+        return now.pipeline
+    return f"this host does not hold pipeline version {version[:SHORT]}"
+
+
+def on_change(pipeline: PipelineConfig) -> str:
+    """`[pipelines.NAME] on_change`: "pin" (the default) or "upgrade"."""
+    extras = getattr(pipeline, "extras", None) or {}
+    found = extras.get("versions")
+    return "pin" if found is None else str(getattr(found, "on_change", "pin"))
+
+
+def breaking(old: tuple[str, ...] | None, new: tuple[str, ...], stage: str) -> str | None:
+    """Why moving a task at `stage` from `old` stage names to `new` breaks
+    it; None when compatible: its stage and the later ones are all in `new`,
+    in the same order (commands, prompts and limits may differ)."""
+    if old is None or stage not in old:
+        return "its own version's stages are unknown here"
+    if stage not in new:
+        return f"stage {stage!r} has no place"
+    rest = iter(new[new.index(stage) :])
+    for name in old[old.index(stage) :]:
+        if name not in rest:
+            return f"stage {name!r} has no place after {stage!r}"
+    return None
 
 
 def _keep_rows(kernel: Kernel, versions: Mapping[str, PipelineVersion], missing: set[str]) -> None:

@@ -10,12 +10,13 @@ once both succeed and the first one's `first_seen` and `host` stay.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
+from sqlalchemy import Connection, bindparam, func, or_, select, update
 
 from orchestrator.domain.pipeline import Status
 from orchestrator.features.versions.definition import PipelineVersion
@@ -106,12 +107,8 @@ def record(
 _STAMP_ATTEMPT = Prepared(
     update(attempts).where(attempts.c.id == bindparam("id")).values(pipeline_version=bindparam("v"))
 )
-# A task from before versions were recorded takes the version of its first
-# attempt since; a task that has one keeps it.
-_ADOPT = Prepared(
-    update(tasks)
-    .where(and_(tasks.c.id == bindparam("id"), tasks.c.pipeline_version.is_(None)))
-    .values(pipeline_version=bindparam("v"))
+_MOVE = Prepared(
+    update(tasks).where(tasks.c.id == bindparam("id")).values(pipeline_version=bindparam("v"))
 )
 
 
@@ -140,9 +137,23 @@ def stamp_attempt(conn: Connection, attempt_id: int, version: str) -> None:
     _STAMP_ATTEMPT.execute(conn, {"id": attempt_id, "v": version})
 
 
-def adopt(conn: Connection, task_id: int, version: str) -> None:
-    """A task from before versions takes `version`; one that has one keeps it."""
-    _ADOPT.execute(conn, {"id": task_id, "v": version})
+def move(conn: Connection, task_id: int, version: str) -> None:
+    """The task is on `version` from now on: one from before versions takes
+    the version of its first attempt since, one its pipeline upgrades the
+    current one's."""
+    _MOVE.execute(conn, {"id": task_id, "v": version})
+
+
+def stage_names(conn: Connection, version: str) -> tuple[str, ...] | None:
+    """The stage names of `version` as its row shows them (None: no row).
+    Read to judge an upgrade's compatibility, never to run anything."""
+    row = conn.execute(select(versions.c.definition).where(versions.c.hash == version)).first()
+    if row is None:
+        return None
+    try:
+        return tuple(str(stage["name"]) for stage in json.loads(row[0])["stages"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def stamp_added(conn: Connection, slugs: Sequence[str], version: str) -> None:
@@ -161,6 +172,13 @@ def of_task(conn: Connection, task_id: int) -> tuple[str | None, dict[int, str |
     return (None if own is None else str(own)), {
         int(row[0]): None if row[1] is None else str(row[1]) for row in ran
     }
+
+
+def hosts_of(conn: Connection, version: str) -> list[str]:
+    """The host that recorded `version` first (the one `explain` names as
+    holding it); empty when no row has it."""
+    query = select(versions.c.host).where(versions.c.hash == version)
+    return sorted({str(row[0]) for row in conn.execute(query)})
 
 
 def all_versions(conn: Connection) -> list[VersionRow]:

@@ -80,12 +80,19 @@ def task_version(
         return None, None
     current = loaded_versions(settings).get(task.pipeline)
     older = current is None or current.hash != version
-    pinned = kept.load(settings.state_root, version) if older else None
+    pinned, refused = None, None
+    if older:
+        try:
+            pinned = kept.load(settings.state_root, version)
+        except kept.Tampered as exc:
+            refused = str(exc)
     part = {
         "version": version,
         "current": None if current is None else current.hash,
         "older": older,
         "kept": not older or pinned is not None,
+        "refused": refused,
+        "hosts": store.hosts_of(conn, version),
     }
     return part, pinned
 
@@ -98,4 +105,7 @@ def version_line(part: dict[str, Any] | None) -> str | None:
     said = f"runs version {short(part['version'])}, older than the current ({current}): "
     if part["kept"]:
         return said + "its own version's stages, kept on this host"
-    return said + "not kept on this host, so the config's stages as they are now"
+    if part.get("refused"):
+        return said + f"waits: its kept copy on this host is refused ({part['refused']})"
+    hosts = ", ".join(part.get("hosts") or []) or "no host"
+    return said + f"waits: not held on this host (held by {hosts})"

@@ -8,6 +8,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from orchestrator.config import PipelineConfig, load_settings
 from orchestrator.features.versions import kept
 from orchestrator.features.versions.definition import loaded_version, read_prompts
@@ -99,5 +101,39 @@ def test_a_version_not_kept_or_unreadable_is_none(tmp_path: Path) -> None:
     version = loaded_version(pipeline)
     kept.keep(state, version, pipeline, read_prompts(pipeline))
     path = state / kept.FOLDER / f"{version.hash}.json"
-    path.write_text(json.dumps({"definition": {"stages": "nonsense"}}), encoding="utf-8")
+    path.write_text("not json", encoding="utf-8")
     assert kept.load(state, version.hash) is None
+
+
+def test_a_kept_copy_that_does_not_hash_to_its_version_is_refused(tmp_path: Path) -> None:
+    """A changed definition, prompt or env value in the host's kept copy is
+    never run: `Tampered`, not the changed pipeline, and not None (a copy
+    that is simply absent)."""
+    pipeline = _pipeline(tmp_path / "project")
+    version = loaded_version(pipeline)
+    state = tmp_path / "state"
+    root = state / kept.FOLDER
+    kept.keep(state, version, pipeline, read_prompts(pipeline))
+    path = root / f"{version.hash}.json"
+    clean = path.read_bytes()
+
+    local = json.loads(clean)
+    local["definition"]["stages"][0]["worker"] = ["sh", "-c", "evil"]
+    path.write_text(json.dumps(local), encoding="utf-8")
+    with pytest.raises(kept.Tampered, match="definition"):
+        kept.load(state, version.hash)
+
+    local = json.loads(clean)
+    local["env"]["build"] = [["LEVEL", "3"]]
+    path.write_text(json.dumps(local), encoding="utf-8")
+    with pytest.raises(kept.Tampered, match="env of stage 'build'"):
+        kept.load(state, version.hash)
+
+    path.write_bytes(clean)
+    [prompt] = (root / "prompts").iterdir()
+    prompt.write_text("Do something else.\n", encoding="utf-8")
+    with pytest.raises(kept.Tampered, match="prompt of stage 'build' was changed"):
+        kept.load(state, version.hash)
+    prompt.unlink()
+    with pytest.raises(kept.Tampered, match="prompt of stage 'build' is gone"):
+        kept.load(state, version.hash)

@@ -88,19 +88,80 @@ def test_a_task_at_a_gate_finishes_on_its_own_version_after_the_stage_is_renamed
     assert {v["version"]: v["unfinished"] for v in listed["versions"]} == {old: 0, new: 0}
 
 
-def test_a_host_without_the_kept_version_runs_the_config_as_it_is(project: Project) -> None:
+def test_a_host_without_the_tasks_version_never_runs_it(project: Project) -> None:
     """The database's copy of a definition is never run: with the host's
-    kept files gone, the task meets today's config (and its renamed stage
-    halts it, as before versions)."""
+    kept files gone, the host holds no copy of the task's version, so it
+    leaves the task (approved, not halted) and `explain` names the host
+    that holds it."""
     _config(project, gate="review", mark="old")
     _run(project, "add", "early", "--title", "early")
     _tick_until(project, "early", "review:awaiting_approval")
     _config(project, gate="check", mark="new")
     for path in sorted((project.dir / "state" / ".pipeline-versions").glob("*.json")):
         path.unlink()
+    _run(project, "approve", "early")
+    for _ in range(2):
+        done = project.run("tick", timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert project.state("early") == "review:approved"
+    assert project.query("SELECT halt_reason FROM tasks")[0][0] is None
+    assert not (project.dir / "ran.txt").exists()
     explained = cli_json(project.cli("explain", "early", "--json"))
     assert explained["version"]["kept"] is False
+    [host] = [row[0] for row in project.query("SELECT DISTINCT host FROM pipeline_versions")]
+    assert explained["version"]["hosts"] == [host]
+    said = project.cli("explain", "early").output
+    assert f"waits: not held on this host (held by {host})" in said
+
+
+def test_a_tampered_kept_copy_is_refused_and_the_task_waits(project: Project) -> None:
+    """A kept prompt changed on disk no longer hashes to the task's version:
+    the tick leaves the task, says why, and `explain` says it too."""
+    verdict = ["sh", "-c", 'echo \'{"pass": true, "score": 1.0}\'']
+    prompt = project.dir / "build.md"
+    prompt.write_text("Build it.\n", encoding="utf-8")
+    stages = (
+        f'[[pipelines.default.stages]]\nname = "build"\nworker = ["true"]\n'
+        f"verifier = {json.dumps(verdict)}\ngate = true\n\n"
+        f'[[pipelines.default.stages]]\nname = "test"\nworker = ["true"]\n'
+        f'verifier = {json.dumps(verdict)}\nprompt = "build.md"\n'
+    )
+    project.write_config(stages)
+    _run(project, "add", "early", "--title", "early")
+    _tick_until(project, "early", "build:awaiting_approval")
+    prompt.write_text("Build it better.\n", encoding="utf-8")  # a new version
+    kept_prompts = project.dir / "state" / ".pipeline-versions" / "prompts"
+    for path in kept_prompts.iterdir():
+        if path.read_text(encoding="utf-8") == "Build it.\n":
+            path.write_text("rm -rf everything\n", encoding="utf-8")
     _run(project, "approve", "early")
+    done = project.run("tick", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "prompt of stage 'test' was changed" in done.stderr
+    assert project.state("early") == "build:approved"
+    explained = project.cli("explain", "early").output
+    assert "waits: its kept copy on this host is refused" in explained
+
+
+def test_an_attempt_runs_the_prompt_its_version_hashed(project: Project) -> None:
+    """A prompt file edited after the tick loaded its version (here by the
+    first stage's worker) is not what the next stage's attempt reads: it
+    runs the prompt its recorded version hashed, from the host's kept copy."""
+    verdict = ["sh", "-c", 'echo \'{"pass": true, "score": 1.0}\'']
+    prompt = project.dir / "b.md"
+    prompt.write_text("As hashed.\n", encoding="utf-8")
+    edit = ["sh", "-c", f"echo 'Edited mid-tick.' > {prompt}"]
+    project.write_config(
+        f'[[pipelines.default.stages]]\nname = "a"\nworker = {json.dumps(edit)}\n'
+        f"verifier = {json.dumps(verdict)}\n\n"
+        f'[[pipelines.default.stages]]\nname = "b"\nworker = ["true"]\n'
+        f'verifier = {json.dumps(verdict)}\nprompt = "b.md"\n'
+    )
+    _run(project, "add", "t1", "--title", "t1")
     _run(project, "tick")
-    assert project.state("early") == "review:halted"
-    assert project.query("SELECT halt_reason FROM tasks")[0][0] == "unknown_stage"
+    assert project.state("t1") == "complete"  # both stages in the tick that loaded it
+    assert prompt.read_text(encoding="utf-8") == "Edited mid-tick.\n"
+    [ran] = (project.dir / "state" / "t1").glob("b-001/prompt.md")
+    assert ran.read_text(encoding="utf-8") == "As hashed.\n"
+    versions = {row[0] for row in project.query("SELECT pipeline_version FROM attempts")}
+    assert versions == {project.query("SELECT pipeline_version FROM tasks")[0][0]}
