@@ -9,6 +9,8 @@ assembles is read on its own. Heavy imports stay inside the functions: a
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlalchemy import Engine
 
 from orchestrator.api.results import Delivery, EventView
@@ -70,15 +72,19 @@ def _branch(engine: Engine, settings: Settings, slug: str) -> JsonObject | None:
 
 def explain_view(engine: Engine, settings: Settings, slug: str) -> ExplainView:
     """`Project.explain`: `explain --json`, its waits and pool as views."""
+    from orchestrator import compose
     from orchestrator.views.explain import explain_task
 
-    data = explain_task(engine, settings, slug)
+    data = explain_task(engine, settings, slug, [v for _, v in compose.explainers()])
     pool = data["pool"]
+    engine_keys = {f.name for f in dataclasses.fields(ExplainView)}
     return of_json(
         ExplainView,
         data,
         waits_on=tuple(of_json(WaitOn, w) for w in data["waits_on"]),
         pool=None if pool is None else of_json(PoolView, pool),
+        features={k: v for k, v in data.items() if k not in engine_keys},
+        notes=tuple(data.get("notes", ())),
     )
 
 

@@ -271,11 +271,19 @@ class ExplainView:
     next_tick: str
     # The person's reject that began the current run: at, by, to, note.
     rejected: JsonObject | None = None
+    # The features' keys (`Feature.explain`), each one's own, and the
+    # lines they print; in the JSON at the top level, and only when set.
+    features: JsonObject = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     __getitem__ = deprecated_getitem
 
     def to_dict(self) -> dict[str, object]:
-        return json_fields(self)
+        out = json_fields(self, skip=frozenset({"features", "notes"}))
+        out.update((key, _plain(value)) for key, value in self.features.items())
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 `cli` is the root group. Its commands are registered below by dotted path and
 imported on first use (see `group.py`), so `orchestrator --help` loads no
 database code and `orchestrator tick` loads only the ticking commands. To add
-a command: write a click command in a module, and add one line to COMMANDS.
+a command: write a click command in a module, and add one line to COMMANDS (a
+feature's commands are its `Feature.commands`, added by `compose.commands`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import NoReturn
 
 import click
 
-from orchestrator import __version__
+from orchestrator import __version__, compose
 from orchestrator.cli.app import App
 from orchestrator.cli.group import OrchestratorGroup
 
@@ -57,7 +58,7 @@ COMMANDS: dict[str, str] = {
 
 @click.group(
     cls=OrchestratorGroup,
-    lazy_subcommands=COMMANDS,
+    lazy_subcommands=compose.commands(COMMANDS),
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(

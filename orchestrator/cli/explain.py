@@ -75,6 +75,7 @@ def render(data: dict[str, Any]) -> list[str]:
     lines += landing_lines(data.get("landing"))
     lines += _rejected_lines(data.get("rejected"))
     lines += _last_lines(data["last_attempt"])
+    lines += [f"  {line}" for line in data.get("notes", ())]
     attempts = data["attempts"]
     if attempts is not None:
         lines.append(

@@ -87,7 +87,11 @@ class _Loader(_PipelineReader):
         orch = self.table(top.get("orchestrator", {}), "orchestrator", ORCHESTRATOR_SECTION.names())
         for section in self.schema.tables():
             if section.table is not None and section.read_table is not None:
-                self.read_tables[section.table] = section.read_table(self, top.get(section.table))
+                read = section.read_table(self, top.get(section.table))
+                if section.extension:
+                    self.extras[section.table] = read
+                else:
+                    self.read_tables[section.table] = read
         defaults = self.defaults(top.get("defaults", {}))
         pipelines = self.pipelines(top.get("pipelines", {}), defaults)
         database = self.database(orch, db_url, environ, cwd)
@@ -108,6 +112,7 @@ class _Loader(_PipelineReader):
             database_url=database,
             pipelines=types.MappingProxyType(pipelines),
             fingerprint=fingerprint,
+            extras=types.MappingProxyType(dict(self.extras)),
             **values,
             **self.read_tables,
         )

@@ -98,6 +98,10 @@ class StageConfig:
     # Best of N (`features/candidates`): a claim opens this many candidates, each
     # in its own worktree; 1 is one attempt at a time.
     candidates: int = 1
+    # What the features' extension Sections built (`Section.of`), by name.
+    extras: Mapping[str, object] = field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False
+    )
 
     @property
     def confined(self) -> bool:
@@ -135,6 +139,10 @@ class PipelineConfig:
     landing: LandConfig = field(default_factory=_no_landing)
     # Where `setup` runs; the stages inherit it unless they set their own.
     sandbox: SandboxConfig = field(default_factory=_no_sandbox)
+    # What the features' extension Sections built (`Section.of`), by name.
+    extras: Mapping[str, object] = field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False
+    )
 
     @property
     def confined(self) -> bool:
@@ -192,6 +200,11 @@ class Settings:
         default_factory=lambda: types.MappingProxyType({}), hash=False, compare=False, repr=False
     )
     pools: Mapping[str, PoolConfig] = field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False
+    )
+    # What the features' extension Sections read of their own top-level
+    # tables (`Section.table_of`), by table name.
+    extras: Mapping[str, object] = field(
         default_factory=lambda: types.MappingProxyType({}), hash=False
     )
 

@@ -278,6 +278,16 @@ def show(value: object) -> str:
     return str(value)
 
 
+class HasExtras(Protocol):
+    """A config object that keeps extension Sections' values by name."""
+
+    @property
+    def extras(self) -> Mapping[str, object]: ...
+
+
+_MISSING = object()
+
+
 @dataclass(frozen=True)
 class Section(Generic[S]):
     """The keys one feature owns.
@@ -289,6 +299,12 @@ class Section(Generic[S]):
     `check` holds the rules that span keys, run once the keys are read.
     `read_table` reads the Section's own top-level table (None when the
     file has none) into the `Settings` field of the same name.
+
+    `extension`: a feature's Section that owns no field of the engine's
+    classes. What it builds is kept in `extras[name]` of the
+    `StageConfig`/`PipelineConfig` (its table's read in
+    `Settings.extras[table]`), read back typed with `of`/`table_of`, so
+    adding a feature's keys edits no engine class.
     """
 
     name: str
@@ -299,6 +315,21 @@ class Section(Generic[S]):
     field: str | None = None
     check: Callable[[Checks, dict[str, Any], str], None] | None = None
     read_table: Callable[[Checks, object], object] | None = None
+    extension: bool = False
+
+    def of(self, holder: HasExtras) -> S:
+        """What this extension Section built for a stage or pipeline; its
+        defaults' build for one made without it (a test's, a library
+        caller's `StageConfig(...)`)."""
+        found = holder.extras.get(self.name, _MISSING)
+        if found is _MISSING:
+            return self.built(self.defaults())
+        return found  # type: ignore[return-value]
+
+    def table_of(self, settings: HasExtras) -> object:
+        """What `read_table` read of this Section's own table; None when
+        the Settings were made without it."""
+        return settings.extras.get(self.table or self.name)
 
     def names(self, scope: str | None = None) -> tuple[str, ...]:
         return tuple(k.name for k in self.keys if scope is None or scope in k.scope)

@@ -6,6 +6,7 @@ live in one place; which keys there are comes from the Sections.
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from orchestrator.config.model import COMPLETE, StageConfig
@@ -55,9 +56,14 @@ def fields(schema: Schema, scope: str, values: dict[str, Any]) -> dict[str, Any]
     """A config class's fields from the values read: each Section that
     builds an object fills its field, the others' keys are fields of their own."""
     found: dict[str, Any] = {}
+    extras: dict[str, object] = {}
     for section in schema.in_scope(scope):
-        if section.field is not None:
+        if section.extension:
+            extras[section.name] = section.built(values)
+        elif section.field is not None:
             found[section.field] = section.built(values)
         else:
             found.update((k.name, values[k.name]) for k in section.keys if scope in k.scope)
+    if extras:
+        found["extras"] = types.MappingProxyType(extras)
     return found

@@ -38,6 +38,8 @@ class _ValueReader:
         self.base_dir = base_dir
         # What each Section's top-level table read to (`names`: a stage's pool).
         self.read_tables: dict[str, Any] = {}
+        # Extension Sections' own tables (`Section.extension`), by table name.
+        self.extras: dict[str, object] = {}
 
     def names(self, table: str) -> frozenset[str]:
         found = self.read_tables.get(table)

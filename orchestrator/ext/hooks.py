@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from orchestrator.config import PipelineConfig, Settings, StageConfig
+    from orchestrator.config.schema import Section
     from orchestrator.ext.model import (
         AttemptRun,
         Claim,
@@ -224,16 +225,22 @@ class TickHooks:
 class Feature:
     """One capability, registered by one line in `features/__init__.py`.
 
+    `config`: its keys (`Section`s, usually `extension=True`), read by the
+    loader and listed in the configuration reference after the engine's.
     `tables` names the module holding its tables (imported lazily, so
-    `--help` loads no SQLAlchemy); `config` is where its config sections go
-    once the config schema takes them; `commands` maps a CLI name to
-    "module:attr"."""
+    `--help` loads no SQLAlchemy). `commands` maps a CLI verb to the
+    "module:attr" of its click command, which the root group imports on
+    first use. `explain` is the "module:attr" of a function
+    `(Connection, Settings, TaskSnapshot) -> Explained | None` adding the
+    feature's key to `explain` (`ext.views`). Declaring these imports
+    nothing: each is a name resolved when asked for."""
 
     name: str
-    config: Sequence[object] = ()
+    config: Sequence[Section[Any]] = ()
     tables: str | None = None
     commands: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tick: Callable[[Kernel], TickHooks] | None = None
+    explain: str | None = None
     added: Callable[[Connection, Settings, Mapping[str, str], datetime], None] | None = None
     """Inside `add`'s transaction (`Project.add`, `add`, an agent's
     `add_subtask`), after the new tasks' rows and their `add` transitions

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
 from orchestrator.domain.waits import waiting_line
+from orchestrator.ext.views import Explainer
 from orchestrator.features.landing import views as landing
 from orchestrator.features.memory import views as memory
 from orchestrator.features.pools.views import holds_back, pool_state
@@ -49,11 +51,17 @@ _HALT_RULES = {
 }
 
 
-def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any]:
+def explain_task(
+    engine: Engine, settings: Settings, slug: str, explainers: Sequence[Explainer] = ()
+) -> dict[str, Any]:
+    """`explainers` are the features' views (`compose.explainers`): each
+    one that speaks adds its own key, and its text lines under `notes`
+    (a key present only then, so the engine's JSON stays as it was)."""
     with read_tx(engine) as conn:
         task = repo.get_task(conn, slug)
         if task is None:
             raise unknown_task(conn, slug)
+        said = [e for e in (view(conn, settings, task) for view in explainers) if e is not None]
         now = db_now(conn)
         attempts = repo.attempts_of(conn, task.id, task.stage)
         transitions = repo.transitions_of(conn, task.id)
@@ -150,6 +158,10 @@ def explain_task(engine: Engine, settings: Settings, slug: str) -> dict[str, Any
         }
     data["next_tick"] = _next_tick(task, stage, data, settings, pipeline, short)
     data["rejected"] = _rejected(transitions)
+    for explained in said:
+        data[explained.key] = explained.data
+    if said:
+        data["notes"] = [line for explained in said for line in explained.lines]
     return data
 
 

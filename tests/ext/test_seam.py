@@ -46,6 +46,9 @@ ENGINE_EDGES_ALLOWED = {
     # config schema takes each feature's keys from the composition root.
     ("orchestrator.config.model", "orchestrator.features.sandbox.config"),
     ("orchestrator.config.sections", "orchestrator.features.sandbox.config"),
+    # The config's composition point: the features' own Sections
+    # (`Feature.config`) join the list the loader reads.
+    ("orchestrator.config.sections", "orchestrator.features"),
 }
 # Identifiers in tick/ that name a feature, per file, as features still
 # live there (worktrees; commands.py's two are `live_spool`). A file may
@@ -95,7 +98,9 @@ def test_only_compose_imports_the_registration_list() -> None:
     importers = {
         module_name(p) for p in PACKAGE.rglob("*.py") if FEATURES_PACKAGE in imports_of(p, modules)
     }
-    assert importers == {"orchestrator.compose"}
+    # compose hands the list to the tick and the CLI; config.sections
+    # reads each feature's keys from it for the loader.
+    assert importers == {"orchestrator.compose", "orchestrator.config.sections"}
 
 
 def test_features_are_islands() -> None:
