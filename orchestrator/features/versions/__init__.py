@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from orchestrator.ext.hooks import Feature, TickHooks
+from orchestrator.features.versions.config import VERSIONS_SECTION
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -33,4 +34,4 @@ def _added(conn: Connection, settings: Settings, added: Mapping[str, str], now: 
     tasks_added(conn, settings, added, now)
 
 
-FEATURE = Feature(name="versions", tick=_tick, added=_added)
+FEATURE = Feature(name="versions", config=(VERSIONS_SECTION,), tick=_tick, added=_added)

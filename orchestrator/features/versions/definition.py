@@ -34,6 +34,7 @@ _WHOLE = 1 << 62  # a prompt is hashed whole, however long: never cut short
 # What a pipeline carries that is where, not what: the repository's folder
 # on this host. `base` (the branch) stays: it is what a task starts from.
 _PIPELINE_SKIP = frozenset({"name", "stages", "repository"})
+_POLICY = "versions"  # this feature's own extension Section
 
 Prompts = Mapping[Path, bytes | None]
 """A prompt file's bytes by its path as the config names it (None: unreadable)."""
@@ -74,6 +75,9 @@ def definition(pipeline: PipelineConfig, prompts: Prompts) -> dict[str, JsonValu
         for f in dataclasses.fields(pipeline)
         if f.name not in _PIPELINE_SKIP
     }
+    # `on_change` says what an edit does to tasks in flight, not what a
+    # stage does: switching it makes no new version.
+    own["extras"] = {k: _plain(v) for k, v in pipeline.extras.items() if k != _POLICY}
     stages: list[JsonValue] = [_stage(stage, prompts) for stage in pipeline.stages]
     return {"format": FORMAT, "pipeline": pipeline.name, "stages": stages, **own}
 

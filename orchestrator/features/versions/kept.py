@@ -127,7 +127,11 @@ def rebuild(
     """The `PipelineConfig` a definition was made from, its prompts read
     from `prompts` (by content), its env values from `env` (by stage) and
     its repository this host's `repository`."""
-    own = {k: v for k, v in definition.items() if k not in ("format", "pipeline", "stages")}
+    # A feature's extension values are in the definition as JSON, not as
+    # the objects its Section builds: the caller puts today's back (`with_extras`).
+    own = {
+        k: v for k, v in definition.items() if k not in ("format", "pipeline", "stages", "extras")
+    }
     values = env or {}
     return PipelineConfig(
         name=str(definition["pipeline"]),
@@ -159,7 +163,7 @@ def _stage(stage: Mapping[str, Any], prompts: Path, env: Any) -> StageConfig:
         prompt = prompts / (MISSING if digest == MISSING else digest.removeprefix("sha256:"))
     return StageConfig(
         **{
-            **_plain_fields(stage),
+            **_plain_fields({k: v for k, v in stage.items() if k != "extras"}),
             "worker": _argv(stage["worker"]),
             "verifier": _argv(stage["verifier"]),
             "prompt": prompt,
@@ -174,6 +178,21 @@ def _stage(stage: Mapping[str, Any], prompts: Path, env: Any) -> StageConfig:
             "max_cost_usd": _number(stage["max_cost_usd"]),
         }
     )
+
+
+def with_extras(rebuilt: PipelineConfig, configured: PipelineConfig | None) -> PipelineConfig:
+    """`rebuilt` with the features' extension values of the configured
+    pipeline of its name (by stage name for a stage's): what a kept copy
+    cannot rebuild, taken from the config as it is (empty without one)."""
+    if configured is None:
+        return rebuilt
+    stages = tuple(
+        dataclasses.replace(stage, extras=now.extras)
+        if (now := configured.stage(stage.name)) is not None
+        else stage
+        for stage in rebuilt.stages
+    )
+    return dataclasses.replace(rebuilt, stages=stages, extras=configured.extras)
 
 
 def _plain_fields(values: Mapping[str, Any]) -> dict[str, Any]:

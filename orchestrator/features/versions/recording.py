@@ -207,7 +207,7 @@ def resolve(settings: Settings, version: str, now: Loaded | None) -> PipelineCon
     except kept.Tampered as exc:
         return f"pipeline version {version[:SHORT]} refused: {exc}"
     if rebuilt is not None:
-        return rebuilt
+        return kept.with_extras(rebuilt, settings.pipeline(rebuilt.name))
     if now is not None:
         return now.pipeline
     return f"this host does not hold pipeline version {version[:SHORT]}"
@@ -215,9 +215,9 @@ def resolve(settings: Settings, version: str, now: Loaded | None) -> PipelineCon
 
 def on_change(pipeline: PipelineConfig) -> str:
     """`[pipelines.NAME] on_change`: "pin" (the default) or "upgrade"."""
-    extras = getattr(pipeline, "extras", None) or {}
-    found = extras.get("versions")
-    return "pin" if found is None else str(getattr(found, "on_change", "pin"))
+    from orchestrator.features.versions.config import VERSIONS_SECTION
+
+    return VERSIONS_SECTION.of(pipeline).on_change
 
 
 def breaking(old: tuple[str, ...] | None, new: tuple[str, ...], stage: str) -> str | None:

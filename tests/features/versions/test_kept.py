@@ -62,8 +62,9 @@ def test_a_kept_version_rebuilds_the_same_pipeline(tmp_path: Path) -> None:
     version = loaded_version(pipeline)
     state = tmp_path / "state"
     kept.keep(state, version, pipeline, read_prompts(pipeline))
-    rebuilt = kept.load(state, version.hash)
-    assert rebuilt is not None
+    loaded = kept.load(state, version.hash)
+    assert loaded is not None
+    rebuilt = kept.with_extras(loaded, pipeline)  # the features' extension values: today's
     prompt = rebuilt.stages[0].prompt
     assert prompt is not None and prompt.parent == state / kept.FOLDER / "prompts"
     assert prompt.read_text(encoding="utf-8") == "Build {slug}.\n"
