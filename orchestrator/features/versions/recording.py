@@ -152,10 +152,7 @@ class _TickVersions:
         problem = breaking(self.names[version], now.pipeline.stage_names, task.stage)
         if problem is None:
             return self.run_of(now.version.hash)
-        return (
-            f"{problem} in version {now.version.short}: held until "
-            f"`orchestrator migrate {task.slug} --to current --map {task.stage}=STAGE`"
-        )
+        return held(task, problem, now.version)
 
     def before_claims(self, options: TickOptions) -> None:
         kernel = self.kernel
@@ -218,6 +215,14 @@ def on_change(pipeline: PipelineConfig) -> str:
     from orchestrator.features.versions.config import VERSIONS_SECTION
 
     return VERSIONS_SECTION.of(pipeline).on_change
+
+
+def held(task: repo.TaskSnapshot, problem: str, current: PipelineVersion) -> str:
+    """Why an `upgrade` pipeline's task waits, and the command that moves it."""
+    return (
+        f"{problem} in version {current.short}: held until "
+        f"`orchestrator migrate {task.slug} --to current --map {task.stage}=STAGE`"
+    )
 
 
 def breaking(old: tuple[str, ...] | None, new: tuple[str, ...], stage: str) -> str | None:

@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 from orchestrator.config import PipelineConfig, Settings
 from orchestrator.features.versions import kept, store
 from orchestrator.features.versions.definition import SHORT, PipelineVersion
-from orchestrator.features.versions.recording import loaded_versions
+from orchestrator.features.versions.recording import breaking, held, loaded_versions, on_change
 from orchestrator.storage import repo
 
 
@@ -86,6 +86,12 @@ def task_version(
             pinned = kept.load(settings.state_root, version)
         except kept.Tampered as exc:
             refused = str(exc)
+    configured = settings.pipeline(task.pipeline)
+    upgrade = None
+    if older and current and configured and on_change(configured) == "upgrade":
+        names = store.stage_names(conn, version)
+        problem = breaking(names, configured.stage_names, task.stage)
+        upgrade = "moves" if problem is None else held(task, problem, current)
     part = {
         "version": version,
         "current": None if current is None else current.hash,
@@ -93,8 +99,9 @@ def task_version(
         "kept": not older or pinned is not None,
         "refused": refused,
         "hosts": store.hosts_of(conn, version),
+        "upgrade": upgrade,
     }
-    return part, pinned
+    return part, (None if upgrade == "moves" else pinned)
 
 
 def version_line(part: dict[str, Any] | None) -> str | None:
@@ -103,6 +110,10 @@ def version_line(part: dict[str, Any] | None) -> str | None:
         return None
     current = "the config lacks its pipeline" if part["current"] is None else short(part["current"])
     said = f"runs version {short(part['version'])}, older than the current ({current}): "
+    if part.get("upgrade") == "moves":
+        return said + "moves to the current version at its next claim (on_change = upgrade)"
+    if part.get("upgrade"):
+        return said + str(part["upgrade"])
     if part["kept"]:
         return said + "its own version's stages, kept on this host"
     if part.get("refused"):
