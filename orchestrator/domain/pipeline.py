@@ -46,6 +46,10 @@ class Event(StrEnum):
     CANCEL = "cancel"
     LANDED = "landed"  # the landing step moved the change to its target
     SEND_BACK = "send_back"  # a landing's conflict or failing check: back to `land_to`
+    # A person moved the task to another pipeline version (`features/versions`):
+    # recorded as a fact, not an edge of `TRANSITIONS`; its status stays, its
+    # stage may change (`--map`).
+    MIGRATE = "migrate"
 
 
 class Target(StrEnum):
