@@ -34,4 +34,10 @@ def _added(conn: Connection, settings: Settings, added: Mapping[str, str], now: 
     tasks_added(conn, settings, added, now)
 
 
-FEATURE = Feature(name="versions", config=(VERSIONS_SECTION,), tick=_tick, added=_added)
+FEATURE = Feature(
+    name="versions",
+    config=(VERSIONS_SECTION,),
+    commands={"migrate": "orchestrator.features.versions.cli:migrate"},
+    tick=_tick,
+    added=_added,
+)
