@@ -25,6 +25,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             and the git processes of that round, counted (no target)
   approve   approve while a tick holds 4 attempts / approve, no tick             <= 1.5
             (bench/approve.py; the tests prove it never waits, this times it)
+  versions  tick, 1,000 tasks on 10 pipeline versions / on 1 version             <= 1.1
+            (bench/versions.py: 900 of them run a version rebuilt from its kept copy)
 """
 
 from __future__ import annotations
@@ -546,6 +548,7 @@ LANES = [
     "sandbox",
     "candidates",
     "approve",
+    "versions",
 ]
 
 
@@ -586,6 +589,10 @@ def main() -> None:
             from bench.approve import bench_approve
 
             results += bench_approve(work, args.rounds)
+        if "versions" in chosen:
+            from bench.versions import bench_versions
+
+            results += bench_versions(work, max(2, args.rounds // 3))
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

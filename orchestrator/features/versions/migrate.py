@@ -35,6 +35,7 @@ from orchestrator.testing import fault_point
 
 tasks = tables.tasks
 
+RESTARTED = "verifier changed: window restarted"
 _MOVABLE = (Status.READY, Status.AWAITING_APPROVAL, Status.APPROVED, Status.HALTED)
 
 
@@ -246,6 +247,9 @@ def apply(conn: Connection, move: Move, *, actor: str, maps: Mapping[str, str]) 
     now = db_now(conn)
     old = "none" if move.from_version is None else move.from_version[:SHORT]
     mapped = ", ".join(f"{k}={v}" for k, v in sorted(maps.items())) or "none"
+    reason = f"pipeline version {old} -> {move.to.short}; map: {mapped}"
+    if move.comparable is False:  # scores of two verifiers never share a window
+        reason += f"; {RESTARTED}"
     after = repo.apply_transition(
         conn,
         task,
@@ -253,7 +257,8 @@ def apply(conn: Connection, move: Move, *, actor: str, maps: Mapping[str, str]) 
         State(move.to_stage, task.status),
         now=now,
         actor=actor,
-        reason=f"pipeline version {old} -> {move.to.short}; map: {mapped}",
+        reason=reason,
+        new_run=move.comparable is False,
     )
     store.move(conn, task.id, move.to.hash)
     outbox.record(

@@ -100,14 +100,37 @@ def task_version(
         "refused": refused,
         "hosts": store.hosts_of(conn, version),
         "upgrade": upgrade,
+        "restarted": restarted_at(conn, task),
     }
     return part, (None if upgrade == "moves" else pinned)
 
 
-def version_line(part: dict[str, Any] | None) -> str | None:
-    """`explain`'s line for a task on an older version; None otherwise."""
-    if part is None or not part["older"]:
+def restarted_at(conn: Connection, task: repo.TaskSnapshot) -> int | None:
+    """The attempt at which the task's stage's score window restarted
+    because `migrate` changed its verifier (None: it did not)."""
+    from orchestrator.features.versions.migrate import RESTARTED
+
+    moved = [
+        t
+        for t in repo.transitions_of(conn, task.id)
+        if t["event"] == "migrate" and RESTARTED in (t["reason"] or "")
+    ]
+    if not moved or moved[-1]["to_state"].split(":")[0] != task.stage:
         return None
+    at = moved[-1]["at"]
+    return 1 + sum(1 for a in repo.attempts_of(conn, task.id, task.stage) if a.started_at < at)
+
+
+def version_line(part: dict[str, Any] | None) -> str | None:
+    """`explain`'s line for a task on an older version, or whose verifier
+    `migrate` changed; None otherwise."""
+    if part is None:
+        return None
+    restarted = part.get("restarted")
+    if not part["older"]:
+        if restarted is None:
+            return None
+        return f"verifier changed at attempt {restarted}: window restarted"
     current = "the config lacks its pipeline" if part["current"] is None else short(part["current"])
     said = f"runs version {short(part['version'])}, older than the current ({current}): "
     if part.get("upgrade") == "moves":

@@ -167,3 +167,30 @@ def test_a_migrate_killed_between_tasks_moved_each_task_once_or_not_at_all(
     assert sorted(n for _, n in per_task) == [1, 1, 1]
     assert {s for (s,) in project.query("SELECT stage FROM tasks")} == {"review"}
     assert "nothing to migrate" in _run(project, *args)
+
+
+def _judging(project: Project, score: float, mark: str) -> None:
+    judge = ["sh", "-c", f'echo \'{{"pass": false, "score": {score}}}\' # {mark}']
+    project.write_config(
+        f'[[pipelines.default.stages]]\nname = "a"\nworker = ["true"]\n'
+        f"verifier = {json.dumps(judge)}\nmax_attempts = 10\n"
+    )
+
+
+def test_a_migrate_that_changes_the_verifier_restarts_the_score_window(project: Project) -> None:
+    """Scores of two verifiers never share a plateau window: the move is a
+    new run, and `explain` says at which attempt the window restarted."""
+    _judging(project, 0.5, "old")
+    _run(project, "add", "t1", "--title", "t1")
+    for _ in range(2):
+        _run(project, "tick", "--max-tasks", "1")
+    assert project.query("SELECT number, run FROM attempts ORDER BY number") == [(1, 1), (2, 1)]
+    _judging(project, 0.7, "new")
+    plan = _run(project, "migrate", "t1", "--to", "current", "--dry-run")
+    assert "scores not comparable (its verifier changed)" in plan
+    _run(project, "migrate", "t1", "--to", "current")
+    said = project.cli("explain", "t1").output
+    assert "verifier changed at attempt 3: window restarted" in said
+    _run(project, "tick", "--max-tasks", "1")
+    runs = project.query("SELECT number, run, score FROM attempts ORDER BY number")
+    assert runs == [(1, 1, 0.5), (2, 1, 0.5), (3, 2, 0.7)]
