@@ -83,6 +83,17 @@ def explainers() -> tuple[tuple[str, Explainer], ...]:
     return tuple(found)
 
 
+def stages_of(conn: Connection, task: Any) -> tuple[str, ...] | None:
+    """The stages a gate command checks `task` against (`Feature.stages_of`):
+    the first feature's answer, else None (the configured pipeline's)."""
+    for feature in FEATURES:
+        if feature.stages_of is not None:
+            found = _resolve(feature.stages_of)(conn, task)
+            if found is not None:
+                return tuple(found)
+    return None
+
+
 def _resolve(where: str) -> Any:
     module, _, attribute = where.partition(":")
     return getattr(importlib.import_module(module), attribute)

@@ -241,6 +241,12 @@ class Feature:
     commands: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tick: Callable[[Kernel], TickHooks] | None = None
     explain: str | None = None
+    stages_of: str | None = None
+    """"module:attr" of a function `(Connection, TaskSnapshot) -> tuple of
+    stage names | None`: the stages a person's gate command (`approve`,
+    `reject --to`) checks the task's stage against, inside that command's
+    write transaction; reads only. The first non-None answer wins; None from
+    every feature: the configured pipeline's."""
     added: Callable[[Connection, Settings, Mapping[str, str], datetime], None] | None = None
     """Inside `add`'s transaction (`Project.add`, `add`, an agent's
     `add_subtask`), after the new tasks' rows and their `add` transitions

@@ -449,3 +449,32 @@ def test_the_wrap_point_is_asked_for_each_command_and_what_it_returns_runs(
     assert [a[0] for a in asked] == ["setup", "worker", "verifier"]
     assert asked[1] == ("worker", "t1", "only", False)  # rendered: {task} filled
     assert log.read_text().split() == ["setup", "worker", "verifier"]
+
+
+def test_stages_of_decides_what_a_gate_command_checks(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feature's `stages_of` is what `approve` and `reject --to` check the
+    task's stage against: a stage its answer lacks is refused, a stage only
+    its answer has is a choice."""
+    import sys
+    import types
+
+    project.write_config(stage("build", worker=["true"], verifier=PASS, gate=True))
+    assert project.cli("add", "t1", "--title", "t1").exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    module = types.ModuleType("toy_stages_of")
+    answer: list[tuple[str, ...] | None] = [("other",)]
+    module.stages = lambda conn, task: answer[0]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(
+        compose, "FEATURES", (Feature("toy", stages_of=f"{module.__name__}:stages"),)
+    )
+    refused = project.cli("approve", "t1")
+    assert refused.exit_code == 1
+    assert "its pipeline version has no stage 'build'" in refused.output
+    assert project.state("t1") == "build:awaiting_approval"
+    answer[0] = ("plan", "build")
+    sent = project.cli("reject", "t1", "--to", "plan", "--note", "again")
+    assert sent.exit_code == 0, sent.output
+    assert project.state("t1") == "plan"
