@@ -38,6 +38,7 @@ FEATURE = Feature(
     name="versions",
     config=(VERSIONS_SECTION,),
     commands={"migrate": "orchestrator.features.versions.cli:migrate"},
+    stages_of="orchestrator.features.versions.views:own_stages",
     tick=_tick,
     added=_added,
 )

@@ -64,6 +64,14 @@ def _entry(
     }
 
 
+def own_stages(conn: Connection, task: repo.TaskSnapshot) -> tuple[str, ...] | None:
+    """`Feature.stages_of`: the stage names of the task's own version, which
+    `approve` and `reject --to` check it against (None: from before versions,
+    or a version no row shows: the config's)."""
+    version = store.task_version(conn, task.id)
+    return None if version is None else store.stage_names(conn, version)
+
+
 def short(version: str | None) -> str:
     """A version as tables print it: its first digits, or `-` for none."""
     return "-" if version is None else version[:SHORT]

@@ -165,3 +165,18 @@ def test_an_attempt_runs_the_prompt_its_version_hashed(project: Project) -> None
     assert ran.read_text(encoding="utf-8") == "As hashed.\n"
     versions = {row[0] for row in project.query("SELECT pipeline_version FROM attempts")}
     assert versions == {project.query("SELECT pipeline_version FROM tasks")[0][0]}
+
+
+def test_gate_commands_check_the_stage_against_the_tasks_own_version(project: Project) -> None:
+    """After a rename, `reject --to` chooses among the task's own version's
+    stages (the config's new name is refused, naming the choices) and
+    `approve` of its gate is accepted: the task runs its own version."""
+    _config(project, gate="review", mark="old")
+    _run(project, "add", "early", "--title", "early")
+    _tick_until(project, "early", "review:awaiting_approval")
+    _config(project, gate="check", mark="new")  # review renamed check
+    done = project.run("reject", "early", "--to", "check", "--note", "x", timeout=120)
+    assert done.returncode == 1
+    assert "not an earlier stage of 'review'" in done.stderr and "build" in done.stderr
+    assert "approved" in _run(project, "approve", "early")
+    _tick_until(project, "early", "complete")
