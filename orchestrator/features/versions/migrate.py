@@ -14,12 +14,11 @@ definitions the database shows: to compare, never to run.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from orchestrator.config import Settings
 from orchestrator.domain.event_kinds import MIGRATED
@@ -28,12 +27,10 @@ from orchestrator.errors import RefusedError
 from orchestrator.features.versions import kept, store
 from orchestrator.features.versions.definition import SHORT
 from orchestrator.features.versions.recording import loaded_versions
-from orchestrator.storage import repo, tables
+from orchestrator.storage import repo
 from orchestrator.storage.db import db_now
 from orchestrator.storage.repo import outbox
 from orchestrator.testing import fault_point
-
-tasks = tables.tasks
 
 RESTARTED = "verifier changed: window restarted"
 _MOVABLE = (Status.READY, Status.AWAITING_APPROVAL, Status.APPROVED, Status.HALTED)
@@ -128,12 +125,7 @@ def version_of(conn: Connection, settings: Settings, pipeline: str, to: str) -> 
 
 def shown(conn: Connection, pipeline: str, version: str) -> Version:
     """`version`'s stage names and verifiers as its row shows them."""
-    row = conn.execute(
-        select(tables.pipeline_versions.c.definition).where(
-            tables.pipeline_versions.c.hash == version
-        )
-    ).first()
-    return _version(pipeline, version, {} if row is None else json.loads(row[0]))
+    return _version(pipeline, version, store.definition_of(conn, version))
 
 
 def _version(pipeline: str, version: str, definition: Mapping[str, Any]) -> Version:
@@ -163,12 +155,8 @@ def selected(
                 raise RefusedError(f"no task {slug!r}")
             found.append(task)
         return found
-    query = select(tasks.c.slug).where(tasks.c.status.not_in(store.FINISHED)).order_by(tasks.c.id)
-    if pipeline is not None:
-        query = query.where(tasks.c.pipeline == pipeline)
-    if since is not None:
-        query = query.where(tasks.c.pipeline_version.startswith(since.lower(), autoescape=True))
-    return [t for (slug,) in conn.execute(query) if (t := repo.get_task(conn, slug)) is not None]
+    slugs = store.unfinished_slugs(conn, pipeline, since)
+    return [t for slug in slugs if (t := repo.get_task(conn, slug)) is not None]
 
 
 def plan(

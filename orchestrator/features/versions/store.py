@@ -14,7 +14,7 @@ import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, bindparam, func, or_, select, update
 
@@ -142,6 +142,27 @@ def move(conn: Connection, task_id: int, version: str) -> None:
     the version of its first attempt since, one its pipeline upgrades the
     current one's."""
     _MOVE.execute(conn, {"id": task_id, "v": version})
+
+
+def definition_of(conn: Connection, version: str) -> dict[str, Any]:
+    """`version`'s definition as its row shows it ({} when no row has it):
+    for display and comparison, never to run anything."""
+    row = conn.execute(select(versions.c.definition).where(versions.c.hash == version)).first()
+    if row is None:
+        return {}
+    found = json.loads(row[0])
+    return found if isinstance(found, dict) else {}
+
+
+def unfinished_slugs(conn: Connection, pipeline: str | None, since: str | None) -> list[str]:
+    """The unfinished tasks' slugs, oldest first: of `pipeline`, on a version
+    whose hash starts with `since`, when given."""
+    query = select(tasks.c.slug).where(tasks.c.status.not_in(FINISHED)).order_by(tasks.c.id)
+    if pipeline is not None:
+        query = query.where(tasks.c.pipeline == pipeline)
+    if since is not None:
+        query = query.where(tasks.c.pipeline_version.startswith(since.lower(), autoescape=True))
+    return [str(slug) for (slug,) in conn.execute(query)]
 
 
 def stage_names(conn: Connection, version: str) -> tuple[str, ...] | None:
