@@ -33,11 +33,14 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
             (bench/approve.py; the tests prove it never waits, this times it)
   verifiers `verifiers` over 1M attempts, 100k decisions / SELECT count(*)
             over attempts, in one process (bench/verifiers.py)                <= 3
+  versions  tick, 1,000 tasks on 10 pipeline versions / on 1 version             <= 1.1
+            (bench/versions.py: 900 of them run a version rebuilt from its kept copy)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -557,7 +560,20 @@ LANES = [
     "verifiers",
     "telemetry",
     "dbos",
+    "versions",
 ]
+
+
+# Lanes in modules of their own, imported only when chosen: lane ->
+# ("module:function", the rounds it takes of --rounds).
+_LAZY_LANES: dict[str, tuple[str, Callable[[int], int]]] = {
+    "sandbox": ("bench.sandbox:bench_sandbox", lambda r: max(3, r)),
+    "dbos": ("bench.dbos_compare:bench_dbos", lambda r: max(3, r)),
+    "approve": ("bench.approve:bench_approve", lambda r: r),
+    "verifiers": ("bench.verifiers:bench_verifiers", lambda r: r),
+    "telemetry": ("bench.telemetry:bench_telemetry", lambda r: r),
+    "versions": ("bench.versions:bench_versions", lambda r: max(2, r // 3)),
+}
 
 
 def main() -> None:
@@ -587,28 +603,13 @@ def main() -> None:
             results += bench_growth(work, args.rounds)
         if "land" in chosen:
             results += bench_landing(work, args.rounds)
-        if "sandbox" in chosen:
-            from bench.sandbox import bench_sandbox
-
-            results += bench_sandbox(work, max(3, args.rounds))
         if "candidates" in chosen:
             results += bench_candidates(work, max(3, args.rounds))
-        if "dbos" in chosen:
-            from bench.dbos_compare import bench_dbos
-
-            results += bench_dbos(work, max(3, args.rounds))
-        if "approve" in chosen:
-            from bench.approve import bench_approve
-
-            results += bench_approve(work, args.rounds)
-        if "verifiers" in chosen:
-            from bench.verifiers import bench_verifiers
-
-            results += bench_verifiers(work, args.rounds)
-        if "telemetry" in chosen:
-            from bench.telemetry import bench_telemetry
-
-            results += bench_telemetry(work, args.rounds)
+        for lane, (where, rounds) in _LAZY_LANES.items():
+            if lane in chosen:
+                module, _, name = where.partition(":")
+                lane_bench = getattr(importlib.import_module(module), name)
+                results += lane_bench(work, rounds(args.rounds))
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

@@ -3,7 +3,8 @@ imports `orchestrator.features`, and hands their list to what runs them.
 
 Config, storage and the tick never import a feature; a caller that wants
 a tick with the project's features asks here (`ticker`), the CLI its
-commands (`commands`), `explain` their views (`explainers`). Importing
+commands (`commands`), `explain` their views (`explainers`), and `Project`
+hands `add` the features' `added` from here (`tasks_added`). Importing
 this module loads no tick and no database code: `orchestrator --help`
 reads the commands from here."""
 
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.features import FEATURES
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
+    from datetime import datetime
+
+    from sqlalchemy import Connection, Engine
 
     from orchestrator.config import Settings
     from orchestrator.ext.views import Explainer
@@ -48,6 +51,15 @@ def ticker(
     )
 
 
+def tasks_added(
+    conn: Connection, settings: Settings, added: Mapping[str, str], now: datetime
+) -> None:
+    """Every registered feature's `added`, inside `add`'s transaction."""
+    from orchestrator.ext import registry
+
+    registry.tasks_added(FEATURES, conn, settings, added, now)
+
+
 def commands(engine_commands: Mapping[str, str]) -> dict[str, str]:
     """The CLI's verbs: the engine's, then each feature's (`Feature.commands`).
     A feature may not take a verb another already has: two modules
@@ -69,6 +81,17 @@ def explainers() -> tuple[tuple[str, Explainer], ...]:
         if feature.explain is not None:
             found.append((feature.name, _resolve(feature.explain)))
     return tuple(found)
+
+
+def stages_of(conn: Connection, task: Any) -> tuple[str, ...] | None:
+    """The stages a gate command checks `task` against (`Feature.stages_of`):
+    the first feature's answer, else None (the configured pipeline's)."""
+    for feature in FEATURES:
+        if feature.stages_of is not None:
+            found = _resolve(feature.stages_of)(conn, task)
+            if found is not None:
+                return tuple(found)
+    return None
 
 
 def _resolve(where: str) -> Any:

@@ -479,6 +479,10 @@ def _edge_problem(before: str, after: str, event: str) -> str | None:
         return None
     if kind is Target.COMPLETE:  # landed
         return None if after == "complete" else f"bad landed edge {before} -> {after}"
+    if kind is Target.MIGRATED:  # `migrate`: the same status, at any stage but complete
+        if target.status is not source.status or target.stage == "complete":
+            return f"bad migrate edge {before} -> {after}"
+        return None
     if kind is Target.BACK_READY:  # `reject`, to its own stage or (--to) an earlier one
         if target.status is not Status.READY or target.stage == "complete":
             return f"bad reject edge {before} -> {after}"

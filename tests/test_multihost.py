@@ -32,10 +32,16 @@ def shared_url(migrated_pg: str) -> str:
     return migrated_pg
 
 
-def host(tmp_path: Path, url: str, name: str, sleep: float, **settings: object) -> Project:
-    project = make_project(
-        tmp_path / name, url, SLEEP_STAGE.replace("SLEEP", str(sleep)), **settings
-    )
+# A host whose config differs from the one a task was added on runs the
+# task only on its own config's version: compatible, so upgraded.
+UPGRADE = '[pipelines.default]\non_change = "upgrade"\n'
+
+
+def host(
+    tmp_path: Path, url: str, name: str, sleep: float, *, upgrade: bool = False, **settings: object
+) -> Project:
+    stages = (UPGRADE if upgrade else "") + SLEEP_STAGE.replace("SLEEP", str(sleep))
+    project = make_project(tmp_path / name, url, stages, **settings)
     project.env["ORCHESTRATOR_HOST"] = name
     return project
 
@@ -142,7 +148,7 @@ def test_killed_host_is_recovered_by_another_after_its_lease(
         # The workspace is on host-a (affinity "host"): host-b recovers the
         # attempt but leaves the task to host-a.
         assert a.state("t-0") == "work"
-        a.write_config(SLEEP_STAGE.replace("SLEEP", "0.1"), lease_seconds=3)
+        a.write_config(UPGRADE + SLEEP_STAGE.replace("SLEEP", "0.1"), lease_seconds=3)
         assert a.run("tick").returncode == 0
         outcomes = a.query("SELECT number, outcome, host FROM attempts ORDER BY number")
         assert outcomes == [(1, "crashed", "host-a"), (2, "passed", "host-a")]
@@ -155,7 +161,7 @@ def test_killed_host_is_recovered_by_another_after_its_lease(
 def test_stopped_host_past_its_lease_cannot_write(tmp_path: Path, shared_url: str) -> None:
     # affinity "any": the workspace root stands for shared storage.
     a = host(tmp_path, shared_url, "host-a", 1.0, lease_seconds=2, affinity="any")
-    b = host(tmp_path, shared_url, "host-b", 0.1, lease_seconds=2, affinity="any")
+    b = host(tmp_path, shared_url, "host-b", 0.1, upgrade=True, lease_seconds=2, affinity="any")
     add_tasks(a, "t", 1)
     tick_a = a.popen("tick")
     started = a.dir / "tasks" / "t-0" / "started-1"

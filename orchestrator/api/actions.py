@@ -131,6 +131,19 @@ def _target(task: repo.TaskSnapshot, event: Event) -> State:
         ) from None
 
 
+def _own_stage(conn: Connection, task: repo.TaskSnapshot, verb: str) -> tuple[str, ...] | None:
+    """The stages of the task's own pipeline (a feature's answer, e.g. its
+    version's; None: the config's), refusing a gate whose stage they lack."""
+    from orchestrator import compose
+
+    own = compose.stages_of(conn, task)
+    if own is not None and task.stage not in own:
+        raise RefusedError(
+            f"cannot {verb} {task.slug!r}: its pipeline version has no stage {task.stage!r}"
+        )
+    return own
+
+
 def _refuse_landed(task: repo.TaskSnapshot, event: Event) -> None:
     """A landing past its commit point (the intent to move the base is on
     the row this transaction locked: `features/landing/model.CommitPoint`) or done
@@ -177,6 +190,7 @@ def _approve(
     with write_tx(engine) as conn:
         task = _load(conn, slug)
         if task.status is Status.AWAITING_APPROVAL:
+            _own_stage(conn, task, "approve")
             if seen_version is not None and task.version != seen_version:
                 raise RefusedError(f"{slug}: changed since you looked; review it again")
             after = repo.apply_transition(
@@ -229,8 +243,10 @@ def reject(
     with write_tx(engine) as conn:
         task = _load(conn, slug)
         _target(task, Event.REJECT)  # not at a gate: say what reject needs first
+        own = _own_stage(conn, task, "reject")
         pipeline = settings.pipeline(task.pipeline)
-        target = reject_state(task.state, to, pipeline.stage_names if pipeline else ())
+        names = own if own is not None else pipeline.stage_names if pipeline else ()
+        target = reject_state(task.state, to, names)
         after = repo.apply_transition(
             conn,
             task,

@@ -9,8 +9,9 @@ move an existing task through the state machine.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine
@@ -42,7 +43,20 @@ class TaskSpec:
     parent: str | None = None  # the task whose agent added it (`orchestrator mcp`)
 
 
-def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], actor: str) -> int:
+# Told of the new tasks (slug -> pipeline) inside the transaction adding
+# them, at the database's now: the features' `Feature.added`, which the
+# caller hands in (`compose.tasks_added`); this module cannot import the
+# composition root, which the tick's door to agents reaches it from.
+Added = Callable[[Connection, Settings, Mapping[str, str], datetime], None]
+
+
+def add_tasks(
+    engine: Engine,
+    settings: Settings,
+    specs: Sequence[TaskSpec],
+    actor: str,
+    added: Added | None = None,
+) -> int:
     """Create tasks in one transaction: all of them, or none (exit 1 says why)."""
     new: list[repo.NewTask] = []
     seen: set[str] = set()
@@ -89,7 +103,10 @@ def add_tasks(engine: Engine, settings: Settings, specs: Sequence[TaskSpec], act
             if taken:
                 raise RefusedError(f"task {sorted(taken)[0]!r} already exists")
             check_links(conn, specs)
-            repo.insert_tasks(conn, new, db_now(conn), actor)
+            now = db_now(conn)
+            repo.insert_tasks(conn, new, now, actor)
+            if added is not None:
+                added(conn, settings, {t.slug: t.pipeline for t in new}, now)
             repo.link_tasks(conn, [(s.slug, s.parent, s.after) for s in specs])
             notify_wake(conn)  # new work: `run` takes it now, not at its interval
     except IntegrityError as exc:

@@ -38,6 +38,7 @@ from orchestrator.api.results import (
 from orchestrator.api.types import (
     ExplainView,
     HistoryRow,
+    PipelineView,
     PoolView,
     ScoreRow,
     TaskRow,
@@ -109,8 +110,10 @@ class Project:
 
     def add_many(self, specs: Sequence[TaskSpec], *, by: str | None = None) -> int:
         """Add tasks in one transaction: all of them, or none. Returns how many."""
+        from orchestrator.compose import tasks_added
+
         refuse_old_state(self.engine, self.settings, specs)
-        return add_tasks(self.engine, self.settings, specs, actions.actor_name(by))
+        return add_tasks(self.engine, self.settings, specs, actions.actor_name(by), tasks_added)
 
     def approve(
         self,
@@ -238,6 +241,14 @@ class Project:
         from orchestrator.api.pools import pool_list
 
         return [of_json(PoolView, row) for row in pool_list(self.engine, self.settings)]
+
+    def pipelines(self) -> list[PipelineView]:
+        """Each pipeline's versions, the current one (what this host's config
+        and prompt files make now) and its unfinished tasks per version and
+        stage (`pipelines --json`)."""
+        from orchestrator.api.reading import pipeline_views
+
+        return pipeline_views(self.engine, self.settings)
 
     def resume_pool(self, name: str, *, by: str | None = None) -> ActionResult:
         """End the pool's pause now (`pool resume NAME`); the pool claims at

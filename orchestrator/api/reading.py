@@ -19,9 +19,11 @@ from orchestrator.api.types import (
     GateChange,
     GateFacts,
     JsonObject,
+    PipelineView,
     PoolView,
     TaskView,
     Transition,
+    VersionView,
     Wait,
     WaitOn,
     of_json,
@@ -84,6 +86,18 @@ def explain_view(engine: Engine, settings: Settings, slug: str) -> ExplainView:
         features={k: v for k, v in data.items() if k not in engine_keys},
         notes=tuple(data.get("notes", ())),
     )
+
+
+def pipeline_views(engine: Engine, settings: Settings) -> list[PipelineView]:
+    """`Project.pipelines`: `pipelines --json`, each version as a view."""
+    from orchestrator.features.versions.views import pipeline_versions
+
+    with read_tx(engine) as conn:
+        rows = pipeline_versions(conn, settings)
+    return [
+        of_json(PipelineView, row, versions=tuple(of_json(VersionView, v) for v in row["versions"]))
+        for row in rows
+    ]
 
 
 def event_views(

@@ -198,6 +198,7 @@ class TaskView:
     title: str
     body: str
     pipeline: str
+    pipeline_version: str | None
     priority: int
     state: str
     stage: str
@@ -266,6 +267,7 @@ class ExplainView:
     waits_on: tuple[WaitOn, ...]
     waiting: str | None
     pool: PoolView | None
+    version: JsonObject | None
     next_tick: str
     # The person's reject that began the current run: at, by, to, note.
     rejected: JsonObject | None = None
@@ -344,17 +346,53 @@ class PoolView:
         return json_fields(self)
 
 
+@dataclass(frozen=True, slots=True)
+class VersionView:
+    """One version of a pipeline (`version` null: its unfinished tasks from
+    before versions were recorded): whether this host's config loads it now,
+    when and by which host it was first recorded (null: not yet), and how
+    many unfinished tasks run it, by stage."""
+
+    version: str | None
+    current: bool
+    first_seen: str | None
+    host: str | None
+    unfinished: int
+    stages: JsonObject
+
+    def to_dict(self) -> dict[str, object]:
+        out = json_fields(self)
+        out["stages"] = dict(self.stages)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineView:
+    """One pipeline of `pipelines()`, as `pipelines --json`: its current
+    version (null when the config no longer has the pipeline) and versions."""
+
+    pipeline: str
+    configured: bool
+    current: str | None
+    versions: tuple[VersionView, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return json_fields(self)
+
+
 __all__ = [
     "ExplainView",
     "GateChange",
     "GateFacts",
     "HistoryRow",
     "JsonObject",
+    "PipelineView",
     "PoolView",
     "ScoreRow",
     "TaskRow",
     "TaskView",
     "Transition",
+    "VersionView",
     "Wait",
     "WaitOn",
     "of_json",

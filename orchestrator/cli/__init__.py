@@ -50,6 +50,7 @@ COMMANDS: dict[str, str] = {
     "explain": "orchestrator.cli.explain:explain",
     "mcp": "orchestrator.mcp.cli:mcp_command",
     "pool": "orchestrator.cli.pools:pool",
+    "pipelines": "orchestrator.cli.pipelines:pipelines",
     "restore": "orchestrator.cli.restore:restore",
     "calibrate": "orchestrator.cli.restore:calibrate",
 }

@@ -69,6 +69,7 @@ def render(data: dict[str, Any]) -> list[str]:
 
     lines = [f"{data['slug']}: {data['state']}", *_halt_lines(data["halt"])]
     lines.append(f"  next tick {data['next_tick']}")
+    lines += _version_lines(data.get("version"))
     lines += _wait_lines(data)
     lines += _change_lines(data)
     lines += landing_lines(data.get("landing"))
@@ -182,6 +183,13 @@ def _pending_lines(pending: dict[str, Any] | None) -> list[str]:
         f"            counted failed after {pending['timeout_at']} "
         f"(pending_timeout {pending['timeout']:g}s)",
     ]
+
+
+def _version_lines(version: dict[str, Any] | None) -> list[str]:
+    from orchestrator.features.versions.views import version_line
+
+    line = version_line(version)
+    return [] if line is None else [f"  version   {line}"]
 
 
 def _pool_lines(pool: dict[str, Any] | None) -> list[str]:

@@ -12,7 +12,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.config.selection import OnHalt
 from orchestrator.domain.backoff import Backoff
@@ -40,6 +40,15 @@ def _no_sandbox() -> SandboxConfig:
     from orchestrator.features.sandbox.config import SandboxConfig
 
     return SandboxConfig()
+
+
+def sandbox_config(**fields: Any) -> SandboxConfig:
+    """A stage's or pipeline's `SandboxConfig` from its fields, for a reader
+    that rebuilds one (a kept pipeline version) without importing the
+    sandbox's package: features do not import each other."""
+    from orchestrator.features.sandbox.config import SandboxConfig
+
+    return SandboxConfig(**fields)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,4 +21,14 @@ LANDED = "landed"
 POOL_PAUSED = "pool_paused"
 POOL_RESUMED = "pool_resumed"
 
-KINDS: tuple[str, ...] = (*BY_STATUS.values(), CRASHED, LANDED, POOL_PAUSED, POOL_RESUMED)
+# A person moved the task to another pipeline version (`features/versions`).
+MIGRATED = "migrated"
+
+KINDS: tuple[str, ...] = (
+    *BY_STATUS.values(),
+    CRASHED,
+    LANDED,
+    POOL_PAUSED,
+    POOL_RESUMED,
+    MIGRATED,
+)

@@ -50,6 +50,9 @@ class Event(StrEnum):
     LANDED = "landed"  # the landing step moved the change to its target
     SEND_BACK = "send_back"  # a landing's conflict or failing check: back to `land_to`
     HOLD = "hold"  # landed where a feature follows it (a pull request): `held`
+    # A person moved the task to another pipeline version (`features/versions`):
+    # its status stays, its stage may change (`--map`).
+    MIGRATE = "migrate"
 
 
 class Target(StrEnum):
@@ -66,6 +69,7 @@ class Target(StrEnum):
     NEXT_STAGE = "next_stage"
     BACK_READY = "back"  # reject: this stage again, or `reject --to` an earlier one
     COMPLETE = "complete"  # landed: finished, whatever stage it landed from
+    MIGRATED = "migrated"  # the same status, at the stage `migrate` names
 
 
 _LIVE = (
@@ -97,6 +101,12 @@ TRANSITIONS: dict[tuple[Status, Event], Target] = {
     (Status.HELD, Event.GIVE_UP): Target.SAME_HALTED,
     **{(status, Event.HALT): Target.SAME_HALTED for status in _LIVE},
     **{(status, Event.CANCEL): Target.SAME_CANCELLED for status in (*_LIVE, Status.HALTED)},
+    # Not while running (its attempt ends first) nor landing (its branch has
+    # passed every stage of its version).
+    **{
+        (status, Event.MIGRATE): Target.MIGRATED
+        for status in (Status.READY, Status.AWAITING_APPROVAL, Status.APPROVED, Status.HALTED)
+    },
 }
 
 # `add` creates a task: its first transition, which has no state before it
@@ -165,6 +175,8 @@ def check_transition(before: State, event: Event, after: State) -> None:
         # Which stages are earlier is the pipeline's to say (`reject_state`);
         # the edge itself only ever leads to a stage ready to run.
         legal = after.status is Status.READY and after.stage != COMPLETE
+    elif target is Target.MIGRATED:
+        legal = after.status is before.status and after.stage != COMPLETE
     elif event is Event.RESUME and after.status is Status.LANDING:
         # A refused landing resumed: landed again, not its last stage rerun
         # (`resume_state`).
@@ -187,6 +199,8 @@ def next_state(state: State, event: Event, stage_names: Sequence[str]) -> State:
         return State(state.stage, Status.READY)
     if target is Target.COMPLETE:
         return State(COMPLETE, Status.COMPLETE)
+    if target is Target.MIGRATED:  # the same stage: a `--map` names another itself
+        return state
     return State(state.stage, Status(target.value))
 
 

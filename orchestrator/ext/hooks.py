@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     # from) can declare its `Feature` without loading the engine's vocabulary.
     from sqlalchemy import Connection
 
-    from orchestrator.config import StageConfig
+    from orchestrator.config import PipelineConfig, Settings, StageConfig
     from orchestrator.config.schema import Section
     from orchestrator.ext.model import (
         AttemptRun,
@@ -141,6 +141,38 @@ class TickHooks:
     refusal wins ("first non-None"): later features are not asked. Called
     per candidate task: a stage it does not govern returns None at once."""
 
+    leave_task: Callable[[Connection, repo.TaskSnapshot], str | None] | None = None
+    """Inside the claim's transaction, once the claim has found a ready
+    task and before its pipeline is looked up (so before a stage the config
+    lost can halt it), and likewise in an approved gate's advance: a
+    non-None answer (why) leaves the task as it is (ready, or approved) and
+    passes over it for the rest of this claim; the first non-None wins.
+    Reads only. For a task this host must not run now (a version it does
+    not hold) without halting or changing it; the feature says why itself
+    (its own log line, its `explain`): the engine only passes over it."""
+
+    pipeline_of: (
+        Callable[[Connection, repo.TaskSnapshot, PipelineConfig | None], PipelineConfig | None]
+        | None
+    ) = None
+    """The pipeline a task runs, asked inside the transaction that claims it
+    or moves its approved gate on (and when a lost claim's commit is found
+    again by its token), before its stage is looked up; the third argument
+    is the configured pipeline of the task's name (None: the config lacks
+    it). Reads only. The first non-None answer wins ("first non-None");
+    when every feature answers None the task runs the configured one. What
+    it returns must come from this host's own disk, never from a row: it
+    decides which commands run."""
+
+    after_claim: Callable[[Connection, Claim, datetime], None] | None = None
+    """Inside the claim's transaction (its `Connection`, no command runner),
+    once a task is claimed: its attempt opened and the task marked running
+    (a candidate slot of a round too); `datetime` is the database's now.
+    May write its own rows and its own columns of the claimed task and
+    attempt, which commit with the claim or not at all; must not refuse or
+    change the claim. Not called again for a claim found by its token after
+    a lost commit: that claim's first try ran it and committed."""
+
     would_refuse: Callable[[Connection, StageConfig, datetime], Refusal | None] | None = None
     """The dry run's `refuse_claim`: the refusal a claim would meet now,
     inside the dry run's read transaction. Reads only: no lock, no write.
@@ -257,3 +289,16 @@ class Feature:
     commands: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tick: Callable[[Kernel], TickHooks] | None = None
     explain: str | None = None
+    stages_of: str | None = None
+    """"module:attr" of a function `(Connection, TaskSnapshot) -> tuple of
+    stage names | None`: the stages a person's gate command (`approve`,
+    `reject --to`) checks the task's stage against, inside that command's
+    write transaction; reads only. The first non-None answer wins; None from
+    every feature: the configured pipeline's."""
+    added: Callable[[Connection, Settings, Mapping[str, str], datetime], None] | None = None
+    """Inside `add`'s transaction (`Project.add`, `add`, an agent's
+    `add_subtask`), after the new tasks' rows and their `add` transitions
+    are inserted; the `Mapping` is each new task's slug to its pipeline's
+    name, `datetime` the database's now. May write its own rows and its own
+    columns of the new tasks, which commit with them or not at all; runs no
+    command (the transaction holds the database's write lock)."""

@@ -9,14 +9,14 @@ an empty tuple (a point on the hot path costs one empty loop)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection
 
-from orchestrator.config import StageConfig
+from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.errors import ConfigError
 from orchestrator.ext.hooks import Feature, TickHooks
 from orchestrator.ext.model import (
@@ -57,6 +57,9 @@ class Registry:
         self._after_recorded = _each(built, lambda h: h.after_recorded)
         self._after_recovery = _each(built, lambda h: h.after_recovery)
         self._refuse_claim = _each(built, lambda h: h.refuse_claim)
+        self._leave_task = _each(built, lambda h: h.leave_task)
+        self._pipeline_of = _each(built, lambda h: h.pipeline_of)
+        self._after_claim = _each(built, lambda h: h.after_claim)
         self._would_refuse = _each(built, lambda h: h.would_refuse)
         self._claim_first = _each(built, lambda h: h.claim_first)
         self._open_attempt = _each(built, lambda h: h.open_attempt)
@@ -71,6 +74,7 @@ class Registry:
         # no read is made to ask.
         self.has_slots = bool(self._slot_of)
         self._after_record = _each(built, lambda h: h.after_record)
+        self._added = tuple(f.added for f in features if f.added is not None)
         self._wrap_command = _each(built, lambda h: h.wrap_command)
         self._hold_finished = _each(built, lambda h: h.hold_finished)
         self._attempt_feedback = _each(built, lambda h: h.attempt_feedback)
@@ -151,6 +155,26 @@ class Registry:
                 return refusal
         return None
 
+    def leave_task(self, conn: Connection, task: repo.TaskSnapshot) -> str | None:
+        """Why a feature leaves `task` unclaimed now; None: nobody does."""
+        for hook in self._leave_task:
+            if (why := hook(conn, task)) is not None:
+                return why
+        return None
+
+    def pipeline_of(
+        self, conn: Connection, task: repo.TaskSnapshot, configured: PipelineConfig | None
+    ) -> PipelineConfig | None:
+        """The pipeline `task` runs: a feature's answer, else `configured`."""
+        for hook in self._pipeline_of:
+            if (pipeline := hook(conn, task, configured)) is not None:
+                return pipeline
+        return configured
+
+    def after_claim(self, conn: Connection, claim: Claim, now: datetime) -> None:
+        for hook in self._after_claim:
+            hook(conn, claim, now)
+
     def would_refuse(self, conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
         for hook in self._would_refuse:
             if (refusal := hook(conn, stage, now)) is not None:
@@ -212,6 +236,14 @@ class Registry:
         for hook in self._after_record:
             hook(conn, claim, run, now)
 
+    def tasks_added(
+        self, conn: Connection, settings: Settings, added: Mapping[str, str], now: datetime
+    ) -> None:
+        """`Feature.added`, for tasks added from inside a tick (an agent's
+        `add_subtask` through the door the tick serves)."""
+        for hook in self._added:
+            hook(conn, settings, added, now)
+
     def wrap_command(self, command: Command) -> tuple[str, ...]:
         """The argv to start for `command`: the first feature's wrap, else
         the command as it is. Fails closed: a command whose config asks for
@@ -227,6 +259,20 @@ class Registry:
                 "refusing to run it unwrapped"
             )
         return command.argv
+
+
+def tasks_added(
+    features: Sequence[Feature],
+    conn: Connection,
+    settings: Settings,
+    added: Mapping[str, str],
+    now: datetime,
+) -> None:
+    """`add`'s point (`Feature.added`), in `features` order: not part of a
+    tick, so not kept by a `Registry`."""
+    for feature in features:
+        if feature.added is not None:
+            feature.added(conn, settings, added, now)
 
 
 def _each(built: Sequence[TickHooks], point: Callable[[TickHooks], _H | None]) -> tuple[_H, ...]:

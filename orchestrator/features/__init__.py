@@ -18,6 +18,7 @@ from orchestrator.features import (
     review,
     sandbox,
     telemetry,
+    versions,
 )
 
 # Landing before restore: what a tick's attempts finished lands before a
@@ -27,8 +28,11 @@ from orchestrator.features import (
 # only, so a claim it refuses has not locked (or resumed) a pool first.
 # Candidates asks the pools' refusal through the claim
 # (`ClaimSearch.refused`), not by order. The sandbox shares no point with
-# any (it alone wraps commands). Telemetry first: its `before_claims` notes
-# where the tick's landings begin before any lands; it changes nothing.
+# any (it alone wraps commands). Versions shares `before_claims`
+# with landing (it only keeps the loaded versions' rows, so after it is
+# fine) and alone sets `pipeline_of`, `after_claim` and `added`. Telemetry
+# first: its `before_claims` notes where the tick's landings begin before
+# any lands; it changes nothing.
 FEATURES: tuple[Feature, ...] = (
     telemetry.FEATURE,
     landing.FEATURE,
@@ -36,6 +40,7 @@ FEATURES: tuple[Feature, ...] = (
     memory.FEATURE,
     pools.FEATURE,
     candidates.FEATURE,
+    versions.FEATURE,
     sandbox.FEATURE,
     notes.FEATURE,
     evidence.FEATURE,

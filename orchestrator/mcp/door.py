@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from orchestrator.api.adding import TaskSpec, add_tasks
+from orchestrator.api.adding import Added, TaskSpec, add_tasks
 from orchestrator.config import Settings
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.slug import slug_problem
@@ -54,6 +54,7 @@ class Source(Protocol):
 
     settings: Settings
     engine: Engine
+    added: Added | None  # the features told of a subtask (`Feature.added`)
 
     def tasks(self, state: str | None = None) -> list[dict[str, Any]]: ...
     def task(self, slug: str) -> dict[str, Any]: ...
@@ -127,7 +128,7 @@ class Door:
             parent=parent.slug,
         )
         project = self.project
-        add_tasks(project.engine, project.settings, [spec], self.actor)
+        add_tasks(project.engine, project.settings, [spec], self.actor, project.added)
         return {
             "added": name,
             "parent": parent.slug,

@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from orchestrator.api.adding import Added
 from orchestrator.config import Settings
 from orchestrator.errors import OrchestratorError, RefusedError
 from orchestrator.mcp.door import MAX_ROWS, Door
@@ -66,9 +67,10 @@ class ViewSource:
     """What the door reads, through the read side: the tick may not import
     the library face (`api.project` runs ticks)."""
 
-    def __init__(self, settings: Settings, engine: Engine) -> None:
+    def __init__(self, settings: Settings, engine: Engine, added: Added | None = None) -> None:
         self.settings = settings
         self.engine = engine
+        self.added = added
 
     def tasks(self, state: str | None = None) -> list[dict[str, Any]]:
         stages = {s.name for p in self.settings.pipelines.values() for s in p.stages}
@@ -230,9 +232,12 @@ class DoorServer:
 
 
 @contextlib.contextmanager
-def serving(settings: Settings, engine: Engine, slug: str, folder: Path) -> Iterator[Path]:
-    """The door for `slug`'s attempt at `folder/door.sock`, while the block runs."""
-    with DoorServer(TaskDoor(ViewSource(settings, engine), slug), folder / SOCKET_NAME):
+def serving(
+    settings: Settings, engine: Engine, slug: str, folder: Path, added: Added | None = None
+) -> Iterator[Path]:
+    """The door for `slug`'s attempt at `folder/door.sock`, while the block
+    runs; `added` tells the features of a subtask it adds."""
+    with DoorServer(TaskDoor(ViewSource(settings, engine, added), slug), folder / SOCKET_NAME):
         yield folder / SOCKET_NAME
 
 

@@ -15,6 +15,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from orchestrator.api.adding import Added
 from orchestrator.api.project import Project
 from orchestrator.errors import OrchestratorError
 from orchestrator.mcp.door import Door, as_text
@@ -103,9 +104,12 @@ class _Plain:
     """`Project` as the door reads it: its views as the JSON objects they print."""
 
     def __init__(self, project: Project) -> None:
+        from orchestrator.compose import tasks_added
+
         self.settings = project.settings
         self.engine = project.engine
         self.project = project
+        self.added: Added | None = tasks_added
 
     def tasks(self, state: str | None = None) -> list[dict[str, Any]]:
         return [row.to_dict() for row in self.project.tasks(state)]

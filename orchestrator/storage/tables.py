@@ -122,6 +122,9 @@ tasks = Table(
     # foreign key (SQLite cannot add a named one in place); tasks are never
     # deleted, and the invariant checker holds it to an existing task.
     Column("parent_id", Integer),
+    # The pipeline version the task was added on (`pipeline_versions.hash`,
+    # 0018); NULL for a task added before versions were recorded.
+    Column("pipeline_version", String(64)),
     CheckConstraint(one_of("status", [s.value for s in Status]), name="status"),
     CheckConstraint(one_of("halt_reason", [r.value for r in HaltReason]), name="halt_reason"),
 )
@@ -210,6 +213,9 @@ attempts = Table(
     Column("round", Integer),
     Column("candidate", Integer, nullable=False, server_default=text("1")),
     Column("candidates", Integer, nullable=False, server_default=text("1")),
+    # The pipeline version the attempt ran (0018), written when it is
+    # claimed; NULL on attempts from before versions were recorded.
+    Column("pipeline_version", String(64)),
     UniqueConstraint("task_id", "stage", "number"),
     Index("ix_attempts_pool_finished_at", "pool", "finished_at"),
     Index("ix_attempts_task_id_stage_run", "task_id", "stage", "run"),
@@ -321,4 +327,18 @@ task_dependencies = Table(
     Column("task_id", ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
     Column("after_id", ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True, index=True),
     CheckConstraint("task_id <> after_id", name="not_itself"),
+)
+
+# Every pipeline version a host loaded (0018): the content hash of what its
+# stages do, and that definition as JSON, for display and diffs only (a
+# host runs what its own config says, never a definition read from here).
+# Written once per version, by the first host that loads it.
+pipeline_versions = Table(
+    "pipeline_versions",
+    metadata,
+    Column("hash", String(64), primary_key=True),
+    Column("pipeline", String(63), nullable=False, index=True),
+    Column("definition", Text, nullable=False),
+    Column("first_seen", UTCDateTime, nullable=False),
+    Column("host", String(255), nullable=False),
 )

@@ -294,7 +294,9 @@ class AttemptRunner:
         # ~0.1 s to import, and only a sandboxed attempt needs them.
         from orchestrator.mcp import door_socket
 
-        with door_socket.serving(self.settings, self.tx.engine, claim.task.slug, state_dir) as path:
+        with door_socket.serving(
+            self.settings, self.tx.engine, claim.task.slug, state_dir, self.registry.tasks_added
+        ) as path:
             env[door_socket.DOOR_ENV] = str(path)
             yield
 

@@ -53,7 +53,7 @@ class Claimer:
         self.me = me
         self.applier = applier
         self.config = config
-        # The features' `refuse_claim` (a pool's cap or pause, ...).
+        # The features' claim hooks (`refuse_claim`, `pipeline_of`, `after_claim`).
         self.registry = registry or Registry.empty()
 
     def advance_approved(self) -> None:
@@ -81,9 +81,11 @@ class Claimer:
             current = repo.get_task_by_id(conn, task.id)
             if current is None or current.status is not Status.APPROVED:
                 return
+            if self.registry.leave_task(conn, current) is not None:
+                return  # stays approved: a feature leaves it to another host or time
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
-            pipeline = self.settings.pipeline(current.pipeline)
+            pipeline = _pipeline(self, conn, current)
             if pipeline is None or pipeline.stage(current.stage) is None:
                 self.applier.halt_unknown(conn, current, now)
                 return
@@ -140,22 +142,27 @@ class Claimer:
         # A feature's own claim first (a running round's next slot).
         search = ClaimSearch(exclude, only, token, self.registry.refuse_claim)
         if (first := self.registry.claim_first(conn, search)) is not None:
+            self.registry.after_claim(conn, first, db_now(conn))
             return first
         refused: list[tuple[str, str]] = []  # (pipeline, stage) a feature said no to
+        left: set[int] = set()  # tasks a feature leaves (`leave_task`)
         while True:
             task = repo.find_claimable(
                 conn,
                 host=self.me.host,
                 any_host=self.settings.affinity == "any",
-                exclude=exclude,
+                exclude=exclude if not left else {*exclude, *left},
                 slug=only,
                 skip_stages=refused,
             )
             if task is None:
                 return None
+            if self.registry.leave_task(conn, task) is not None:
+                left.add(task.id)
+                continue
             now = db_now(conn)
             self.tx.ensure_tick(conn, now)
-            pipeline = self.settings.pipeline(task.pipeline)
+            pipeline = _pipeline(self, conn, task)
             stage = None if pipeline is None else pipeline.stage(task.stage)
             if pipeline is None or stage is None:
                 self.applier.halt_unknown(conn, task, now)
@@ -173,7 +180,9 @@ class Claimer:
             if refusal is not None:
                 refused.extend(refusal.stages)
                 continue
-            return self._open_attempt(conn, task, pipeline, stage, now, token)
+            claim = self._open_attempt(conn, task, pipeline, stage, now, token)
+            self.registry.after_claim(conn, claim, now)
+            return claim
 
     def claim_by_token(self, conn: Connection, token: str) -> Claim | None:
         """The claim a first try made and committed though its answer was
@@ -184,7 +193,7 @@ class Claimer:
         if attempt is None or attempt.finished_at is not None:
             return None
         task = repo.get_task_by_id(conn, attempt.task_id)
-        pipeline = None if task is None else self.settings.pipeline(task.pipeline)
+        pipeline = None if task is None else _pipeline(self, conn, task)
         stage = None if pipeline is None else pipeline.stage(attempt.stage)
         if task is None or pipeline is None or stage is None:
             return None  # the next tick recovers it
@@ -264,3 +273,10 @@ class Claimer:
             prev_score="" if prev is None or prev.score is None else repr(prev.score),
         )
         return claim if slot is None else slot.on(claim)
+
+
+def _pipeline(claimer: Claimer, conn: Connection, task: repo.TaskSnapshot) -> PipelineConfig | None:
+    """The pipeline the task runs: the configured one, unless a feature
+    answers another (`pipeline_of`, in `conn`'s transaction)."""
+    configured = claimer.settings.pipeline(task.pipeline)
+    return claimer.registry.pipeline_of(conn, task, configured)

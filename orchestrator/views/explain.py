@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from orchestrator.agents.budget import budget_of, spent
-from orchestrator.config import Settings, StageConfig
+from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.domain.pipeline import Status
 from orchestrator.domain.plateau import detect_plateau
 from orchestrator.domain.waits import waiting_line
@@ -28,6 +28,7 @@ from orchestrator.ext.views import Explainer
 from orchestrator.features.landing import views as landing
 from orchestrator.features.memory import views as memory
 from orchestrator.features.pools.views import holds_back, pool_state
+from orchestrator.features.versions.views import task_version
 from orchestrator.runner import ProcessIdentity
 from orchestrator.storage import repo
 from orchestrator.storage.db import db_now, read_tx
@@ -66,7 +67,8 @@ def explain_task(
         transitions = repo.transitions_of(conn, task.id)
         history = repo.run_history(conn, task)
         backoff_until = repo.backoff_until(conn, task.id)
-        pipeline = settings.pipeline(task.pipeline)
+        version, pinned = task_version(conn, settings, task)  # its own version's stages
+        pipeline = pinned or settings.pipeline(task.pipeline)
         stage = None if pipeline is None else pipeline.stage(task.stage)
         cost = _cost(conn, task, stage)
         waits = repo.waits_of(conn, [task.id]).get(task.id, [])
@@ -104,6 +106,7 @@ def explain_task(
         "waits_on": [dataclasses.asdict(w) for w in waits],
         "waiting": waiting_line(waits) if task.status is Status.READY else None,
         "pool": pool,
+        "version": version,
     }
     if stage is not None:
         used = history.counted_attempts
@@ -153,7 +156,7 @@ def explain_task(
             + (" --budget USD" if task.halt_reason == "budget" else ""),
             "resume_note": _raise_budget(cost) if task.halt_reason == "budget" else None,
         }
-    data["next_tick"] = _next_tick(task, stage, data, settings, short)
+    data["next_tick"] = _next_tick(task, stage, data, settings, pipeline, short)
     data["rejected"] = _rejected(transitions)
     for explained in said:
         data[explained.key] = explained.data
@@ -249,6 +252,7 @@ def _next_tick(
     stage: StageConfig | None,
     data: dict[str, Any],
     settings: Settings,
+    pipeline: PipelineConfig | None,
     memory_short: str | None = None,
 ) -> str:
     slug = shlex.quote(task.slug)
@@ -269,7 +273,6 @@ def _next_tick(
             f"or `orchestrator reject {slug} --note ...`"
         )
     if task.status is Status.APPROVED:
-        pipeline = settings.pipeline(task.pipeline)
         names = () if pipeline is None else pipeline.stage_names
         to = "?"
         if task.stage in names:  # the stage after it, or the pipeline's end

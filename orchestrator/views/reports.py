@@ -18,6 +18,7 @@ from orchestrator.agents.report import attempt_usage
 from orchestrator.domain.pipeline import Status, parse_state
 from orchestrator.errors import ConfigError, RefusedError, SchemaError
 from orchestrator.features.candidates.views import round_facts
+from orchestrator.features.versions import store as version_rows
 from orchestrator.storage import repo
 from orchestrator.storage.db import read_tx
 from orchestrator.storage.driver_errors import translate
@@ -104,12 +105,15 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
         parent, subtasks = repo.family(conn, task.id)
         marks = restores.task_marks(conn, task.id)
         in_rounds = round_facts(conn, task.id)
+        version, ran = version_rows.of_task(conn, task.id)
     summary = next((r for r in rows if r["slug"] == slug), None)
     return {
         "slug": task.slug,
         "title": task.title,
         "body": task.body,
         "pipeline": task.pipeline,
+        # The version it was added on; each attempt's, the one it ran.
+        "pipeline_version": version,
         "priority": task.priority,
         "state": str(task.state),
         "stage": task.stage,
@@ -151,6 +155,7 @@ def show_task(engine: Engine, slug: str, state_root: Path | None = None) -> dict
                 "restored": a.id in marks.restored,
                 "restored_at": _jsonable(marks.restored_at.get(a.id)),
                 **in_rounds.get(a.id, {}),
+                "pipeline_version": ran.get(a.id),
             }
             for a in attempts
         ],

@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent(
         RestoreResult, SchemaRevision,
     )
     from orchestrator.api.types import (
-        ExplainView, HistoryRow, PoolView, ScoreRow, TaskRow, TaskView,
+        ExplainView, HistoryRow, PipelineView, PoolView, ScoreRow, TaskRow, TaskView,
     )
     from orchestrator.config import load_settings
 
@@ -52,6 +52,8 @@ SCRIPT = textwrap.dedent(
         score: float | None = rows[0].score
         pools: list[PoolView] = project.pools()
         paused: bool = pools[0].paused
+        pipelines: list[PipelineView] = project.pipelines()
+        current: str | None = pipelines[0].versions[0].version
         task: TaskView = project.task("a")
         approval: str | None = task.approval_hash
         diff: str = project.diff("a", stage="research", stat=True)
@@ -77,7 +79,7 @@ SCRIPT = textwrap.dedent(
         plain: dict[str, object] = task.to_dict()
         print(added, changed, state, message, commit, mean, exit_status, score, paused,
               approval, diff, next_tick, actor, passed, kind, text, freed, first, cells,
-              after, code, plain)
+              after, code, plain, current)
         project.close()
 
 

@@ -37,13 +37,15 @@ ARGV: dict[str, tuple[str, ...]] = {
     "pool list": ("pool", "list", "--json"),
     "verifiers": ("verifiers", "--json"),
     "simulate": ("simulate", "--patience", "2", "--min-delta", "0", "--json"),
+    "pipelines": ("pipelines", "--json"),
 }
 # Keys whose value the row describes with its own list: compared one level down.
 NESTED: dict[str, tuple[str, ...]] = {
     "show": ("transitions", "attempts"),
-    "explain": ("change",),
+    "explain": ("change", "version"),
     "events": ("deliveries",),
     "simulate": ("rules",),
+    "pipelines": ("versions",),
 }
 # `sql` prints the query's own columns, which no row can list.
 FREE = {"sql"}

@@ -66,6 +66,11 @@ EXPECTED: dict[tuple[Status, Event], State] = {
             Status.HALTED,
         )
     },
+    # `migrate` keeps the status; the stage is the one its `--map` names.
+    **{
+        (status, Event.MIGRATE): State("implement", status)
+        for status in (Status.READY, Status.AWAITING_APPROVAL, Status.APPROVED, Status.HALTED)
+    },
 }
 
 ALL_PAIRS = list(itertools.product(Status, Event))
@@ -127,6 +132,21 @@ def test_terminal_states_accept_nothing(status: Status) -> None:
     for event in Event:
         with pytest.raises(IllegalTransitionError):
             next_state(State("implement", status), event, STAGES)
+
+
+def test_migrate_keeps_the_status_and_may_change_the_stage() -> None:
+    for status in (Status.READY, Status.AWAITING_APPROVAL, Status.APPROVED, Status.HALTED):
+        check_transition(State("implement", status), Event.MIGRATE, State("review", status))
+    with pytest.raises(IllegalTransitionError):
+        check_transition(State("implement", Status.HALTED), Event.MIGRATE, State("x", Status.READY))
+    with pytest.raises(IllegalTransitionError):
+        check_transition(
+            State("implement", Status.READY), Event.MIGRATE, State(COMPLETE, Status.READY)
+        )
+    with pytest.raises(IllegalTransitionError, match="cannot migrate"):
+        check_transition(
+            State("implement", Status.RUNNING), Event.MIGRATE, State("x", Status.RUNNING)
+        )
 
 
 def test_unknown_stage_cannot_advance() -> None:

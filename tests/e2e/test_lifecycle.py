@@ -254,17 +254,26 @@ def test_child_environment_and_literal_braces(project: Project, tmp_path: Path) 
     assert check_invariants(project.db_url, allow_running=False) == []
 
 
-def test_unknown_stage_halts_only_that_task(project: Project) -> None:
-    project.write_config(stage("old", worker=["true"], verifier=PASS))
+def test_a_lost_stage_holds_only_that_task(project: Project) -> None:
+    """A pipeline that takes edits to its tasks in flight (`on_change =
+    "upgrade"`) loses the stage a task waits in: that task is held (not
+    run on stages it never had, not halted) and the tick names the command
+    that moves it; the other tasks run."""
+    upgrade = '[pipelines.default]\non_change = "upgrade"\n\n'
+    project.write_config(upgrade + stage("old", worker=["true"], verifier=PASS))
     ok(project, "add", "orphan", "--title", "Its stage will vanish")
     project.write_config(
-        stage("new", worker=["true"], verifier=PASS)
+        upgrade
+        + stage("new", worker=["true"], verifier=PASS)
         + stage("later", worker=["true"], verifier=PASS)
     )
     ok(project, "add", "fine", "--title", "Runs")
-    tick(project)
-    assert project.state("orphan") == "old:halted"
-    assert halt_reason(project, "orphan") == "unknown_stage"
+    done = project.run("tick", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "orphan: waits (stage 'old' has no place" in done.stderr
+    assert "orchestrator migrate orphan --to current --map old=STAGE" in done.stderr
+    assert project.state("orphan") == "old"  # ready, held
+    assert halt_reason(project, "orphan") is None
     assert outcomes(project, "orphan") == []
     assert project.state("fine") == "complete"
     assert check_invariants(project.db_url, allow_running=False) == []

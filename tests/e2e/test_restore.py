@@ -224,7 +224,9 @@ def test_a_restore_that_read_the_task_before_a_tick_claimed_it_is_refused(
         started, release = tmp_path / "started", tmp_path / "release"
         held = f'touch "{started}"; while [ ! -e "{release}" ]; do sleep 0.01; done; {WORKER}'
         stages = stage("implement", worker=["sh", "-c", held], verifier=VERIFIER, max_attempts=10)
-        write_config(project.config, '[pipelines.default]\nrepository = "repo"\n\n' + stages)
+        # The held worker must reach the task in flight: a compatible edit, upgraded.
+        head = '[pipelines.default]\nrepository = "repo"\non_change = "upgrade"\n\n'
+        write_config(project.config, head + stages)
         assert project.run("resume", "fix").returncode == 0
         ticking = project.popen("tick", "--max-tasks", "1")
         wait_for(started.exists, timeout=60, what="the claimed attempt's worker")

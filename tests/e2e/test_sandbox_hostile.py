@@ -65,11 +65,17 @@ def sh(script: str) -> list[str]:
     return ["sh", "-c", script]
 
 
-def sandboxed(project: Project, home: Path, name: str, script: str, **keys: object) -> None:
+def sandboxed(
+    project: Project, home: Path, name: str, script: str, *, upgrade: bool = False, **keys: object
+) -> None:
+    """`upgrade`: the edit reaches the tasks in flight (`on_change`), not
+    only the tasks added after it."""
     project.env["HOME"] = str(home)
     ro = [PYTHON, VENV, *keys.pop("sandbox_ro", [])]  # type: ignore[misc]
+    head = '[pipelines.default]\non_change = "upgrade"\n\n' if upgrade else ""
     project.write_config(
-        stage(name, worker=sh(script), verifier=PASS, sandbox="bwrap", sandbox_ro=ro, **keys),
+        head
+        + stage(name, worker=sh(script), verifier=PASS, sandbox="bwrap", sandbox_ro=ro, **keys),
         env_deny=[],
     )
 
@@ -210,8 +216,9 @@ def test_a_killed_tick_leaves_no_sandboxed_process(project: Project, home: Path)
     finally:
         kill_quietly([proc.pid] if proc.poll() is None else [])
     wait_for(lambda: not marked(f"sleep {marker}"), timeout=10, what="the sandbox to die")
-    # The next tick's recovery finds the attempt's lease dead and records it.
-    sandboxed(project, home, "long", "true")
+    # The next tick's recovery finds the attempt's lease dead and records it;
+    # the task in flight takes the harmless worker (a compatible edit).
+    sandboxed(project, home, "long", "true", upgrade=True)
     project.run("tick", "--max-tasks", "1", timeout=120)
     first = attempts(project, "t1")[0]
     assert first["outcome"] is not None and first["outcome"] != "passed"

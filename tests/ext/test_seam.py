@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import tokenize
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import cast
@@ -37,7 +38,7 @@ from orchestrator.ext.model import (
 from orchestrator.ext.ports import Kernel
 from orchestrator.ext.registry import Registry
 from orchestrator.features import FEATURES
-from orchestrator.storage import repo
+from orchestrator.storage import repo, tables
 from orchestrator.tick.ticker import Ticker
 
 FEATURES_PACKAGE = "orchestrator.features"
@@ -308,6 +309,123 @@ def test_the_claim_and_record_points_are_reached_in_their_places(project: Projec
     assert "toy: recorded" in said
 
 
+def test_after_claim_runs_in_the_claims_transaction(project: Project) -> None:
+    """`after_claim` sees the attempt opened and the task running, and what
+    it writes commits with the claim."""
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    seen: list[str] = []
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def after_claim(conn: Connection, claim: Claim, now: datetime) -> None:
+            task = repo.get_task_by_id(conn, claim.task.id)
+            assert task is not None
+            opened = repo.attempt_with_token(conn, claim.token)
+            assert opened is not None and opened.id == claim.attempt_id
+            seen.append(f"after_claim {claim.task.slug} {task.status.value} #{claim.number}")
+
+        return TickHooks(after_claim=after_claim)
+
+    try:
+        features = (Feature(name="toy", tick=toy),)
+        report = Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 1}
+    assert seen == ["after_claim t1 running #1"]
+
+
+def test_added_runs_in_adds_transaction(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Feature.added` hears of every new task, by slug and pipeline, inside
+    `add`'s transaction: a failing hook adds nothing."""
+    from orchestrator import Project as Library
+    from orchestrator.api.adding import TaskSpec
+
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    heard: list[dict[str, str]] = []
+
+    def added(conn: Connection, settings: object, new: Mapping[str, str], now: datetime) -> None:
+        heard.append(dict(new))
+        if "boom" in new:
+            raise RuntimeError("the hook failed")
+
+    monkeypatch.setattr(compose, "FEATURES", (Feature(name="toy", added=added),))
+    with Library.open(project.config, db=project.db_url) as lib:
+        lib.add_many([TaskSpec("a", "a"), TaskSpec("b", "b")])
+        with pytest.raises(RuntimeError):
+            lib.add("boom", title="boom")
+        assert [t.slug for t in lib.tasks()] == ["a", "b"]
+    assert heard == [{"a": "default", "b": "default"}, {"boom": "default"}]
+
+
+def test_pipeline_of_decides_what_a_claimed_task_runs(project: Project) -> None:
+    """The first non-None `pipeline_of` is the pipeline the claim opens
+    the attempt on, and the attempt runs its commands; None leaves the
+    configured one."""
+    import dataclasses
+
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    bench.add("t2")
+    marker = project.dir / "other.txt"
+    configured = bench.settings.pipelines["default"]
+    only = configured.stages[0]
+    verifier = ("sh", "-c", f'echo ran >> {marker}; exec "$@"', "-", *(only.verifier or ()))
+    other = dataclasses.replace(configured, stages=(dataclasses.replace(only, verifier=verifier),))
+
+    def answer(kernel: Kernel) -> TickHooks:
+        def pipeline_of(conn: Connection, task: repo.TaskSnapshot, given: object) -> object:
+            assert given is configured
+            return other if task.slug == "t1" else None
+
+        return TickHooks(pipeline_of=pipeline_of)  # type: ignore[arg-type]
+
+    try:
+        features = (Feature(name="quiet"), Feature(name="answer", tick=answer))
+        report = Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 2}
+    assert marker.read_text().splitlines() == ["ran"]  # t1's attempt only
+
+
+def test_leave_task_passes_over_a_task_without_halting_it(project: Project) -> None:
+    """A task a feature leaves stays ready (not halted, though the config
+    lost its stage) and the claim goes on to the next task."""
+    make_repo(project.dir)
+    project.write_config(STAGES)
+    bench = make_bench(project)
+    bench.add("t1")
+    bench.add("t2")
+    with bench.engine.begin() as conn:
+        conn.execute(tables.tasks.update().where(tables.tasks.c.slug == "t1").values(stage="gone"))
+    asked: list[str] = []
+
+    def leave(kernel: Kernel) -> TickHooks:
+        def leave_task(conn: Connection, task: repo.TaskSnapshot) -> str | None:
+            asked.append(task.slug)
+            return "not mine" if task.slug == "t1" else None
+
+        return TickHooks(leave_task=leave_task)
+
+    try:
+        features = (Feature(name="quiet"), Feature(name="leave", tick=leave))
+        report = Ticker(bench.settings, bench.engine, features=features).tick()
+    finally:
+        bench.engine.dispose()
+    assert report.outcomes == {"passed": 1}
+    assert project.query("SELECT slug, stage, status FROM tasks ORDER BY slug") == [
+        ("t1", "gone", "ready"),
+        ("t2", "complete", "complete"),
+    ]
+    assert asked.count("t1") >= 1
+
+
 def test_the_wrap_point_is_asked_for_each_command_and_what_it_returns_runs(
     project: Project, tmp_path: Path
 ) -> None:
@@ -498,3 +616,32 @@ def test_the_tick_and_command_timing_points_frame_the_tick(project: Project) -> 
         "command_ended t1 verifier 0",
         "tick_ended {'passed': 1} 0",
     ]
+
+
+def test_stages_of_decides_what_a_gate_command_checks(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feature's `stages_of` is what `approve` and `reject --to` check the
+    task's stage against: a stage its answer lacks is refused, a stage only
+    its answer has is a choice."""
+    import sys
+    import types
+
+    project.write_config(stage("build", worker=["true"], verifier=PASS, gate=True))
+    assert project.cli("add", "t1", "--title", "t1").exit_code == 0
+    assert project.cli("tick").exit_code == 0
+    module = types.ModuleType("toy_stages_of")
+    answer: list[tuple[str, ...] | None] = [("other",)]
+    module.stages = lambda conn, task: answer[0]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(
+        compose, "FEATURES", (Feature("toy", stages_of=f"{module.__name__}:stages"),)
+    )
+    refused = project.cli("approve", "t1")
+    assert refused.exit_code == 1
+    assert "its pipeline version has no stage 'build'" in refused.output
+    assert project.state("t1") == "build:awaiting_approval"
+    answer[0] = ("plan", "build")
+    sent = project.cli("reject", "t1", "--to", "plan", "--note", "again")
+    assert sent.exit_code == 0, sent.output
+    assert project.state("t1") == "plan"

@@ -112,6 +112,8 @@ def scenario(point: str) -> str:
         return "candidates"
     if POINTS[point] == "actions.py":
         return "approve"
+    if POINTS[point] == "migrate.py":
+        return "migrate"
     if "unknown" in point:
         return "unknown"
     if "recover" in point:
@@ -119,6 +121,27 @@ def scenario(point: str) -> str:
     if "advance" in point:
         return "advance"
     return "tick"
+
+
+def migrated_once(point: str, new_project: ProjectFactory) -> None:
+    """`migrate --all` of two tasks at a gate, killed at `point` between
+    them: run again, each task moved exactly once."""
+    project = new_project(STAGES)
+    for slug in ("t1", "t2"):
+        assert project.cli("add", slug, "--title", "migrate me").exit_code == 0
+    tick(project)
+    project.write_config(STAGES.replace('worker = ["sleep", "0.1"]', 'worker = ["sleep", "0.2"]'))
+    command = ("migrate", "--all", "--to", "current")
+    died = run(project, *command, env=crash_env(point))
+    assert died.returncode == CRASH_RC, died.stderr
+    assert violations(project.db_url, allow_running=False) == []
+    again = run(project, *command)
+    assert again.returncode == 0, again.stderr
+    for slug in ("t1", "t2"):
+        log = events(project.db_url, slug)
+        assert log.count("migrate") == 1, (slug, log)
+    audit = audit_transitions(project.db_url)
+    assert audit.lost == [] and audit.duplicated == []
 
 
 def tick(project: Project, **env: str) -> None:
@@ -203,6 +226,9 @@ def test_crash_point_recovers_without_double_transitions(
             outcome = crash_and_retry(point, tmp_path, fake)
             assert outcome["kind"] == "Landed", outcome
             assert pushes(tmp_path) == 1 and len(fake.created()) == 1
+        return
+    if kind == "migrate":
+        migrated_once(point, new_project)
         return
     stages = STAGES
     if kind in ("branch", "branch_advance", "land", "restore", "candidates"):

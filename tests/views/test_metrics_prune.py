@@ -87,7 +87,8 @@ def test_prune_removes_only_old_finished_folders_and_no_row(project: Project) ->
 
 
 def _folders(state: Path) -> set[str]:
-    return {p.name for p in state.iterdir() if p.is_dir()}
+    """The tasks' folders (the pipeline versions a host keeps are not one)."""
+    return {p.name for p in state.iterdir() if p.is_dir() and p.name != ".pipeline-versions"}
 
 
 def _age(project: Project, slug: str, *, days: int) -> None:

@@ -62,7 +62,7 @@ def on_transition(
 ) -> None:
     """Record the event a transition of `task` (as it was before) to `to` makes, if any."""
     kind = BY_STATUS.get(to.status)
-    if kind is None:
+    if kind is None or event is Event.MIGRATE:  # its status is not news: the feature says what is
         return
     record(
         conn,

@@ -68,6 +68,7 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "round",
             "candidate",
             "candidates",
+            "pipeline_version",
         ]
     ),
     "deliveries": frozenset(
@@ -98,6 +99,15 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "owner",
             "task_id",
             "expires_at",
+        ]
+    ),
+    "pipeline_versions": frozenset(
+        [
+            "hash",
+            "pipeline",
+            "definition",
+            "first_seen",
+            "host",
         ]
     ),
     "pools": frozenset(
@@ -142,6 +152,7 @@ KNOWN_SCHEMA: Mapping[str, frozenset[str]] = {
             "landed_commit",
             "pr_url",
             "parent_id",
+            "pipeline_version",
         ]
     ),
     "ticks": frozenset(
