@@ -39,10 +39,9 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class TickHooks:
-    """The points where the engine calls a feature during a tick. Every
-    field is optional; the `Registry` keeps only those set, in `FEATURES`
-    order, and calls each one that is set ("each" dispatch)."""
+class _TickPoints:
+    """The tick as a whole: its start and end, around its claims, after
+    recovery; each outside any transaction."""
 
     tick_started: Callable[[TickOptions], None] | None = None
     """First thing of a tick that runs (not a dry run), before recovery;
@@ -67,69 +66,17 @@ class TickHooks:
     recorded; outside any transaction, before the tick's row is closed.
     May write and run commands as `before_claims`."""
 
-    before_workspace: Callable[[Claim], None] | None = None
-    """On the attempt's thread, before the task's worktree is made and
-    before any command of the attempt runs in it; outside any transaction.
-    May end processes and remove files of its own; must not write the
-    database (the attempt's fence is the engine's). Called on the hot
-    path: a feature with nothing to do returns after one cheap look."""
-
-    attempt_workspace: Callable[[Claim], Path | None] | None = None
-    """On the attempt's thread, outside any transaction, before anything of
-    the attempt runs: where the claim's commands run when it is not the
-    task's workspace (a candidate's own worktree). Pure: no git, no query,
-    no file made. The first non-None wins. Called twice per attempt: return
-    None at once for a claim not concerned."""
-
-    around_workspace: (
-        Callable[[Claim, Callable[[], AttemptRun | None]], AttemptRun | None] | None
-    ) = None
-    """On the attempt's thread, outside any transaction, for a pipeline
-    with a `repository`, around the making of the task's worktree: handed
-    the rest (`Callable`: the next feature's, last the engine's task
-    worktree and its setup), it may call it once, under a lock, or not at
-    all, make a workspace of its own (its git steps; reads and short
-    transactions through `Kernel.tx`), and returns None when the attempt
-    may run or the attempt's result when it may not; raising `HostFault`
-    makes it the host's. Nested in `FEATURES` order, the first outermost."""
-
-    attempt_env: Callable[[Claim], Mapping[str, str] | None] | None = None
-    """On the attempt's thread, outside any transaction, before its
-    workspace is prepared: variables the attempt's worker and verifier are
-    given beside the engine's ORCHESTRATOR_* ones (which win a name both
-    set); each is also a field of the stage's prompt, named by its
-    lowercased tail (`ORCHESTRATOR_NOTES` is `{notes}`). Names must start
-    with `ORCHESTRATOR_`. Each feature's are merged, in `FEATURES` order.
-    Pure: no git, no query, no file made; None for a claim not concerned
-    (called per attempt)."""
-
-    note_start: Callable[[Claim], bool] | None = None
-    """On the attempt's thread, before its worker runs, outside any
-    transaction: may record the attempt's starting commit itself (its own
-    short transaction, fenced by the lease token) and return True; False:
-    the engine notes the workspace's HEAD. The first True wins."""
-
-    keep_work: Callable[[Claim, Path, AttemptRun], bool] | None = None
-    """On the attempt's thread, once worker and verifier ran (the `Path` is
-    where they ran), before the runaway guards, `after_run` and the record;
-    outside any transaction. May keep the attempt's work its own way (a
-    commit, a ref: git steps), change the `AttemptRun` (`commit_sha`, a
-    failed commit's outcome and error) and return True, in place of the
-    engine's snapshot and stage commit; False: the engine keeps it. The
-    first True wins."""
-
-    after_recorded: Callable[[Claim], None] | None = None
-    """On the attempt's thread, after the transaction recording it
-    committed (not after a record that failed); outside any transaction.
-    May run git and its own short transactions (a decided round's winner
-    made the branch's tip). Called for every attempt: return at once when
-    not concerned."""
-
     after_recovery: Callable[[], None] | None = None
     """At the end of recovery, once the dead ticks' attempts were closed,
     before the approved gates advance; outside any transaction. May run
     git and its own short transactions, finishing what a dead tick left
     (a decided round not yet settled onto its branch)."""
+
+
+@dataclass(frozen=True)
+class _ClaimPoints:
+    """Inside a claim's or a record's transaction (given its `Connection`,
+    never a command runner)."""
 
     refuse_claim: Callable[[Connection, StageConfig, datetime], Refusal | None] | None = None
     """Inside the claim's transaction (its `Connection`, no command runner),
@@ -214,14 +161,6 @@ class TickHooks:
     last slot ended, and says the attempt's line's tail. The first one set
     answers. Runs again when the transaction is retried."""
 
-    after_run: Callable[[Claim, AttemptRun, Path], None] | None = None
-    """On the attempt's thread, once worker, verifier and the runaway
-    guards are done with the attempt and before the transaction that
-    records it; outside any transaction. May read the attempt's folder
-    (`Path`) and change the `AttemptRun` (its outcome, error, backoff, what
-    it carries to `after_record`); must not write the database or run
-    commands. Called for every attempt: return at once when not concerned."""
-
     after_record: Callable[[Connection, Claim, AttemptRun, datetime], None] | None = None
     """Inside the transaction recording the attempt (its `Connection`, no
     command runner), after the attempt's row is closed and its decision
@@ -239,6 +178,78 @@ class TickHooks:
     may write its own rows and return the hold's reason; the task goes
     `held` (`hold`) and that feature moves it on later in its own
     transactions. First non-None wins; runs again on a retry."""
+
+
+@dataclass(frozen=True)
+class _AttemptPoints:
+    """On an attempt's thread, around its workspace and its commands; each
+    outside any transaction."""
+
+    before_workspace: Callable[[Claim], None] | None = None
+    """On the attempt's thread, before the task's worktree is made and
+    before any command of the attempt runs in it; outside any transaction.
+    May end processes and remove files of its own; must not write the
+    database (the attempt's fence is the engine's). Called on the hot
+    path: a feature with nothing to do returns after one cheap look."""
+
+    attempt_workspace: Callable[[Claim], Path | None] | None = None
+    """On the attempt's thread, outside any transaction, before anything of
+    the attempt runs: where the claim's commands run when it is not the
+    task's workspace (a candidate's own worktree). Pure: no git, no query,
+    no file made. The first non-None wins. Called twice per attempt: return
+    None at once for a claim not concerned."""
+
+    around_workspace: (
+        Callable[[Claim, Callable[[], AttemptRun | None]], AttemptRun | None] | None
+    ) = None
+    """On the attempt's thread, outside any transaction, for a pipeline
+    with a `repository`, around the making of the task's worktree: handed
+    the rest (`Callable`: the next feature's, last the engine's task
+    worktree and its setup), it may call it once, under a lock, or not at
+    all, make a workspace of its own (its git steps; reads and short
+    transactions through `Kernel.tx`), and returns None when the attempt
+    may run or the attempt's result when it may not; raising `HostFault`
+    makes it the host's. Nested in `FEATURES` order, the first outermost."""
+
+    attempt_env: Callable[[Claim], Mapping[str, str] | None] | None = None
+    """On the attempt's thread, outside any transaction, before its
+    workspace is prepared: variables the attempt's worker and verifier are
+    given beside the engine's ORCHESTRATOR_* ones (which win a name both
+    set); each is also a field of the stage's prompt, named by its
+    lowercased tail (`ORCHESTRATOR_NOTES` is `{notes}`). Names must start
+    with `ORCHESTRATOR_`. Each feature's are merged, in `FEATURES` order.
+    Pure: no git, no query, no file made; None for a claim not concerned
+    (called per attempt)."""
+
+    note_start: Callable[[Claim], bool] | None = None
+    """On the attempt's thread, before its worker runs, outside any
+    transaction: may record the attempt's starting commit itself (its own
+    short transaction, fenced by the lease token) and return True; False:
+    the engine notes the workspace's HEAD. The first True wins."""
+
+    keep_work: Callable[[Claim, Path, AttemptRun], bool] | None = None
+    """On the attempt's thread, once worker and verifier ran (the `Path` is
+    where they ran), before the runaway guards, `after_run` and the record;
+    outside any transaction. May keep the attempt's work its own way (a
+    commit, a ref: git steps), change the `AttemptRun` (`commit_sha`, a
+    failed commit's outcome and error) and return True, in place of the
+    engine's snapshot and stage commit; False: the engine keeps it. The
+    first True wins."""
+
+    after_recorded: Callable[[Claim], None] | None = None
+    """On the attempt's thread, after the transaction recording it
+    committed (not after a record that failed); outside any transaction.
+    May run git and its own short transactions (a decided round's winner
+    made the branch's tip). Called for every attempt: return at once when
+    not concerned."""
+
+    after_run: Callable[[Claim, AttemptRun, Path], None] | None = None
+    """On the attempt's thread, once worker, verifier and the runaway
+    guards are done with the attempt and before the transaction that
+    records it; outside any transaction. May read the attempt's folder
+    (`Path`) and change the `AttemptRun` (its outcome, error, backoff, what
+    it carries to `after_record`); must not write the database or run
+    commands. Called for every attempt: return at once when not concerned."""
 
     attempt_feedback: Callable[[Claim, Path], tuple[str, Path] | None] | None = None
     """On the attempt's thread, its state folder (`Path`) made, before its
@@ -267,6 +278,15 @@ class TickHooks:
     database. Called for every command: a command whose config asks for
     nothing returns None at once, importing nothing. A `Command.confined`
     that no hook wraps is refused by the engine (fail closed)."""
+
+
+@dataclass(frozen=True)
+class TickHooks(_TickPoints, _ClaimPoints, _AttemptPoints):
+    """The points where the engine calls a feature during a tick. Every
+    field is optional; the `Registry` keeps only those set, in `FEATURES`
+    order, and calls each one that is set ("each" dispatch). The fields are
+    declared in three groups by where they run (the bases hold declarations
+    only, no behaviour); a feature sets them by keyword."""
 
 
 @dataclass(frozen=True)

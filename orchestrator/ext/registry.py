@@ -110,10 +110,7 @@ class Registry:
             hook(claim)
 
     def attempt_workspace(self, claim: Claim) -> Path | None:
-        for hook in self._attempt_workspace:
-            if (found := hook(claim)) is not None:
-                return found
-        return None
+        return _first(self._attempt_workspace, claim)
 
     def around_workspace(
         self, claim: Claim, make: Callable[[], AttemptRun | None]
@@ -150,17 +147,11 @@ class Registry:
             hook()
 
     def refuse_claim(self, conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
-        for hook in self._refuse_claim:
-            if (refusal := hook(conn, stage, now)) is not None:
-                return refusal
-        return None
+        return _first(self._refuse_claim, conn, stage, now)
 
     def leave_task(self, conn: Connection, task: repo.TaskSnapshot) -> str | None:
         """Why a feature leaves `task` unclaimed now; None: nobody does."""
-        for hook in self._leave_task:
-            if (why := hook(conn, task)) is not None:
-                return why
-        return None
+        return _first(self._leave_task, conn, task)
 
     def pipeline_of(
         self, conn: Connection, task: repo.TaskSnapshot, configured: PipelineConfig | None
@@ -176,16 +167,10 @@ class Registry:
             hook(conn, claim, now)
 
     def would_refuse(self, conn: Connection, stage: StageConfig, now: datetime) -> Refusal | None:
-        for hook in self._would_refuse:
-            if (refusal := hook(conn, stage, now)) is not None:
-                return refusal
-        return None
+        return _first(self._would_refuse, conn, stage, now)
 
     def claim_first(self, conn: Connection, search: ClaimSearch) -> Claim | None:
-        for hook in self._claim_first:
-            if (claim := hook(conn, search)) is not None:
-                return claim
-        return None
+        return _first(self._claim_first, conn, search)
 
     def open_attempt(
         self,
@@ -194,30 +179,18 @@ class Registry:
         stage: StageConfig,
         columns: dict[str, Any],
     ) -> tuple[int, Slot] | None:
-        for hook in self._open_attempt:
-            if (opened := hook(conn, task, stage, columns)) is not None:
-                return opened
-        return None
+        return _first(self._open_attempt, conn, task, stage, columns)
 
     def hold_finished(
         self, conn: Connection, task: repo.TaskSnapshot, commit: str | None, url: str | None
     ) -> str | None:
-        for hook in self._hold_finished:
-            if (reason := hook(conn, task, commit, url)) is not None:
-                return reason
-        return None
+        return _first(self._hold_finished, conn, task, commit, url)
 
     def attempt_feedback(self, claim: Claim, folder: Path) -> tuple[str, Path] | None:
-        for hook in self._attempt_feedback:
-            if (found := hook(claim, folder)) is not None:
-                return found
-        return None
+        return _first(self._attempt_feedback, claim, folder)
 
     def slot_of(self, conn: Connection, attempt_id: int) -> Slot | None:
-        for hook in self._slot_of:
-            if (slot := hook(conn, attempt_id)) is not None:
-                return slot
-        return None
+        return _first(self._slot_of, conn, attempt_id)
 
     def decide_round(
         self, conn: Connection, task: repo.TaskSnapshot, slot: Slot, now: datetime
@@ -273,6 +246,14 @@ def tasks_added(
     for feature in features:
         if feature.added is not None:
             feature.added(conn, settings, added, now)
+
+
+def _first(hooks: tuple[Callable[..., _H | None], ...], *args: Any) -> _H | None:
+    """ "First non-None wins": later features are not asked."""
+    for hook in hooks:
+        if (found := hook(*args)) is not None:
+            return found
+    return None
 
 
 def _each(built: Sequence[TickHooks], point: Callable[[TickHooks], _H | None]) -> tuple[_H, ...]:
