@@ -66,6 +66,7 @@ class Registry:
         # no read is made to ask.
         self.has_slots = bool(self._slot_of)
         self._after_record = _each(built, lambda h: h.after_record)
+        self._open_gate = _each(built, lambda h: h.open_gate)
         self._wrap_command = _each(built, lambda h: h.wrap_command)
 
     @classmethod
@@ -178,6 +179,12 @@ class Registry:
     def after_record(self, conn: Connection, claim: Claim, run: AttemptRun, now: datetime) -> None:
         for hook in self._after_record:
             hook(conn, claim, run, now)
+
+    def open_gate(self, conn: Connection, claim: Claim, now: datetime) -> str | None:
+        for hook in self._open_gate:
+            if (reason := hook(conn, claim, now)) is not None:
+                return reason
+        return None
 
     def wrap_command(self, command: Command) -> tuple[str, ...]:
         """The argv to start for `command`: the first feature's wrap, else
