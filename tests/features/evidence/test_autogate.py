@@ -1,0 +1,99 @@
+"""Gates that earn autonomy, through real ticks and scripted people
+deciding through the library face (as `approve`/`reject` do): the gate
+waits until the verifier earned it, then opens by itself as `verifier`
+with the evidence on the transition, audits every `audit_every`-th
+verdict, and a person's reject of an audit hands the gate back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from support import make_project
+
+from orchestrator.api.project import Project as Library
+
+
+def _config(folder: Path, url: str, auto_after: int = 20) -> Library:
+    stages = (
+        "\n[[pipelines.default.stages]]\n"
+        'name = "review"\n'
+        'gate = "auto"\n'
+        f"auto_after = {auto_after}\n"
+        "auto_precision = 0.79\n"
+        'worker = ["true"]\n'
+        """verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.9}'"]\n"""
+    )
+    project = make_project(folder, url, stages, retry_interval=0)
+    return Library.open(project.config, db=url)
+
+
+def _tick(lib: Library, *slugs: str) -> None:
+    for slug in slugs:
+        lib.add(slug, slug)
+    assert lib.tick().exit_status == 0
+
+
+def _states(lib: Library, *slugs: str) -> dict[str, str]:
+    return {slug: str(lib.explain(slug).to_dict()["state"]) for slug in slugs}
+
+
+def _gate(lib: Library, slug: str) -> dict[str, Any]:
+    found = lib.explain(slug).to_dict()["autogate"]
+    assert isinstance(found, dict)
+    return found
+
+
+def _opened_by_verifier(lib: Library, slug: str) -> list[str]:
+    return [
+        str(row.reason)
+        for row in lib.history(slug)
+        if row.event == "approve" and row.actor == "verifier"
+    ]
+
+
+def test_a_gate_earns_autonomy_is_audited_and_a_reject_hands_it_back(
+    tmp_path: Path, migrated_url: str
+) -> None:
+    with _config(tmp_path / "proj", migrated_url) as lib:
+        first = [f"a-{i}" for i in range(19)]
+        _tick(lib, *first)
+        assert set(_states(lib, *first).values()) == {"review:awaiting_approval"}
+        assert _gate(lib, "a-0")["mode"] == "person"
+        for slug in first:
+            lib.approve(slug, by="alice")
+        # 19 of 19: the bound (0.875) is enough, N is one short.
+        _tick(lib, "a-19")
+        assert _states(lib, "a-19") == {"a-19": "review:awaiting_approval"}
+        lib.approve("a-19", by="alice")
+
+        gate = _gate(lib, "a-19")
+        assert (gate["mode"], gate["decisions"], gate["approved"]) == ("auto", 20, 20)
+        assert abs(gate["bound"] - 0.8808) < 0.001
+
+        second = [f"b-{i}" for i in range(10)]
+        _tick(lib, *second)
+        opened = {slug: _opened_by_verifier(lib, slug) for slug in second}
+        auto = [slug for slug, reasons in opened.items() if reasons]
+        waiting = [s for s, state in _states(lib, *second).items() if "awaiting" in state]
+        # Decisions 21..29 opened by themselves, the 10th (audit_every) waits.
+        assert len(auto) == 9 and len(waiting) == 1
+        [audited] = waiting
+        reason = opened[auto[0]][0]
+        assert "N=20 human decisions, precision 1.000, Wilson bound 0.881" in reason
+        assert reason.startswith("verifier ")
+        assert _gate(lib, audited)["streak"] == 10
+
+        lib.reject(audited, "the verifier missed a bug", by="bob")
+        gate = _gate(lib, audited)  # back at review, to run again
+        assert (gate["mode"], gate["decisions"], gate["since_reject"]) == ("person", 0, True)
+
+        # The next passing verdicts wait for a person (the rejected task's too).
+        _tick(lib, "c-0")
+        assert _states(lib, "c-0", audited) == {
+            "c-0": "review:awaiting_approval",
+            audited: "review:awaiting_approval",
+        }
+        assert _opened_by_verifier(lib, "c-0") == [] == _opened_by_verifier(lib, audited)
+        line = lib.explain("c-0").notes
+        assert any("waits for a person" in text for text in line), line
