@@ -9,18 +9,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support import make_project
+from sqlalchemy import text
+from support import Project, make_project
 
 from orchestrator.api.project import Project as Library
 
 
-def _config(folder: Path, url: str, auto_after: int = 20) -> Library:
+def lib_config(tmp_path: Path) -> Path:
+    return tmp_path / "proj" / "orchestrator.toml"
+
+
+def _config(
+    folder: Path, url: str, auto_after: int = 20, precision: float = 0.79, audit_every: int = 10
+) -> Library:
     stages = (
         "\n[[pipelines.default.stages]]\n"
         'name = "review"\n'
         'gate = "auto"\n'
         f"auto_after = {auto_after}\n"
-        "auto_precision = 0.79\n"
+        f"auto_precision = {precision}\n"
+        f"audit_every = {audit_every}\n"
         'worker = ["true"]\n'
         """verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 0.9}'"]\n"""
     )
@@ -97,3 +105,43 @@ def test_a_gate_earns_autonomy_is_audited_and_a_reject_hands_it_back(
         assert _opened_by_verifier(lib, "c-0") == [] == _opened_by_verifier(lib, audited)
         line = lib.explain("c-0").notes
         assert any("waits for a person" in text for text in line), line
+
+
+def test_two_hosts_ticking_at_once_never_skip_an_audit(tmp_path: Path, migrated_url: str) -> None:
+    """Two tick processes (two hosts by name) record passing verdicts at
+    one auto gate at the same time: each reads the gate's count in its
+    record's transaction, under the gate's lock (PostgreSQL) or the write
+    lock (SQLite), so with `audit_every = 2` exactly every second verdict
+    waits; two records reading the same count would open both (without
+    the lock this test saw 7 and 9 audits of 10 on PostgreSQL)."""
+    with _config(
+        tmp_path / "proj", migrated_url, auto_after=2, precision=0.3, audit_every=2
+    ) as lib:
+        _tick(lib, "a-0", "a-1")
+        for slug in ("a-0", "a-1"):
+            lib.approve(slug, by="alice")
+        assert _gate(lib, "a-0")["mode"] == "auto"
+        slugs = [f"b-{i}" for i in range(20)]
+        for slug in slugs:
+            lib.add(slug, slug)
+        ticks = []
+        for host in ("host-a", "host-b"):  # each its own folder (its own tick lock)
+            folder = tmp_path / host
+            folder.mkdir()
+            config = folder / "orchestrator.toml"
+            config.write_text(lib_config(tmp_path).read_text())
+            project = Project(dir=folder, db_url=migrated_url, config=config)
+            ticks.append(
+                project.popen("tick", "--jobs", "2", extra_env={"ORCHESTRATOR_HOST": host})
+            )
+        for tick in ticks:
+            _out, err = tick.communicate(timeout=300)
+            assert tick.returncode == 0, err
+        states = _states(lib, *slugs)
+        waiting = [s for s, state in states.items() if state == "review:awaiting_approval"]
+        opened = [s for s in slugs if _opened_by_verifier(lib, s)]
+        assert len(waiting) == 10 and len(opened) == 10, states
+        assert set(waiting).isdisjoint(opened)
+        with lib.engine.connect() as conn:
+            hosts = conn.execute(text("SELECT DISTINCT host FROM attempts")).scalars().all()
+        assert set(hosts) >= {"host-a", "host-b"}  # both recorded verdicts
