@@ -76,6 +76,7 @@ def gate_mode(conn: Connection, pipeline: str, stage: str, policy: AutoGate) -> 
         decision.c.from_state == awaiting,
         tasks.c.pipeline == pipeline,
     )
+    by_person = func.coalesce(decision.c.actor, "") != GATE_ACTOR
     # The epoch: the newest reject by a person of a verdict that was audited.
     epoch = conn.execute(
         select(func.max(decision.c.id))
@@ -89,7 +90,7 @@ def gate_mode(conn: Connection, pipeline: str, stage: str, policy: AutoGate) -> 
             events,
             and_(events.c.attempt_id == waited.c.attempt_id, events.c.kind == GATE_AUDIT),
         )
-        .where(at_stage, decision.c.event == "reject", decision.c.actor != GATE_ACTOR)
+        .where(at_stage, decision.c.event == "reject", by_person)
     ).scalar()
     since = 0 if epoch is None else int(epoch)
     people = conn.execute(
@@ -100,7 +101,7 @@ def gate_mode(conn: Connection, pipeline: str, stage: str, policy: AutoGate) -> 
             at_stage,
             decision.c.id > since,
             decision.c.event.in_(("approve", "reject")),
-            decision.c.actor != GATE_ACTOR,
+            by_person,
         )
     ).one()
     opened = conn.execute(

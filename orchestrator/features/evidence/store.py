@@ -17,6 +17,7 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, case, exists, func, select
 from sqlalchemy.orm import aliased
 
+from orchestrator.ext.model import GATE_ACTOR
 from orchestrator.storage import tables
 
 attempts = tables.attempts
@@ -86,7 +87,11 @@ def decision_counts(
         )
         .join(attempts, attempts.c.id == waited.c.attempt_id)
         .join(tasks, tasks.c.id == decision.c.task_id)
-        .where(decision.c.event.in_(("approve", "reject")))
+        .where(
+            decision.c.event.in_(("approve", "reject")),
+            # A gate the verifier opened itself (`gate = "auto"`) is no person's decision.
+            func.coalesce(decision.c.actor, "") != GATE_ACTOR,
+        )
         .group_by(
             tasks.c.pipeline,
             attempts.c.stage,

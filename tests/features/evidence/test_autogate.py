@@ -6,6 +6,7 @@ verdict, and a person's reject of an audit hands the gate back."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,13 @@ def test_a_gate_earns_autonomy_is_audited_and_a_reject_hands_it_back(
         assert _opened_by_verifier(lib, "c-0") == [] == _opened_by_verifier(lib, audited)
         line = lib.explain("c-0").notes
         assert any("waits for a person" in text for text in line), line
+
+    # The verifier's own openings are no person's decisions to `verifiers`.
+    project = Project(dir=tmp_path / "proj", db_url=migrated_url, config=lib_config(tmp_path))
+    result = project.cli("verifiers", "--json")
+    assert result.exit_code == 0, result.output
+    [report] = json.loads(result.output)
+    assert (report["decisions"], report["approved"]) == (21, 20)
 
 
 def test_two_hosts_ticking_at_once_never_skip_an_audit(tmp_path: Path, migrated_url: str) -> None:
