@@ -29,7 +29,7 @@ AUTOGATE_SECTION: Section[AutoGate] = Section(
             30,
             'with `gate = "auto"`: the human decisions at this stage the verifier needs '
             "before a passing verdict may open the gate by itself "
-            "([gates that earn autonomy](../how-to/evidence.md))",
+            "([gates that earn autonomy](../how-to/evidence.md#gates-that-earn-autonomy))",
             STAGE_KEY,
         ),
         Key(
