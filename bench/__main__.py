@@ -23,6 +23,8 @@ are noisy, so absolute times mean little. Targets (docs/explanation/performance.
   candidates  a round of 4 trivial candidates, --jobs 4 /
             (one trivial attempt + stdlib minimum of 4 parallel spawns)           <= 1.5
             and the git processes of that round, counted (no target)
+  telemetry no-op tick, telemetry on and its collector down / telemetry off   <= 1.1
+            (bench/telemetry.py; and a tick of 10 attempts the same way, no target)
   dbos      100 staged attempts, the tick as a whole process / DBOS Transact
             running the same two subprocess steps per workflow on SQLite          <= 0.45
             and / the stdlib minimum (bench/minimal_tick.py)                      <= 2.5
@@ -553,6 +555,7 @@ LANES = [
     "candidates",
     "approve",
     "verifiers",
+    "telemetry",
     "dbos",
 ]
 
@@ -602,6 +605,10 @@ def main() -> None:
             from bench.verifiers import bench_verifiers
 
             results += bench_verifiers(work, args.rounds)
+        if "telemetry" in chosen:
+            from bench.telemetry import bench_telemetry
+
+            results += bench_telemetry(work, args.rounds)
         if "pg" in chosen:
             if args.pg:
                 results += bench_pg(work, max(2, args.rounds // 3), args.pg)

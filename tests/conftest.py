@@ -86,16 +86,19 @@ def pg_url() -> Iterator[str]:
     from sqlalchemy.engine import make_url
 
     server = make_url(pg_server_url())
+    PG_DATABASES.server = server.render_as_string(hide_password=False)
     name = f"orch_test_{os.getpid()}_{uuid.uuid4().hex[:10]}"
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    PG_DATABASES.made.append(name)
     try:
         yield server.set(database=name).render_as_string(hide_password=False)
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        PG_DATABASES.drop_all()  # in the background, as for the copies
 
 
 @pytest.fixture(params=["sqlite", pytest.param("pg", marks=pytest.mark.pg)])
@@ -163,6 +166,17 @@ def migrated_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -
         yield f"sqlite:///{path}"
         return
     url = PG_DATABASES.copy(str(request.getfixturevalue("template_pg")))
+    try:
+        yield url
+    finally:
+        PG_DATABASES.drop_all()
+
+
+@pytest.fixture
+def migrated_pg(template_pg: str) -> Iterator[str]:
+    """A PostgreSQL database at the schema's head for a test that runs only
+    there (several hosts on one database): a copy of the session's template."""
+    url = PG_DATABASES.copy(template_pg)
     try:
         yield url
     finally:

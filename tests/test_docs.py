@@ -35,6 +35,7 @@ from orchestrator.domain import event_kinds as kinds
 from orchestrator.domain.decide import HaltReason, Outcome
 from orchestrator.domain.pipeline import Event
 from orchestrator.events import hooks
+from orchestrator.features import FEATURES
 from orchestrator.features.pools import config as pool_config
 from orchestrator.guards import config as guard_config
 from orchestrator.storage import migrate
@@ -227,6 +228,13 @@ def code_config() -> dict[str, set[str]]:
         "backoff": set(guard_config.BACKOFF_SECTION.names()),
         "[[hooks]]": set(hooks.HOOKS_SECTION.names()),
         "[pools.NAME]": set(pool_config.POOLS_SECTION.names("pools")),
+        # A feature package's own tables (`Feature.config`), as it declares them.
+        **{
+            f"[{s.table}]": set(s.names(s.table))
+            for feature in FEATURES
+            for s in feature.config
+            if s.table is not None
+        },
     }
 
 

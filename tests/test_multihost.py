@@ -28,14 +28,8 @@ verifier = ["sh", "-c", "echo '{\\"pass\\": true, \\"score\\": 1.0}'"]
 
 
 @pytest.fixture
-def shared_url(pg_url: str) -> str:
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    engine = make_engine(pg_url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
-    return pg_url
+def shared_url(migrated_pg: str) -> str:
+    return migrated_pg
 
 
 def host(tmp_path: Path, url: str, name: str, sleep: float, **settings: object) -> Project:

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
         Claim,
         ClaimSearch,
         Command,
+        CommandRan,
         Refusal,
         RoundEnd,
         Slot,
         TickOptions,
+        TickReport,
     )
     from orchestrator.ext.ports import Kernel
     from orchestrator.storage import repo
@@ -41,6 +43,18 @@ class TickHooks:
     """The points where the engine calls a feature during a tick. Every
     field is optional; the `Registry` keeps only those set, in `FEATURES`
     order, and calls each one that is set ("each" dispatch)."""
+
+    tick_started: Callable[[TickOptions], None] | None = None
+    """First thing of a tick that runs (not a dry run), before recovery;
+    outside any transaction. Notes the time and nothing else: no query,
+    no command, no write; must not raise."""
+
+    tick_ended: Callable[[TickOptions, TickReport, int], None] | None = None
+    """Last thing of a tick, however it ended (an error on its way out
+    too), once its row was closed with its exit status (`int`); outside any
+    transaction. Reads the report; changes nothing of the tick (its status
+    is written) and must not raise or wait on anything slow: the tick's
+    exit waits for it."""
 
     before_claims: Callable[[TickOptions], None] | None = None
     """After recovery and the approved gates' advance, before the first
@@ -195,6 +209,13 @@ class TickHooks:
     events (through the outbox), which commit with the record or not at
     all, and say a line after the commit (`Kernel.tx.say_after_commit`).
     Runs again when the record's transaction is retried."""
+
+    command_ended: Callable[[Claim, Command, CommandRan], None] | None = None
+    """On the attempt's thread, right after one of its commands (setup,
+    worker, verifier) ended or failed to start, before its outcome is
+    judged; outside any transaction. Sees the command as the config
+    rendered it (before any wrap) and when it ran; changes nothing, must
+    not raise, and returns at once (it is on the attempt's path)."""
 
     wrap_command: Callable[[Command], tuple[str, ...] | None] | None = None
     """Just before the engine starts a command (setup, worker, verifier) or

@@ -225,6 +225,18 @@ class Command:
     confined: bool
 
 
+@dataclass(frozen=True, slots=True)
+class CommandRan:
+    """How a command of an attempt went (`TickHooks.command_ended`): when it
+    started and ended on the wall clock (nanoseconds since the epoch, what
+    tracing tools take) and its exit status (None: it did not start, or a
+    signal ended it)."""
+
+    started_ns: int
+    ended_ns: int
+    exit_code: int | None
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A feature's no to a claim (`TickHooks.refuse_claim`): why, for a

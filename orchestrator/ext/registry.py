@@ -24,10 +24,12 @@ from orchestrator.ext.model import (
     Claim,
     ClaimSearch,
     Command,
+    CommandRan,
     Refusal,
     RoundEnd,
     Slot,
     TickOptions,
+    TickReport,
 )
 from orchestrator.ext.ports import Kernel
 from orchestrator.storage import repo
@@ -41,6 +43,9 @@ class Registry:
     def __init__(self, features: Sequence[Feature], kernel: Kernel) -> None:
         self.names = tuple(f.name for f in features)
         built = [f.tick(kernel) for f in features if f.tick is not None]
+        self._tick_started = _each(built, lambda h: h.tick_started)
+        self._tick_ended = _each(built, lambda h: h.tick_ended)
+        self._command_ended = _each(built, lambda h: h.command_ended)
         self._before_claims = _each(built, lambda h: h.before_claims)
         self._after_claims = _each(built, lambda h: h.after_claims)
         self._before_workspace = _each(built, lambda h: h.before_workspace)
@@ -74,6 +79,18 @@ class Registry:
         """No feature: the engine alone, for a job built outside a `Ticker`
         (a test's). No factory runs, so no kernel is needed."""
         return cls((), cast(Kernel, None))
+
+    def tick_started(self, options: TickOptions) -> None:
+        for hook in self._tick_started:
+            hook(options)
+
+    def tick_ended(self, options: TickOptions, report: TickReport, status: int) -> None:
+        for hook in self._tick_ended:
+            hook(options, report, status)
+
+    def command_ended(self, claim: Claim, command: Command, ran: CommandRan) -> None:
+        for hook in self._command_ended:
+            hook(claim, command, ran)
 
     def before_claims(self, options: TickOptions) -> None:
         for hook in self._before_claims:

@@ -15,6 +15,7 @@ from orchestrator.features import (
     pools,
     restore,
     sandbox,
+    telemetry,
 )
 
 # Landing before restore: what a tick's attempts finished lands before a
@@ -24,8 +25,10 @@ from orchestrator.features import (
 # only, so a claim it refuses has not locked (or resumed) a pool first.
 # Candidates asks the pools' refusal through the claim
 # (`ClaimSearch.refused`), not by order. The sandbox shares no point with
-# any (it alone wraps commands).
+# any (it alone wraps commands). Telemetry first: its `before_claims` notes
+# where the tick's landings begin before any lands; it changes nothing.
 FEATURES: tuple[Feature, ...] = (
+    telemetry.FEATURE,
     landing.FEATURE,
     restore.FEATURE,
     memory.FEATURE,

@@ -6,6 +6,7 @@ failing host folder does to the attempt and the tick."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from orchestrator import runner, safefs
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import PipelineConfig, Settings, StageConfig
 from orchestrator.errors import ConfigError, host_error
-from orchestrator.ext.model import PROCESS_NOTE_AFTER, Command
+from orchestrator.ext.model import PROCESS_NOTE_AFTER, Claim, Command, CommandRan
 from orchestrator.ext.registry import Registry
 from orchestrator.testing import fault_point
 from orchestrator.tick.attempt_context import AttemptContext
@@ -41,6 +42,7 @@ class CommandRunner:
         notes: AttemptNotes,
         progress: Progress,
         wrap: Callable[[Command], tuple[str, ...]] | None = None,
+        ended: Callable[[Claim, Command, CommandRan], None] | None = None,
     ) -> None:
         self.settings = settings
         self.tick = tick
@@ -49,6 +51,8 @@ class CommandRunner:
         # The features' `wrap_command` (`Registry`); with none, a command
         # whose config asks for walls is refused, never run unwrapped.
         self.wrap = wrap or Registry.empty().wrap_command
+        # The features' `command_ended`: told when each command ran.
+        self.ended = ended or Registry.empty().command_ended
         # Keyed by (pipeline, stage): two pipelines may both have `implement`
         # with different `env`, and a secret must reach only the one naming it.
         self._environments: dict[tuple[str, str], dict[str, str]] = {}
@@ -71,25 +75,25 @@ class CommandRunner:
         its output captured and its identity noted in the state folder."""
         program = argv[0]
         claim = guard.claim
+        about = Command(
+            name,
+            tuple(runner.render_argv(argv, context.placeholders())),
+            argv,
+            cwd,
+            env,
+            state_dir,
+            claim.pipeline,
+            claim.stage,
+            confined=(claim.pipeline if name == "setup" else claim.stage).confined,
+        )
         try:
-            command = self.wrap(
-                Command(
-                    name,
-                    tuple(runner.render_argv(argv, context.placeholders())),
-                    argv,
-                    cwd,
-                    env,
-                    state_dir,
-                    claim.pipeline,
-                    claim.stage,
-                    confined=(claim.pipeline if name == "setup" else claim.stage).confined,
-                )
-            )
+            command = self.wrap(about)
         except ConfigError as exc:
             # A command that would fail every attempt the same way (a program
             # its walls hide), or walls nobody builds: not started, not
             # charged; the tick stops (78).
             raise HostFault(exc) from None
+        started_ns = time.time_ns()
         with host_folder("state_root", self.settings.state_root):
             result = runner.run_command(
                 command,
@@ -110,6 +114,7 @@ class CommandRunner:
                     self.progress.output(state_dir), live_spool(state_dir / f"{name}.live")
                 ),
             )
+        self.ended(claim, about, CommandRan(started_ns, time.time_ns(), result.exit_code))
         if result.start_error is None:
             mark_started(state_dir)  # it ran: recovery may charge the attempt
         elif runner.program_cannot_start(result.start_error) and _configured(program):

@@ -92,7 +92,14 @@ class Ticker:
         self.claimer = Claimer(settings, tx, self.state, me, applier, config, self.registry)
         recorder = Recorder(settings, tx, self.state, self.claimer, applier, notes, self.registry)
         shown = progress or NoProgress()  # live lines on a terminal
-        commands = CommandRunner(settings, self.state, notes, shown, self.registry.wrap_command)
+        commands = CommandRunner(
+            settings,
+            self.state,
+            notes,
+            shown,
+            self.registry.wrap_command,
+            ended=self.registry.command_ended,
+        )
         attempts = AttemptRunner(
             settings,
             tx,
@@ -126,6 +133,7 @@ class Ticker:
             return self.report
         status = TICK_ERROR_STATUS
         fault: OrchestratorError | None = None
+        self.registry.tick_started(options)
         try:
             self._courier.start()
             settle_wal(self.engine)
@@ -154,6 +162,7 @@ class Ticker:
             except Exception:
                 if status == 0:
                     raise
+            self.registry.tick_ended(options, self.report, status)
         if self.state.tick_id is not None:
             checkpoint(self.engine)  # a tick that wrote leaves no WAL behind
         if fault is not None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import Project, make_project
+from support import Project, copy_database, make_project
 
 from orchestrator.config import load_settings
 from orchestrator.errors import ConfigError
@@ -50,8 +50,8 @@ def costs(project: Project) -> list[float]:
     return [row[0] for row in project.query("SELECT cost_usd FROM attempts ORDER BY id")]
 
 
-def test_stage_budget_halts_before_the_next_claim(tmp_path: Path, db_url: str) -> None:
-    project = make_project(tmp_path / "p", db_url, stages(paying(0.4), "max_cost_usd = 1.0"))
+def test_stage_budget_halts_before_the_next_claim(tmp_path: Path, migrated_url: str) -> None:
+    project = make_project(tmp_path / "p", migrated_url, stages(paying(0.4), "max_cost_usd = 1.0"))
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Costly").returncode == 0
     out = project.run("tick")
@@ -90,7 +90,7 @@ def test_stage_budget_halts_before_the_next_claim(tmp_path: Path, db_url: str) -
     assert rows == [("t1", "build", 5, pytest.approx(2.0), 35)]
 
 
-def test_task_budget_from_add_and_both_commands_report(tmp_path: Path, db_url: str) -> None:
+def test_task_budget_from_add_and_both_commands_report(tmp_path: Path, migrated_url: str) -> None:
     verifier = json.dumps(
         [
             "sh",
@@ -100,7 +100,9 @@ def test_task_budget_from_add_and_both_commands_report(tmp_path: Path, db_url: s
         ]
     )
     project = make_project(
-        tmp_path / "p", db_url, stages(paying(0.4, "no verdict here"), f"verifier = {verifier}")
+        tmp_path / "p",
+        migrated_url,
+        stages(paying(0.4, "no verdict here"), f"verifier = {verifier}"),
     )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Capped", "--budget", "1").returncode == 0
@@ -113,11 +115,11 @@ def test_task_budget_from_add_and_both_commands_report(tmp_path: Path, db_url: s
     assert json.loads((folder / "verifier.usage.json").read_text())["cost_usd"] == 0.1
 
 
-def test_secrets_reach_only_the_stages_naming_them(tmp_path: Path, db_url: str) -> None:
+def test_secrets_reach_only_the_stages_naming_them(tmp_path: Path, migrated_url: str) -> None:
     echo = json.dumps(["sh", "-c", 'echo "{\\"pass\\": true, \\"reasons\\": [\\"[$MY_KEY]\\"]}"'])
     project = make_project(
         tmp_path / "p",
-        db_url,
+        migrated_url,
         f"""
 [[pipelines.default.stages]]
 name = "first"
@@ -173,8 +175,8 @@ def test_defaults_carry_the_agent_keys(tmp_path: Path) -> None:
     assert (b.max_cost_usd, b.output, b.verifier_output) == (1.0, "text", "codex-jsonl")
 
 
-def test_explain_a_budget_halted_task(tmp_path: Path, db_url: str) -> None:
-    project = make_project(tmp_path / "p", db_url, stages(paying(0.4), "max_cost_usd = 1.0"))
+def test_explain_a_budget_halted_task(tmp_path: Path, migrated_url: str) -> None:
+    project = make_project(tmp_path / "p", migrated_url, stages(paying(0.4), "max_cost_usd = 1.0"))
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Costly").returncode == 0
     assert project.run("tick").returncode == 0
@@ -201,7 +203,7 @@ def test_explain_a_budget_halted_task(tmp_path: Path, db_url: str) -> None:
 
 # review finding: a worker that leaves a FIFO at $ORCHESTRATOR_USAGE_FILE hangs
 # the tick for ever (read_usage_file opens it blocking; SIGTERM does not help).
-def test_a_fifo_usage_file_does_not_hang_the_tick(tmp_path: Path) -> None:
+def test_a_fifo_usage_file_does_not_hang_the_tick(tmp_path: Path, template_db: Path) -> None:
     import os
     import signal
     import subprocess
@@ -209,7 +211,9 @@ def test_a_fifo_usage_file_does_not_hang_the_tick(tmp_path: Path) -> None:
     worker = json.dumps(
         ["sh", "-c", 'mkfifo "$ORCHESTRATOR_USAGE_FILE"; echo \'{"pass": true, "score": 1}\'']
     )
-    project = make_project(tmp_path / "p", f"sqlite:///{tmp_path / 'o.db'}", stages(worker))
+    project = make_project(
+        tmp_path / "p", copy_database(template_db, tmp_path / "o.db"), stages(worker)
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Fifo").returncode == 0
     proc = project.popen("tick")
@@ -229,9 +233,9 @@ def test_a_fifo_usage_file_does_not_hang_the_tick(tmp_path: Path) -> None:
 # budget makes `explain/show/list --json` print `Infinity`, which is not JSON.
 @pytest.mark.parametrize("amount", ["nan", "inf"])
 def test_add_refuses_a_budget_that_is_not_a_finite_number(
-    tmp_path: Path, db_url: str, amount: str
+    tmp_path: Path, migrated_url: str, amount: str
 ) -> None:
-    project = make_project(tmp_path / "p", db_url, stages(paying(0.5), "max_cost_usd = 1.0"))
+    project = make_project(tmp_path / "p", migrated_url, stages(paying(0.5), "max_cost_usd = 1.0"))
     assert project.run("db", "upgrade").returncode == 0
     added = project.run("add", "t1", "--title", "Unbounded", "--budget", amount)
     if added.returncode == 0:
@@ -249,13 +253,13 @@ def test_add_refuses_a_budget_that_is_not_a_finite_number(
 # a passing verdict is lost and the task crashes attempt after attempt.
 @pytest.mark.parametrize("tokens", ["3000000000", "1e300"])
 def test_a_huge_token_count_does_not_stop_the_attempt_being_recorded(
-    tmp_path: Path, db_url: str, tokens: str
+    tmp_path: Path, migrated_url: str, tokens: str
 ) -> None:
     script = (
         f'printf \'{{"input_tokens": {tokens}, "duration_ms": {tokens}}}\' '
         '> "$ORCHESTRATOR_USAGE_FILE"; echo \'{"pass": true, "score": 1}\''
     )
-    project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
+    project = make_project(tmp_path / "p", migrated_url, stages(json.dumps(["sh", "-c", script])))
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Huge").returncode == 0
     done = project.run("tick")
@@ -269,14 +273,14 @@ def test_a_huge_token_count_does_not_stop_the_attempt_being_recorded(
 # unrecordable, for ever.
 @pytest.mark.parametrize("session", ["a\\u0000b", "a\\ud800b"])
 def test_a_hostile_session_id_does_not_stop_the_attempt_being_recorded(
-    tmp_path: Path, db_url: str, session: str
+    tmp_path: Path, migrated_url: str, session: str
 ) -> None:
     (tmp_path / "usage.json").write_text(f'{{"session_id": "{session}"}}')
     script = (
         f'cp {tmp_path / "usage.json"} "$ORCHESTRATOR_USAGE_FILE"; '
         'echo \'{"pass": true, "score": 1}\''
     )
-    project = make_project(tmp_path / "p", db_url, stages(json.dumps(["sh", "-c", script])))
+    project = make_project(tmp_path / "p", migrated_url, stages(json.dumps(["sh", "-c", script])))
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Session").returncode == 0
     done = project.run("tick")
@@ -288,7 +292,7 @@ def test_a_hostile_session_id_does_not_stop_the_attempt_being_recorded(
 # attempt the next tick recovers (its tick killed, the host rebooted) records
 # no cost although its usage file is in its state folder, so what it spent
 # never counts toward the budget.
-def test_a_recovered_attempt_records_what_it_spent(tmp_path: Path, db_url: str) -> None:
+def test_a_recovered_attempt_records_what_it_spent(tmp_path: Path, migrated_url: str) -> None:
     import os
     import signal
     import time
@@ -299,7 +303,7 @@ def test_a_recovered_attempt_records_what_it_spent(tmp_path: Path, db_url: str) 
     )
     project = make_project(
         tmp_path / "p",
-        db_url,
+        migrated_url,
         stages(json.dumps(["sh", "-c", script]), "max_cost_usd = 1.0"),
         lease_seconds=2,
     )
@@ -342,11 +346,13 @@ def envelope_worker(folder: Path, padding: int, cost: float = 3.0) -> str:
 # Issue 22, item 8: an envelope longer than `output_cap_bytes` was cut by the
 # head+tail capture; the attempt became a `worker_error` that cost nothing,
 # so a $1 budget let through one $3 attempt after another.
-def test_an_envelope_longer_than_the_output_cap_is_read_whole(tmp_path: Path, db_url: str) -> None:
+def test_an_envelope_longer_than_the_output_cap_is_read_whole(
+    tmp_path: Path, migrated_url: str
+) -> None:
     worker = envelope_worker(tmp_path, 300_000)
     project = make_project(
         tmp_path / "p",
-        db_url,
+        migrated_url,
         stages(worker, 'output = "claude-json"\nmax_cost_usd = 1.0'),
         output_cap_bytes=65536,
     )
@@ -361,12 +367,14 @@ def test_an_envelope_longer_than_the_output_cap_is_read_whole(tmp_path: Path, db
     assert "bytes omitted" in kept and kept.rstrip().endswith("x" * 1000 + '"}')
 
 
-def test_an_unknown_cost_halts_a_budgeted_task_until_resumed(tmp_path: Path, db_url: str) -> None:
+def test_an_unknown_cost_halts_a_budgeted_task_until_resumed(
+    tmp_path: Path, migrated_url: str
+) -> None:
     # Past the last line's hard bound (8 MiB) the envelope is cut after all:
     # its cost is unknown, which is a question for a person, not $0.
     worker = envelope_worker(tmp_path, 9 * 1024 * 1024)
     project = make_project(
-        tmp_path / "p", db_url, stages(worker, 'output = "claude-json"\nmax_cost_usd = 1.0')
+        tmp_path / "p", migrated_url, stages(worker, 'output = "claude-json"\nmax_cost_usd = 1.0')
     )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Huge").returncode == 0
@@ -414,7 +422,7 @@ else:
     ],
 )
 def test_the_agents_own_output_is_charged_not_the_usage_file_it_writes(
-    tmp_path: Path, db_url: str, kind: str, cost: str, recorded: tuple[object, ...]
+    tmp_path: Path, migrated_url: str, kind: str, cost: str, recorded: tuple[object, ...]
 ) -> None:
     """The worker is the agent, and it can write $ORCHESTRATOR_USAGE_FILE:
     where the agent's output carries a figure (Claude Code's envelope: its
@@ -426,7 +434,7 @@ def test_the_agents_own_output_is_charged_not_the_usage_file_it_writes(
     fmt = "claude-json" if kind == "claude" else "codex-jsonl"
     worker = json.dumps([sys.executable, str(script), kind, cost])
     project = make_project(
-        tmp_path / "p", db_url, stages(worker, f'output = "{fmt}"\nmax_cost_usd = 1.0')
+        tmp_path / "p", migrated_url, stages(worker, f'output = "{fmt}"\nmax_cost_usd = 1.0')
     )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "Self-reporting").returncode == 0

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import Project, make_project
+from support import Project, copy_database, make_project
 
 pytestmark = pytest.mark.e2e
 
@@ -52,10 +52,12 @@ def seen(project: Project) -> list[tuple[str, str]]:
 
 # Issue 22, item 10: without `env_deny` naming it, a stage's secret was
 # inherited by every other stage, `setup` and every hook.
-def test_a_secret_reaches_only_its_stage_without_env_deny(tmp_path: Path, db_url: str) -> None:
+def test_a_secret_reaches_only_its_stage_without_env_deny(
+    tmp_path: Path, migrated_url: str
+) -> None:
     setup_seen = tmp_path / "setup-env"
     hook_seen = tmp_path / "hook-env"
-    project = make_project(tmp_path / "p", db_url, two_stages(setup_seen))
+    project = make_project(tmp_path / "p", migrated_url, two_stages(setup_seen))
     project.config.write_text(
         project.config.read_text()
         + '\n[[hooks]]\nname = "dump"\non = ["complete"]\ncommand = '
@@ -116,9 +118,9 @@ def with_env_file(project: Project, body: str, mode: int = 0o600) -> Path:
 
 # Issue 24: secrets that reach cron ticks.
 def test_env_file_gives_a_cron_tick_its_secret_for_the_naming_stage_only(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, migrated_url: str
 ) -> None:
-    project = make_project(tmp_path / "p", db_url, two_stages())
+    project = make_project(tmp_path / "p", migrated_url, two_stages())
     env_file = with_env_file(
         project, '# the project key\n\nexport TOKEN="from-file"\nUNUSED=never-passed\n'
     )
@@ -148,9 +150,9 @@ def test_env_file_gives_a_cron_tick_its_secret_for_the_naming_stage_only(
 
 
 def test_doctor_fails_a_secret_set_nowhere_and_says_where_cron_looks(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, migrated_url: str
 ) -> None:
-    project = make_project(tmp_path / "p", db_url, two_stages())
+    project = make_project(tmp_path / "p", migrated_url, two_stages())
     assert project.run("db", "upgrade").returncode == 0
     doctor = cron_run(project, "doctor")
     assert doctor.returncode == 1, doctor.stdout
@@ -185,10 +187,10 @@ def test_doctor_fails_a_secret_set_nowhere_and_says_where_cron_looks(
     ],
 )
 def test_an_env_file_line_that_is_not_name_value_is_refused_without_its_value(
-    tmp_path: Path, line: str
+    tmp_path: Path, line: str, template_db: Path
 ) -> None:
     project = make_project(
-        tmp_path / "p", "sqlite:///" + str(tmp_path / "p" / "o.db"), two_stages()
+        tmp_path / "p", copy_database(template_db, tmp_path / "p" / "o.db"), two_stages()
     )
     env_file = with_env_file(project, f"# ok\nGOOD=1\n{line}-s3cret\n")
     assert project.run("db", "upgrade").returncode == 0
@@ -215,9 +217,11 @@ def test_dotenv_values_quotes_export_and_comments(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["link", "fifo", "missing"])
-def test_an_env_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+def test_an_env_file_that_is_not_a_regular_file_is_refused(
+    tmp_path: Path, kind: str, template_db: Path
+) -> None:
     project = make_project(
-        tmp_path / "p", "sqlite:///" + str(tmp_path / "p" / "o.db"), two_stages()
+        tmp_path / "p", copy_database(template_db, tmp_path / "p" / "o.db"), two_stages()
     )
     env_file = with_env_file(project, "TOKEN=x\n")
     if kind == "link":

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from support import Project, cli_json, make_project
+from support import Project, cli_json, copy_database, make_project
 
 from orchestrator.cli import cli
 
@@ -139,10 +139,10 @@ verifier = ["sh", "-c", "echo '{{\\"pass\\": false, \\"score\\": 0.5}}'"]
 """
 
 
-def lint_project(tmp_path: Path, code: int, extra: str) -> Project:
+def lint_project(tmp_path: Path, code: int, extra: str, template_db: Path) -> Project:
     project = make_project(
         tmp_path / "proj",
-        f"sqlite:///{tmp_path / 'proj' / 'o.db'}",
+        copy_database(template_db, tmp_path / "proj" / "o.db"),
         LINT_STAGES.format(code=code, extra=extra),
     )
     assert project.cli("db", "upgrade").exit_code == 0
@@ -150,16 +150,20 @@ def lint_project(tmp_path: Path, code: int, extra: str) -> Project:
     return project
 
 
-def test_worker_ok_exit_lets_listed_statuses_go_on_to_the_verifier(tmp_path: Path) -> None:
-    project = lint_project(tmp_path, 1, "worker_ok_exit = [0, 1]")
+def test_worker_ok_exit_lets_listed_statuses_go_on_to_the_verifier(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = lint_project(tmp_path, 1, "worker_ok_exit = [0, 1]", template_db)
     assert project.cli("tick", "--max-tasks", "1").exit_code == 0
     attempt = cli_json(project.cli("show", "lint-me", "--json"))["attempts"][0]
     assert (attempt["outcome"], attempt["score"]) == ("failed", 0.5)
     assert (attempt["worker_exit"], attempt["verifier_exit"]) == (1, 0)
 
 
-def test_a_worker_exit_not_listed_is_still_a_worker_error(tmp_path: Path) -> None:
-    project = lint_project(tmp_path, 2, "worker_ok_exit = [0, 1]")
+def test_a_worker_exit_not_listed_is_still_a_worker_error(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = lint_project(tmp_path, 2, "worker_ok_exit = [0, 1]", template_db)
     assert project.cli("tick", "--max-tasks", "1").exit_code == 0
     attempt = cli_json(project.cli("show", "lint-me", "--json"))["attempts"][0]
     assert attempt["outcome"] == "worker_error"
@@ -167,8 +171,10 @@ def test_a_worker_exit_not_listed_is_still_a_worker_error(tmp_path: Path) -> Non
     assert attempt["verifier_exit"] is None
 
 
-def test_worker_ok_exit_must_list_statuses_including_zero(tmp_path: Path) -> None:
-    project = lint_project(tmp_path, 0, "")
+def test_worker_ok_exit_must_list_statuses_including_zero(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = lint_project(tmp_path, 0, "", template_db)
     project.write_config(LINT_STAGES.format(code=1, extra="worker_ok_exit = [1]"))
     result = project.cli("list")
     assert result.exit_code == 78
@@ -179,14 +185,18 @@ def test_worker_ok_exit_must_list_statuses_including_zero(tmp_path: Path) -> Non
 # -- 4. why a verifier failed ----------------------------------------------------
 
 
-def test_invalid_verdict_error_carries_the_exit_status_and_stderr(tmp_path: Path) -> None:
+def test_invalid_verdict_error_carries_the_exit_status_and_stderr(
+    tmp_path: Path, template_db: Path
+) -> None:
     stages = """
     [[pipelines.default.stages]]
     name = "implement"
     worker = ["true"]
     verifier = ["python3", "/nowhere/judges/pytest_judge.py"]
     """
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db"), stages
+    )
     assert project.cli("db", "upgrade").exit_code == 0
     assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
     assert project.cli("tick", "--max-tasks", "1").exit_code == 0
@@ -285,9 +295,11 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00 "
 
 
 def test_quiet_tick_logs_one_stamped_line_per_attempt_and_nothing_when_idle(
-    tmp_path: Path,
+    tmp_path: Path, template_db: Path
 ) -> None:
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     idle = project.run("tick", "--quiet")
     assert (idle.returncode, idle.stdout, idle.stderr) == (0, "", "")
@@ -552,7 +564,7 @@ def test_db_upgrade_of_a_missing_file_says_created(tmp_path: Path) -> None:
     assert invoke(["db", "upgrade"], tmp_path).stdout.startswith("database at ")
 
 
-def test_dry_run_says_setup_runs_first(tmp_path: Path) -> None:
+def test_dry_run_says_setup_runs_first(tmp_path: Path, template_db: Path) -> None:
     stages = """
     [pipelines.default]
     setup = ["git", "worktree", "add", "{workspace}"]
@@ -561,7 +573,9 @@ def test_dry_run_says_setup_runs_first(tmp_path: Path) -> None:
     name = "implement"
     worker = ["true"]
     """
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db"), stages
+    )
     assert project.cli("db", "upgrade").exit_code == 0
     assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
     dry = project.cli("tick", "--dry-run").stdout
@@ -623,14 +637,16 @@ def test_tables_show_no_terminal_escapes_and_cut_long_text_first() -> None:
     assert table.splitlines()[1].endswith("…")
 
 
-def test_a_verifier_killed_by_a_signal_is_named_so(tmp_path: Path) -> None:
+def test_a_verifier_killed_by_a_signal_is_named_so(tmp_path: Path, template_db: Path) -> None:
     stages = """
     [[pipelines.default.stages]]
     name = "implement"
     worker = ["true"]
     verifier = ["sh", "-c", "echo dying >&2; kill -KILL $$"]
     """
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db"), stages
+    )
     assert project.cli("db", "upgrade").exit_code == 0
     assert project.cli("add", "t1", "--title", "T").exit_code == 0
     assert project.cli("tick", "--max-tasks", "1").exit_code == 0
@@ -657,7 +673,7 @@ def test_no_config_says_where_it_looked_and_offers_cd_or_config_before_init(
     assert cd < init and config < init, message  # the existing project comes first
 
 
-def paid_project(tmp_path: Path, cost: float) -> Project:
+def paid_project(tmp_path: Path, cost: float, template_db: Path) -> Project:
     """One stage whose worker reports `cost` and whose verdict fails at 0.1."""
     script = (
         f'printf \'{{"cost_usd": {cost}}}\' > "$ORCHESTRATOR_USAGE_FILE"; '
@@ -669,15 +685,19 @@ name = "build"
 max_attempts = 2
 worker = {json.dumps(["sh", "-c", script])}
 """
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db"), stages
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "cheap", "--title", "T").returncode == 0
     assert project.run("tick").returncode == 0
     return project
 
 
-def test_small_costs_print_the_same_everywhere_and_never_as_zero(tmp_path: Path) -> None:
-    project = paid_project(tmp_path, 0.0006)
+def test_small_costs_print_the_same_everywhere_and_never_as_zero(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = paid_project(tmp_path, 0.0006, template_db)
     listed = project.run("list").stdout
     scores = project.run("scores", "cheap").stdout
     shown = project.run("show", "cheap").stdout
@@ -703,8 +723,10 @@ def test_money_format_keeps_tiny_costs_apart_from_none() -> None:
     assert money(None) == ""
 
 
-def test_show_names_only_the_capture_files_that_exist(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def test_show_names_only_the_capture_files_that_exist(tmp_path: Path, template_db: Path) -> None:
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "quiet", "--title", "T").returncode == 0
     assert project.run("tick").returncode == 0
@@ -717,14 +739,18 @@ def test_show_names_only_the_capture_files_that_exist(tmp_path: Path) -> None:
     assert "worker.err" not in named and "worker.err" not in on_disk  # printed nothing there
 
 
-def test_dry_run_prints_the_commands_with_their_placeholders_filled(tmp_path: Path) -> None:
+def test_dry_run_prints_the_commands_with_their_placeholders_filled(
+    tmp_path: Path, template_db: Path
+) -> None:
     stages = """
     [[pipelines.default.stages]]
     name = "implement"
     worker = ["sh", "{config_dir}/work.sh", "{task}", "{stage}", "{attempt}", "{workspace}"]
     verifier = ["sh", "{config_dir}/judge.sh", "--task={task}"]
     """
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db"), stages
+    )
     assert project.cli("db", "upgrade").exit_code == 0
     assert project.cli("add", "fix-calc", "--title", "T").exit_code == 0
     dry = project.cli("tick", "--dry-run").stdout
@@ -742,7 +768,9 @@ NOT_LOGGED_IN = (
 )
 
 
-def test_the_cron_log_and_explain_say_what_the_agent_said(tmp_path: Path) -> None:
+def test_the_cron_log_and_explain_say_what_the_agent_said(
+    tmp_path: Path, template_db: Path
+) -> None:
     script = f"cat > /dev/null; echo '{NOT_LOGGED_IN}'; exit 1"
     stages = f"""
 [[pipelines.default.stages]]
@@ -752,7 +780,9 @@ output = "claude-json"
 worker = {json.dumps(["sh", "-c", script])}
 verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 1}}'"]
 """
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", stages)
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db"), stages
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "login", "--title", "T").returncode == 0
     logged = project.run("tick", "--quiet", "--max-tasks", "1")

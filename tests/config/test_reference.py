@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,14 @@ def test_every_table_of_the_file_has_a_marker() -> None:
         "backoff keys",
         "pools keys",
         "hooks keys",
+        *(f"{section.table} keys" for section in _feature_tables()),
     }
+
+
+def _feature_tables() -> list[Section[Any]]:
+    """The top-level tables the feature packages declare (`Feature.config`):
+    each one's place in the page comes with its feature."""
+    return [s for f in FEATURES for s in f.config if s.table is not None]
 
 
 def test_the_command_reports_a_stale_page_and_rewrites_it(
@@ -138,7 +146,10 @@ def test_the_unknown_key_lists_keep_their_order() -> None:
     """The order the unknown-key error lists a table's keys in is the
     Sections' order: the engine's, then FEATURE_SECTIONS'."""
     the_schema = schema(FEATURE_SECTIONS)
-    assert the_schema.top() == ("orchestrator", "defaults", "pipelines", "hooks", "pools")
+    assert the_schema.top() == (
+        *("orchestrator", "defaults", "pipelines", "hooks", "pools"),
+        *(section.table for section in _feature_tables()),
+    )
     assert the_schema.allowed("stage") == (
         *("name", "gate", "worker", "verifier", "stdin", "prompt", "env", "max_attempts"),
         *("timeout_seconds", "pass_score", "plateau", "worker_ok_exit", "pool", "candidates"),

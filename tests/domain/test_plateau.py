@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from orchestrator.domain.plateau import PlateauDecision, PlateauPolicy, detect_plateau
 
@@ -214,7 +215,7 @@ policies = st.builds(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(policies, st.data())
 def test_steady_improvement_never_plateaus(rule: PlateauPolicy, data: st.DataObject) -> None:
     """Once in every P attempts a score beats the best so far by more than min_delta."""
@@ -234,7 +235,7 @@ def test_steady_improvement_never_plateaus(rule: PlateauPolicy, data: st.DataObj
         assert not decision.plateau, (scores[:end], decision)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(policies, st.floats(0, 1), st.integers(0, 12))
 def test_constant_series_always_plateaus(rule: PlateauPolicy, value: float, extra: int) -> None:
     length = max(rule.effective_min_attempts, rule.patience + 1) + extra
@@ -243,7 +244,7 @@ def test_constant_series_always_plateaus(rule: PlateauPolicy, value: float, extr
     assert decision.delta == 0.0
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(policies, st.lists(st.floats(0, 1) | st.sampled_from([math.nan, math.inf]), max_size=20))
 def test_decision_follows_the_rule(rule: PlateauPolicy, scores: list[float]) -> None:
     decision = detect_plateau(scores, rule)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from orchestrator.domain.text import clean_text
 
@@ -53,7 +54,7 @@ def test_large_text_is_handled() -> None:
     assert len(cleaned.encode("utf-8")) <= 1_000_001
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.text(), st.none() | st.integers(0, 64))
 def test_result_is_storable_and_a_maximal_prefix(text: str, limit: int | None) -> None:
     cleaned = clean_text(text, limit)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from orchestrator.domain import verdict as verdict_module
 from orchestrator.domain.text import clean_text
@@ -516,13 +517,13 @@ def assert_parses_cleanly(text: str) -> None:
 jsonish_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=3), max_size=60).map("".join)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(st.text())
 def test_arbitrary_text_never_raises(text: str) -> None:
     assert_parses_cleanly(text)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(jsonish_text)
 def test_jsonish_text_never_raises(text: str) -> None:
     assert_parses_cleanly(text)
@@ -540,7 +541,7 @@ verdict_objects = st.dictionaries(
 )
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(verdict_objects)
 def test_whole_json_object_is_coerced(data: dict[str, object]) -> None:
     verdict = parse_verdict(json.dumps(data))
@@ -563,7 +564,7 @@ well_formed = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(well_formed, prose_before, prose_after, st.booleans())
 def test_round_trip_through_prose(
     data: dict[str, Any], before: str, after: str, fenced: bool

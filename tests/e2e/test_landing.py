@@ -228,22 +228,16 @@ def test_bad_landing_keys_are_config_errors(project: Project, keys: str, says: s
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_two_hosts_land_into_one_repository_at_once(tmp_path: Path, pg_url: str) -> None:
+def test_two_hosts_land_into_one_repository_at_once(tmp_path: Path, migrated_pg: str) -> None:
     """PostgreSQL, two "hosts" (own folders, own ORCHESTRATOR_HOST, one
     database and one repository): each lands its task, one at a time."""
     from support import make_project
 
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    engine = make_engine(pg_url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
     repo = make_repo(tmp_path)
     log = tmp_path / "checked.log"
     hosts = []
     for name in ("host-a", "host-b"):
-        host = make_project(tmp_path / name, pg_url, "")
+        host = make_project(tmp_path / name, migrated_pg, "")
         land_config(host, OWN_FILE, check=check_logging(log))
         text = host.config.read_text().replace('repository = "repo"', f'repository = "{repo}"')
         host.config.write_text(text)
@@ -266,7 +260,7 @@ def test_two_hosts_land_into_one_repository_at_once(tmp_path: Path, pg_url: str)
     assert [line.split()[0] for line in lines] == ["start", "end", "start", "end"]
     checked = {line.split()[1] for line in lines}
     assert checked == {landed(a, "a"), landed(a, "b")}
-    assert check_invariants(pg_url, allow_running=False) == []
+    assert check_invariants(migrated_pg, allow_running=False) == []
 
 
 def test_a_refused_landing_halts_and_explain_names_why(project: Project) -> None:

@@ -232,21 +232,15 @@ def test_dry_run_follows_the_claims_order(project: Project) -> None:
 
 
 @pytest.mark.pg
-def test_sql_refuses_a_driver_it_cannot_make_read_only(tmp_path: Path, pg_url: str) -> None:
+def test_sql_refuses_a_driver_it_cannot_make_read_only(tmp_path: Path, migrated_pg: str) -> None:
     pytest.importorskip("psycopg2", reason="the psycopg2 driver ('.[test]' installs it)")
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    engine = make_engine(pg_url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
-    project = make_project(tmp_path / "p", pg_url)
+    project = make_project(tmp_path / "p", migrated_pg)
     assert project.cli("add", "t1", "--title", "Kept").exit_code == 0
-    project.db_url = pg_url.replace("postgresql+psycopg://", "postgresql+psycopg2://", 1)
+    project.db_url = migrated_pg.replace("postgresql+psycopg://", "postgresql+psycopg2://", 1)
     result = project.run("sql", "COMMIT; DELETE FROM tasks")
     assert result.returncode == 78, result.stderr
     assert "sql refuses the postgresql+psycopg2 driver" in result.stderr
-    project.db_url = pg_url
+    project.db_url = migrated_pg
     assert project.query("SELECT count(*) FROM tasks") == [(1,)]
 
 

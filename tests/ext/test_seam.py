@@ -25,7 +25,15 @@ from tick.tick_support import make_bench
 from orchestrator import compose
 from orchestrator.config import StageConfig
 from orchestrator.ext.hooks import Feature, TickHooks
-from orchestrator.ext.model import AttemptRun, Claim, Command, Refusal, TickOptions
+from orchestrator.ext.model import (
+    AttemptRun,
+    Claim,
+    Command,
+    CommandRan,
+    Refusal,
+    TickOptions,
+    TickReport,
+)
 from orchestrator.ext.ports import Kernel
 from orchestrator.ext.registry import Registry
 from orchestrator.features import FEATURES
@@ -417,3 +425,44 @@ def test_the_gate_key_takes_true_false_or_auto(project: Project) -> None:
     )
     with pytest.raises(Exception, match='true, false or "auto"'):
         make_bench(project)
+
+
+def test_the_tick_and_command_timing_points_frame_the_tick(project: Project) -> None:
+    """`tick_started` comes before anything of the tick, `command_ended`
+    after each command with its times and exit status, `tick_ended` last
+    with the report and the status the tick's row was closed with."""
+    project.write_config(
+        '[pipelines.default]\nsetup = ["true"]\n\n' + stage("only", worker=["true"], verifier=PASS)
+    )
+    bench = make_bench(project)
+    bench.add("t1")
+    seen: list[str] = []
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def tick_started(options: TickOptions) -> None:
+            seen.append("tick_started")
+
+        def command_ended(claim: Claim, command: Command, ran: CommandRan) -> None:
+            assert 0 < ran.started_ns <= ran.ended_ns
+            seen.append(f"command_ended {claim.task.slug} {command.name} {ran.exit_code}")
+
+        def tick_ended(options: TickOptions, report: TickReport, status: int) -> None:
+            seen.append(f"tick_ended {report.outcomes} {status}")
+
+        return TickHooks(
+            tick_started=tick_started, command_ended=command_ended, tick_ended=tick_ended
+        )
+
+    try:
+        Ticker(bench.settings, bench.engine, features=(Feature("toy", tick=toy),)).tick()
+        closed = project.query("SELECT exit_code FROM ticks")
+    finally:
+        bench.engine.dispose()
+    assert closed == [(0,)]
+    assert seen == [
+        "tick_started",
+        "command_ended t1 setup 0",
+        "command_ended t1 worker 0",
+        "command_ended t1 verifier 0",
+        "tick_ended {'passed': 1} 0",
+    ]

@@ -182,16 +182,10 @@ def test_backoff_tries_are_bounded(project: Project) -> None:
 
 
 @pytest.mark.pg
-def test_backoff_holds_across_two_hosts(tmp_path: Any, pg_url: str) -> None:
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    engine = make_engine(pg_url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
+def test_backoff_holds_across_two_hosts(tmp_path: Any, migrated_pg: str) -> None:
     hosts = []
     for name in ("host-a", "host-b"):
-        project = make_project(tmp_path / name, pg_url, backoff_stage(), affinity="any")
+        project = make_project(tmp_path / name, migrated_pg, backoff_stage(), affinity="any")
         project.env["ORCHESTRATOR_HOST"] = name
         hosts.append(project)
     a, b = hosts

@@ -25,8 +25,6 @@ from hypothesis import strategies as st
 from support import Project, make_project
 
 from orchestrator.config import load_settings
-from orchestrator.storage import migrate
-from orchestrator.storage.db import make_engine
 from orchestrator.storage.schema import HEAD
 from orchestrator.tick import idle
 from orchestrator.tick.idle import marker, schema, sql, try_idle_tick
@@ -37,13 +35,11 @@ BACKOFFS = [None, "past", "future"]
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def template(tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Path:
     folder = tmp_path_factory.mktemp("idle") / "template"
     url = f"sqlite:///{folder / 'orchestrator.db'}"
     folder.mkdir()
-    engine = make_engine(url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
+    shutil.copyfile(template_db, folder / "orchestrator.db")
     project = make_project(folder, url)
     for slug in SLUGS:
         assert project.cli("add", slug, "--title", slug).exit_code == 0

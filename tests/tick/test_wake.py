@@ -4,6 +4,7 @@ it; what the tick itself left ready does not (`run --max-tasks` paces)."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import threading
 import time
@@ -13,17 +14,13 @@ import pytest
 from support import make_project
 
 from orchestrator.api.project import Project as Library
-from orchestrator.storage import migrate
-from orchestrator.storage.db import make_engine
 from orchestrator.tick.wake import Wake
 
 
 @pytest.fixture
-def library(tmp_path: Path) -> Library:
+def library(tmp_path: Path, template_db: Path) -> Library:
+    shutil.copyfile(template_db, tmp_path / "orchestrator.db")
     url = f"sqlite:///{tmp_path / 'orchestrator.db'}"
-    engine = make_engine(url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
     project = make_project(tmp_path / "proj", url)
     opened = Library.open(project.config, db=url)
     opened.add("t1", "T1")

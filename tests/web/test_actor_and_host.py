@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support import copy_database
 from web_support import free_port, gated_project, serving, tick_until_gate
 
 TOKEN = "a-long-shared-token-0123456789"
@@ -64,8 +65,10 @@ def test_a_web_name_with_nul_or_too_long_is_refused_on_postgresql(
     assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") == [("frank",)]
 
 
-def test_serve_on_another_loopback_address_answers_there(tmp_path: Path) -> None:
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def test_serve_on_another_loopback_address_answers_there(tmp_path: Path, template_db: Path) -> None:
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     port = free_port()

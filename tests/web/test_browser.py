@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
-from support import Project, make_project
+from support import Project, copy_database, make_project
 from web_support import (
     SCREENSHOTS,
     VERIFIER,
@@ -52,8 +52,10 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
 
 
 @pytest.fixture
-def gated(tmp_path: Path) -> Project:
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def gated(tmp_path: Path, template_db: Path) -> Project:
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Write the notes").exit_code == 0
     tick_until_gate(project, "doc")
@@ -108,9 +110,13 @@ def test_reject_note_becomes_the_next_attempts_hint(gated: Project, page: Page) 
         assert f"hint: {note}" in page.locator(".markdown").inner_text()
 
 
-def test_score_curve_carries_the_recorded_scores(tmp_path: Path, page: Page) -> None:
+def test_score_curve_carries_the_recorded_scores(
+    tmp_path: Path, page: Page, template_db: Path
+) -> None:
     project = gated_project(
-        tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", scores="0.2,0.5,0.8"
+        tmp_path / "proj",
+        copy_database(template_db, tmp_path / "proj" / "o.db"),
+        scores="0.2,0.5,0.8",
     )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "curve", "--title", "Climb").exit_code == 0
@@ -212,7 +218,7 @@ def test_signed_in_user_is_the_approvals_actor(
 
 
 def test_a_page_on_another_loopback_port_cannot_reject_a_gate(
-    browser: Browser, tmp_path: Path
+    browser: Browser, tmp_path: Path, template_db: Path
 ) -> None:
     # review finding: csrf_ok accepts any cookie value of 32+ characters (never
     # issued by the server, not signed) and waves through `Origin: null`. A page
@@ -227,7 +233,9 @@ def test_a_page_on_another_loopback_port_cannot_reject_a_gate(
 
     from web_support import free_port, gated_project, serving, tick_until_gate
 
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     tick_until_gate(project, "doc")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from e2e.test_task_branch import branch_project
 from playwright.sync_api import Page
-from support import make_project
+from support import copy_database, make_project
 from test_browser import browser, page  # noqa: F401 - the fixtures, shared
 from web_support import serving
 
@@ -22,8 +22,9 @@ NOTE = "keep.txt must keep its first line"
 def test_the_gate_page_shows_the_whole_change_and_rejects_to_implement(
     tmp_path: Path,
     page: Page,  # noqa: F811 - the fixture
+    template_db: Path,
 ) -> None:
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'o.db'}")
+    project = make_project(tmp_path / "proj", copy_database(template_db, tmp_path / "o.db"))
     branch_project(project)
     text = project.config.read_text().replace(
         'worker = ["true"]', 'worker = ["sh", "-c", "echo looks fine > REVIEW.md"]'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
-from support import Project, check_invariants, make_project
+from support import Project, check_invariants, copy_database, make_project
 from web_support import _q, chromium_path, screenshot_path, serving
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,7 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     context.close()
 
 
-def _project(tmp_path: Path) -> Project:
+def _project(tmp_path: Path, template_db: Path) -> Project:
     folder = tmp_path / "proj"
     folder.mkdir()
     (folder / "chatty.py").write_text(CHATTY)
@@ -67,13 +67,13 @@ name = "work"
 worker = [{_q(sys.executable)}, {_q(str(folder / "chatty.py"))}, {_q(str(control))}]
 verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 1.0}}'"]
 """
-    project = make_project(folder, f"sqlite:///{folder / 'o.db'}", stages)
+    project = make_project(folder, copy_database(template_db, folder / "o.db"), stages)
     assert project.run("db", "upgrade").returncode == 0
     return project
 
 
-def test_halt_resume_and_cancel_clicked(tmp_path: Path, page: Page) -> None:
-    project = _project(tmp_path)
+def test_halt_resume_and_cancel_clicked(tmp_path: Path, page: Page, template_db: Path) -> None:
+    project = _project(tmp_path, template_db)
     assert project.cli("add", "job", "--title", "A job").exit_code == 0
     with serving(project, page=page) as base:
         page.goto(base + "/task/job")
@@ -101,11 +101,11 @@ def test_halt_resume_and_cancel_clicked(tmp_path: Path, page: Page) -> None:
     assert check_invariants(project.db_url) == []
 
 
-def test_a_post_without_the_csrf_token_is_refused(tmp_path: Path) -> None:
+def test_a_post_without_the_csrf_token_is_refused(tmp_path: Path, template_db: Path) -> None:
     import urllib.error
     import urllib.request
 
-    project = _project(tmp_path)
+    project = _project(tmp_path, template_db)
     assert project.cli("add", "job", "--title", "A job").exit_code == 0
     with serving(project) as base:
         request = urllib.request.Request(
@@ -119,9 +119,9 @@ def test_a_post_without_the_csrf_token_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_live_tail_shows_what_the_worker_prints_within_a_second(
-    tmp_path: Path, page: Page
+    tmp_path: Path, page: Page, template_db: Path
 ) -> None:
-    project = _project(tmp_path)
+    project = _project(tmp_path, template_db)
     control = tmp_path / "control"
     assert project.cli("add", "job", "--title", "A job").exit_code == 0
     tick = project.popen("tick")

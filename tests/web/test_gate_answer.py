@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import Project, cli_json, make_project
+from support import Project, cli_json, copy_database, make_project
 
 from orchestrator.config import load_settings
 from orchestrator.storage.db import make_engine
@@ -91,8 +91,12 @@ def gate_html(project: Project) -> str:
 
 
 @pytest.mark.parametrize("fmt", ["claude-json", "codex-jsonl"])
-def test_gate_page_shows_the_answer_not_the_envelope(tmp_path: Path, fmt: str) -> None:
-    project = answering_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'o.db'}", fmt)
+def test_gate_page_shows_the_answer_not_the_envelope(
+    tmp_path: Path, fmt: str, template_db: Path
+) -> None:
+    project = answering_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "o.db"), fmt
+    )
     html = gate_html(project)
     shown = re.search(r'<div class="markdown answer" id="answer">(.*?)</div>', html, re.S)
     assert shown is not None, html
@@ -107,8 +111,10 @@ def test_gate_page_shows_the_answer_not_the_envelope(tmp_path: Path, fmt: str) -
 
 
 @pytest.mark.parametrize("fmt", ["claude-json", "codex-jsonl"])
-def test_show_prints_the_answer_wrapped(tmp_path: Path, fmt: str) -> None:
-    project = answering_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'o.db'}", fmt)
+def test_show_prints_the_answer_wrapped(tmp_path: Path, fmt: str, template_db: Path) -> None:
+    project = answering_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "o.db"), fmt
+    )
     done = project.run("show", "pager", extra_env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     section = done.stdout.split("\nanswer (", 1)[1].split("\ntransitions:", 1)[0]
@@ -121,7 +127,9 @@ def test_show_prints_the_answer_wrapped(tmp_path: Path, fmt: str) -> None:
     assert cli_json(project.cli("show", "pager", "--json"))["answer"] == ANSWER
 
 
-def test_plain_output_is_the_answer_as_it_is(tmp_path: Path) -> None:
-    project = answering_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'o.db'}", "text")
+def test_plain_output_is_the_answer_as_it_is(tmp_path: Path, template_db: Path) -> None:
+    project = answering_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "o.db"), "text"
+    )
     answer = cli_json(project.cli("show", "pager", "--json"))["answer"]
     assert answer.startswith('{"type":"thread.started"')  # text is not parsed

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from sqlalchemy import Engine
-from support import Project
+from support import Project, copy_database
 from web_support import gated_project, serving, tick_until_gate
 
 from orchestrator.config import load_settings
@@ -93,8 +93,10 @@ def test_history_filters_by_task_event_and_actor(project: Project) -> None:
     assert "erin" in html and "dana" not in html
 
 
-def test_token_sign_in_names_the_actor(tmp_path: Path) -> None:
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def test_token_sign_in_names_the_actor(tmp_path: Path, template_db: Path) -> None:
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     tick_until_gate(project, "doc")
@@ -127,9 +129,13 @@ def test_token_sign_in_names_the_actor(tmp_path: Path) -> None:
     assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") == [("frank",)]
 
 
-def test_loopback_without_auth_answers_only_to_loopback_names(tmp_path: Path) -> None:
+def test_loopback_without_auth_answers_only_to_loopback_names(
+    tmp_path: Path, template_db: Path
+) -> None:
     """DNS rebinding: a page at evil.example resolving to 127.0.0.1 gets nothing."""
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     with serving(project) as base:
         port = base.rsplit(":", 1)[1]
@@ -186,11 +192,15 @@ def test_the_shared_token_cannot_sign_in_as_a_users_file_user(
     assert project.query("SELECT actor FROM transitions WHERE event = 'approve'") != [("alice",)]
 
 
-def test_a_malformed_board_cursor_is_the_first_page_not_a_500(tmp_path: Path) -> None:
+def test_a_malformed_board_cursor_is_the_first_page_not_a_500(
+    tmp_path: Path, template_db: Path
+) -> None:
     # review finding: data.parse_cursor checks `offset.isdigit()`, which is true
     # for "²" (int() then raises) and for a 5000-digit number (over Python's
     # int-string limit); a crafted `?from=` answers 500 instead of the first page.
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     with serving(project) as base:
@@ -200,12 +210,14 @@ def test_a_malformed_board_cursor_is_the_first_page_not_a_500(tmp_path: Path) ->
                 assert answer.status == 200
 
 
-def test_a_non_ascii_credential_is_a_401_not_a_500(tmp_path: Path) -> None:
+def test_a_non_ascii_credential_is_a_401_not_a_500(tmp_path: Path, template_db: Path) -> None:
     # review finding: Auth.actor feeds the raw header to hmac.compare_digest,
     # which raises TypeError on non-ASCII str: `Authorization: Bearer é` (or a
     # Basic password with an accent, or a non-ASCII csrf field in csrf_ok)
     # answers 500 instead of 401/403. Compare bytes (.encode()).
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     token_file = tmp_path / "token"
     token_file.write_text("a-long-shared-token-0123456789\n")
@@ -220,8 +232,12 @@ def test_a_non_ascii_credential_is_a_401_not_a_500(tmp_path: Path) -> None:
                 assert exc.code == 401, (header, exc.code)
 
 
-def test_a_post_is_judged_by_its_signed_token_and_its_origin(tmp_path: Path) -> None:
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def test_a_post_is_judged_by_its_signed_token_and_its_origin(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     tick_until_gate(project, "doc")
@@ -260,8 +276,12 @@ def test_a_post_is_judged_by_its_signed_token_and_its_origin(tmp_path: Path) -> 
     assert notes == [("why",)]
 
 
-def test_the_board_says_when_the_last_tick_ran_idle_ones_included(tmp_path: Path) -> None:
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def test_the_board_says_when_the_last_tick_ran_idle_ones_included(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     engine = _engine(project)
     pages = Pages(engine, load_settings(config=project.config))
@@ -274,9 +294,13 @@ def test_the_board_says_when_the_last_tick_ran_idle_ones_included(tmp_path: Path
         engine.dispose()
 
 
-def test_loopback_without_login_asks_for_the_printed_token(tmp_path: Path) -> None:
+def test_loopback_without_login_asks_for_the_printed_token(
+    tmp_path: Path, template_db: Path
+) -> None:
     """The address `serve` prints is traded for a cookie; nothing else gets a page."""
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
 

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from support import make_project
+from support import copy_database, make_project
 
 from orchestrator.config import load_settings
 from orchestrator.storage.db import make_engine
@@ -28,8 +28,12 @@ verifier = {json.dumps(["python3", "-c", SCORES])}
 """
 
 
-def test_the_page_the_curve_and_show_mark_best_and_restored(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}", STAGES)
+def test_the_page_the_curve_and_show_mark_best_and_restored(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = make_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db"), STAGES
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.run("add", "t1", "--title", "plateau").returncode == 0
     assert project.run("tick").returncode == 0

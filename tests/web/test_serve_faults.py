@@ -10,13 +10,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from support import copy_database
 from web_support import free_port, gated_project, serving, tick_until_gate, wait_healthy
 
 
-def test_serve_shuts_down_on_sigterm_and_exits_0(tmp_path: Path) -> None:
+def test_serve_shuts_down_on_sigterm_and_exits_0(tmp_path: Path, template_db: Path) -> None:
     """SIGTERM is how service managers stop a server: it must shut down and
     exit 0, not die by the signal (which they report as a failure)."""
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     port = free_port()
     process = project.popen("serve", "--port", str(port))
@@ -32,10 +35,14 @@ def test_serve_shuts_down_on_sigterm_and_exits_0(tmp_path: Path) -> None:
     assert "Traceback" not in err, err
 
 
-def test_an_approval_that_lost_the_race_says_who_approved(tmp_path: Path) -> None:
+def test_an_approval_that_lost_the_race_says_who_approved(
+    tmp_path: Path, template_db: Path
+) -> None:
     """The page is loaded, someone else approves (the CLI, as alice), then
     the stale form is posted: the answer names alice, never "Approved"."""
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     tick_until_gate(project, "doc")

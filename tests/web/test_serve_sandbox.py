@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import Project
+from support import Project, copy_database
 from web_support import _q, gated_project, serving, tick_until_gate
 
 from orchestrator.features.sandbox.bwrap import bwrap_program
@@ -70,8 +70,8 @@ def _needs_bwrap() -> None:
         pytest.skip("bubblewrap (bwrap) is not installed")
 
 
-def probing_project(folder: Path) -> Project:
-    project = gated_project(folder, f"sqlite:///{folder / 'o.db'}")
+def probing_project(folder: Path, template_db: Path) -> Project:
+    project = gated_project(folder, copy_database(template_db, folder / "o.db"))
     tools = folder.parent / "probe"  # bound read-only: the project folder may be hidden
     tools.mkdir()
     probe = tools / "probe.py"
@@ -91,8 +91,8 @@ verifier = ["sh", "-c", "echo '{{\\"pass\\": true, \\"score\\": 1.0}}'"]
     return project
 
 
-def test_a_sandboxed_worker_reaches_no_page_of_serve(tmp_path: Path) -> None:
-    project = probing_project(tmp_path / "proj")
+def test_a_sandboxed_worker_reaches_no_page_of_serve(tmp_path: Path, template_db: Path) -> None:
+    project = probing_project(tmp_path / "proj", template_db)
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Write the notes").exit_code == 0
     tick_until_gate(project, "doc")

@@ -10,11 +10,16 @@ import urllib.request
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
+from support import copy_database
 from web_support import gated_project, serving, tick_until_gate
 
 
-def test_a_reject_without_a_note_answers_in_the_pages_words(tmp_path: Path) -> None:
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def test_a_reject_without_a_note_answers_in_the_pages_words(
+    tmp_path: Path, template_db: Path
+) -> None:
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     tick_until_gate(project, "doc")
@@ -48,8 +53,10 @@ def test_a_reject_without_a_note_answers_in_the_pages_words(tmp_path: Path) -> N
     assert project.state("doc") == "research:awaiting_approval"
 
 
-def test_a_landed_tasks_page_says_so_at_its_top(tmp_path: Path) -> None:
-    project = gated_project(tmp_path / "proj", f"sqlite:///{tmp_path / 'proj' / 'o.db'}")
+def test_a_landed_tasks_page_says_so_at_its_top(tmp_path: Path, template_db: Path) -> None:
+    project = gated_project(
+        tmp_path / "proj", copy_database(template_db, tmp_path / "proj" / "o.db")
+    )
     assert project.run("db", "upgrade").returncode == 0
     assert project.cli("add", "doc", "--title", "Doc").exit_code == 0
     engine = create_engine(project.db_url)

@@ -204,7 +204,7 @@ def test_a_round_is_not_starved_by_another_tasks_higher_attempt_number(project: 
 
 
 def test_a_slot_whose_row_another_transaction_holds_is_passed_over(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, migrated_pg: str
 ) -> None:
     """PostgreSQL: a round's task row held by another session (a long
     transaction, another host's record) does not stall a tick's claims:
@@ -212,20 +212,16 @@ def test_a_slot_whose_row_another_transaction_holds_is_passed_over(
     once the row is free."""
     from sqlalchemy import create_engine, text
 
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    engine = make_engine(pg_url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
     make_repo(tmp_path)
-    project = make_project(tmp_path, pg_url, BEHIND.replace("max_attempts = 3", "max_attempts = 1"))
+    project = make_project(
+        tmp_path, migrated_pg, BEHIND.replace("max_attempts = 3", "max_attempts = 1")
+    )
     assert project.run("add", "r", "--title", "r").returncode == 0
     # One candidate of two, then the bound: the round's second slot is open.
     assert project.run("tick", "--jobs", "1", "--max-tasks", "1").returncode == 0
     assert project.state("r") == "work:running"
     assert project.run("add", "p", "--title", "p", "--pipeline", "plain").returncode == 0
-    holder = create_engine(pg_url)
+    holder = create_engine(migrated_pg)
     try:
         with holder.connect() as conn:
             conn.execute(text("SELECT id FROM tasks WHERE slug = 'r' FOR UPDATE"))
@@ -238,4 +234,4 @@ def test_a_slot_whose_row_another_transaction_holds_is_passed_over(
         holder.dispose()
     assert project.run("tick", "--jobs", "2").returncode == 0
     assert project.state("r") == "complete"
-    assert check_invariants(pg_url, allow_running=False) == []
+    assert check_invariants(migrated_pg, allow_running=False) == []

@@ -140,20 +140,14 @@ def test_explain_and_the_dry_run_say_what_is_short(tmp_path: Path, migrated_url:
 
 
 @pytest.mark.pg
-def test_each_host_judges_its_own_memory(tmp_path: Path, pg_url: str) -> None:
+def test_each_host_judges_its_own_memory(tmp_path: Path, migrated_pg: str) -> None:
     """Two hosts on one PostgreSQL database, 3 GB each: host A's attempt
     reserves 2 GB of A's memory, so A holds its other tasks back, and B
     still starts one (A's reservation is not B's memory)."""
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    engine = make_engine(pg_url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
     release = tmp_path / "release"
     hosts = []
     for name in ("host-a", "host-b"):
-        project = make_project(tmp_path / name, pg_url, stages([*HELD, str(release)]))
+        project = make_project(tmp_path / name, migrated_pg, stages([*HELD, str(release)]))
         with_memory(project, tmp_path / name, 3072)
         project.env["ORCHESTRATOR_HOST"] = name
         hosts.append(project)
@@ -174,4 +168,4 @@ def test_each_host_judges_its_own_memory(tmp_path: Path, pg_url: str) -> None:
     assert [code for _, code in results] == [0] * len(ticks), results
     assert hosts[0].query("SELECT DISTINCT status FROM tasks") == [("complete",)]
     assert hosts[0].query("SELECT count(*) FROM attempts") == [(4,)]
-    assert check_invariants(pg_url, allow_running=False) == []
+    assert check_invariants(migrated_pg, allow_running=False) == []

@@ -82,22 +82,16 @@ class Sampler(threading.Thread):
 
 @pytest.mark.pg
 def test_max_running_holds_across_two_hosts_each_with_three_jobs(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, migrated_pg: str
 ) -> None:
-    from orchestrator.storage import migrate
-    from orchestrator.storage.db import make_engine
-
-    engine = make_engine(pg_url, create=True)
-    migrate.upgrade(engine)
-    engine.dispose()
     config = "[pools.agent]\nmax_running = 2\n\n" + stages("agent", ["sleep", "0.3"])
     hosts = []
     for name in ("host-a", "host-b"):
-        project = make_project(tmp_path / name, pg_url, config)
+        project = make_project(tmp_path / name, migrated_pg, config)
         project.env["ORCHESTRATOR_HOST"] = name
         hosts.append(project)
     add(hosts[0], "t", 10)
-    sampler = Sampler(pg_url, "agent")
+    sampler = Sampler(migrated_pg, "agent")
     sampler.start()
     failures: list[str] = []
 
@@ -123,7 +117,7 @@ def test_max_running_holds_across_two_hosts_each_with_three_jobs(
     assert max(samples) == 2  # the cap was reached, never passed
     rows = hosts[0].query("SELECT host, count(*) FROM attempts GROUP BY host")
     assert sum(n for _, n in rows) == 10  # each task ran once
-    assert check_invariants(pg_url, allow_running=False) == []
+    assert check_invariants(migrated_pg, allow_running=False) == []
 
 
 LIMIT_WORKER = """\
