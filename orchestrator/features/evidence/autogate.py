@@ -13,23 +13,13 @@ only decisions after it count. Nothing here runs for a stage without
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, func, select, text
-from sqlalchemy.orm import aliased
+from sqlalchemy import Connection
 
-from orchestrator.domain.pipeline import State, Status
-from orchestrator.ext.model import GATE_ACTOR
 from orchestrator.features.evidence.autogate_config import AutoGate
 from orchestrator.features.evidence.stats import wilson_lower
-from orchestrator.storage import tables
-
-GATE_AUDIT = "gate_audit"
-
-tasks = tables.tasks
-transitions = tables.transitions
-events = tables.events
+from orchestrator.features.evidence.store import gate_counts
 
 
 @dataclass(frozen=True)
@@ -69,85 +59,14 @@ class GateMode:
 
 def gate_mode(conn: Connection, pipeline: str, stage: str, policy: AutoGate) -> GateMode:
     """The mode the next passing verdict at (pipeline, stage) meets."""
-    awaiting = str(State(stage, Status.AWAITING_APPROVAL))
-    decision = aliased(transitions, name="decision")
-    waited = aliased(transitions, name="waited")
-    at_stage = and_(
-        decision.c.from_state == awaiting,
-        tasks.c.pipeline == pipeline,
-    )
-    by_person = func.coalesce(decision.c.actor, "") != GATE_ACTOR
-    # The epoch: the newest reject by a person of a verdict that was audited.
-    epoch = conn.execute(
-        select(func.max(decision.c.id))
-        .select_from(decision)
-        .join(tasks, tasks.c.id == decision.c.task_id)
-        .join(
-            waited,
-            and_(waited.c.task_id == decision.c.task_id, waited.c.seq == decision.c.seq - 1),
-        )
-        .join(
-            events,
-            and_(events.c.attempt_id == waited.c.attempt_id, events.c.kind == GATE_AUDIT),
-        )
-        .where(at_stage, decision.c.event == "reject", by_person)
-    ).scalar()
-    since = 0 if epoch is None else int(epoch)
-    people = conn.execute(
-        select(func.count(), func.count().filter(decision.c.event == "approve"))
-        .select_from(decision)
-        .join(tasks, tasks.c.id == decision.c.task_id)
-        .where(
-            at_stage,
-            decision.c.id > since,
-            decision.c.event.in_(("approve", "reject")),
-            by_person,
-        )
-    ).one()
-    opened = conn.execute(
-        select(func.count())
-        .select_from(decision)
-        .join(tasks, tasks.c.id == decision.c.task_id)
-        .where(
-            at_stage,
-            decision.c.id > since,
-            decision.c.event == "approve",
-            decision.c.actor == GATE_ACTOR,
-        )
-    ).scalar_one()
-    audited = conn.execute(
-        select(func.count())
-        .select_from(waited)
-        .join(tasks, tasks.c.id == waited.c.task_id)
-        .join(
-            events,
-            and_(events.c.attempt_id == waited.c.attempt_id, events.c.kind == GATE_AUDIT),
-        )
-        .where(
-            waited.c.to_state == awaiting,
-            waited.c.event == "await_approval",
-            tasks.c.pipeline == pipeline,
-            waited.c.id > since,
-        )
-    ).scalar_one()
-    n, approved = int(people[0]), int(people[1] or 0)
+    counts = gate_counts(conn, pipeline, stage)
+    n, approved = counts.decisions, counts.approved
     bound = wilson_lower(approved, n)
-    streak = int(opened) + int(audited)
+    streak = counts.opened + counts.audited
     if n < policy.auto_after or bound < policy.auto_precision:
         mode = "person"
     elif (streak + 1) % policy.audit_every == 0:
         mode = "audit"
     else:
         mode = "auto"
-    return GateMode(mode, n, approved, bound, epoch is not None, streak, policy)
-
-
-def lock_gate(conn: Connection, pipeline: str, stage: str) -> None:
-    """Serialize the gate's decisions across hosts for the rest of the
-    transaction (PostgreSQL; SQLite's write transactions already are):
-    two records never both read the same count and both open."""
-    if conn.dialect.name != "postgresql":
-        return
-    digest = hashlib.sha256(f"autogate:{pipeline}:{stage}".encode()).digest()
-    key = int.from_bytes(digest[:8], "big", signed=True)
-    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    return GateMode(mode, n, approved, bound, counts.since_reject, streak, policy)

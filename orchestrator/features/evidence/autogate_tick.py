@@ -10,9 +10,10 @@ from sqlalchemy import Connection
 from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import Claim
 from orchestrator.ext.ports import Kernel
-from orchestrator.features.evidence.autogate import GATE_AUDIT, gate_mode, lock_gate
+from orchestrator.features.evidence.autogate import gate_mode
 from orchestrator.features.evidence.autogate_config import AUTOGATE_SECTION
 from orchestrator.features.evidence.identity import verifier_identity
+from orchestrator.features.evidence.store import GATE_AUDIT, lock_gate
 from orchestrator.storage.repo import outbox
 
 
