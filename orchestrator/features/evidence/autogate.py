@@ -54,7 +54,7 @@ class GateMode:
             )
         if self.mode == "audit":
             return f"audit (every {p.audit_every}th verdict waits for a person): {evidence}"
-        return f"opened by the verifier: {evidence} >= {p.auto_precision:g}"
+        return f"opens by itself: {evidence} >= {p.auto_precision:g}"
 
 
 def gate_mode(conn: Connection, pipeline: str, stage: str, policy: AutoGate) -> GateMode:

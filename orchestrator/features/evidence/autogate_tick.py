@@ -44,7 +44,7 @@ def tick_hooks(kernel: Kernel) -> TickHooks:
             kernel.tx.say_after_commit(f"{claim.task.slug}: {stage.name} audited: {mode.why()}")
             return None
         if mode.mode == "auto":
-            return f"{verifier} {mode.why()}"
+            return f"{verifier}: {mode.why()}"
         return None
 
     return TickHooks(open_gate=open_gate)

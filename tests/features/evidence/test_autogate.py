@@ -79,6 +79,7 @@ def test_a_gate_earns_autonomy_is_audited_and_a_reject_hands_it_back(
         gate = _gate(lib, "a-19")
         assert (gate["mode"], gate["decisions"], gate["approved"]) == ("auto", 20, 20)
         assert abs(gate["bound"] - 0.8808) < 0.001
+        assert any("next verdict opens by itself" in t for t in lib.explain("a-19").notes)
 
         second = [f"b-{i}" for i in range(10)]
         _tick(lib, *second)
@@ -90,7 +91,7 @@ def test_a_gate_earns_autonomy_is_audited_and_a_reject_hands_it_back(
         [audited] = waiting
         reason = opened[auto[0]][0]
         assert "N=20 human decisions, precision 1.000, Wilson bound 0.881" in reason
-        assert reason.startswith("verifier ")
+        assert reason.startswith("verifier ") and ": opens by itself: " in reason
         assert _gate(lib, audited)["streak"] == 10
 
         lib.reject(audited, "the verifier missed a bug", by="bob")
@@ -104,7 +105,7 @@ def test_a_gate_earns_autonomy_is_audited_and_a_reject_hands_it_back(
             audited: "review:awaiting_approval",
         }
         assert _opened_by_verifier(lib, "c-0") == [] == _opened_by_verifier(lib, audited)
-        line = lib.explain("c-0").notes
+        line = lib.explain("c-0").notes  # "gate review (auto): next verdict waits for a person: …"
         assert any("waits for a person" in text for text in line), line
 
     # The verifier's own openings are no person's decisions to `verifiers`.
