@@ -9,7 +9,7 @@ other top-level tables belong to the Section that names them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.config.orchestrator_table import ORCHESTRATOR_SECTION
@@ -18,7 +18,6 @@ from orchestrator.config.schema import (
     STAGE_KEY,
     STAGE_ONLY,
     Argv,
-    Bool,
     Checked,
     Checks,
     Choice,
@@ -111,6 +110,19 @@ def _needs_repository(checks: Checks, values: dict[str, Any], key: str) -> None:
             checks.fail(dotted(key, name), "needs `repository` in the same pipeline")
 
 
+@dataclass(frozen=True)
+class Gate:
+    """true, false, or "auto" (a feature may open the gate itself:
+    `TickHooks.open_gate`); a gate either way."""
+
+    def read(self, checks: Checks, value: object, key: str, inherited: Any) -> bool | str:
+        if value == "auto" and isinstance(value, str):
+            return "auto"
+        if not isinstance(value, bool):
+            checks.expected(key, 'true, false or "auto"', value)
+        return value
+
+
 STAGE_SECTION: Section[None] = Section(
     name="engine",
     keys=(
@@ -124,9 +136,10 @@ STAGE_SECTION: Section[None] = Section(
         ),
         Key(
             "gate",
-            Bool(),
+            Gate(),
             False,
-            "a passing verdict waits at `:awaiting_approval` for `approve`",
+            'a passing verdict waits at `:awaiting_approval` for `approve`; `"auto"`: a '
+            "feature may open it itself ([gates that earn autonomy](../how-to/evidence.md))",
             STAGE_KEY,
         ),
         Key(

@@ -58,7 +58,7 @@ class StageConfig:
     name: str
     worker: tuple[str, ...] | None
     verifier: tuple[str, ...] | None
-    gate: bool
+    gate: bool | Literal["auto"]  # "auto": a feature may open it (`TickHooks.open_gate`)
     max_attempts: int
     timeout_seconds: float
     pass_score: float

@@ -161,6 +161,18 @@ class _ClaimPoints:
     last slot ended, and says the attempt's line's tail. The first one set
     answers. Runs again when the transaction is retried."""
 
+    open_gate: Callable[[Connection, Claim, datetime], str | None] | None = None
+    """Inside the transaction recording the attempt (its `Connection`, no
+    command runner), right after a passing verdict at a gated stage was
+    written as `S:awaiting_approval` (that write holds the task's row to the
+    commit); `datetime` is the database's now. May read and write its own
+    rows (and lock what it counts, so two hosts never both decide on the
+    same record), and returns the reason with which the gate opens by
+    itself: the engine then writes `approve` with actor `verifier`
+    (`GATE_ACTOR`) and that reason. None: the gate waits for a person. The
+    first non-None wins. Called only at a gated stage's passing verdict;
+    runs again when the record's transaction is retried."""
+
     after_record: Callable[[Connection, Claim, AttemptRun, datetime], None] | None = None
     """Inside the transaction recording the attempt (its `Connection`, no
     command runner), after the attempt's row is closed and its decision

@@ -23,7 +23,7 @@ def stage_names(settings: Settings, task: repo.TaskSnapshot) -> tuple[str, ...]:
 
 def stage_policy(settings: Settings, stage: StageConfig) -> StagePolicy:
     return StagePolicy(
-        gate=stage.gate,
+        gate=bool(stage.gate),
         max_attempts=stage.max_attempts,
         pass_score=stage.pass_score,
         plateau=stage.plateau,

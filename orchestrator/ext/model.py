@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from orchestrator.ext.ports import HostPort
 
 ACTOR = "tick"
+# Who opened a gate a feature opened by itself (`TickHooks.open_gate`).
+GATE_ACTOR = "verifier"
 LEASE_EXPIRED = "lease expired"
 FENCE_CHECK_SECONDS = 5.0
 ADVANCE_CHECK_SECONDS = 1.0

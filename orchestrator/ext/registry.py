@@ -75,6 +75,7 @@ class Registry:
         self.has_slots = bool(self._slot_of)
         self._after_record = _each(built, lambda h: h.after_record)
         self._added = tuple(f.added for f in features if f.added is not None)
+        self._open_gate = _each(built, lambda h: h.open_gate)
         self._wrap_command = _each(built, lambda h: h.wrap_command)
         self._hold_finished = _each(built, lambda h: h.hold_finished)
         self._attempt_feedback = _each(built, lambda h: h.attempt_feedback)
@@ -216,6 +217,9 @@ class Registry:
         `add_subtask` through the door the tick serves)."""
         for hook in self._added:
             hook(conn, settings, added, now)
+
+    def open_gate(self, conn: Connection, claim: Claim, now: datetime) -> str | None:
+        return _first(self._open_gate, conn, claim, now)
 
     def wrap_command(self, command: Command) -> tuple[str, ...]:
         """The argv to start for `command`: the first feature's wrap, else

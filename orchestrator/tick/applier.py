@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 
 from orchestrator.domain.decide import Decision, HaltReason
 from orchestrator.domain.pipeline import Event, State, Status, landing_instead
-from orchestrator.ext.model import ACTOR
+from orchestrator.ext.model import ACTOR, GATE_ACTOR
 from orchestrator.storage import repo
 from orchestrator.tick.tick_run import TickRun
 from orchestrator.tick.transactions import Transactions
@@ -54,6 +54,17 @@ class Applier:
         )
         if decision.halt_reason is not None:
             self.tick.halted()
+        return to
+
+    def open_gate(
+        self, conn: Connection, task: repo.TaskSnapshot, reason: str, now: datetime
+    ) -> State:
+        """Approve a gate a feature opened by itself (`TickHooks.open_gate`),
+        as a person's approval would, with the feature's reason."""
+        to = State(task.stage, Status.APPROVED)
+        repo.apply_transition(
+            conn, task, Event.APPROVE, to, now=now, actor=GATE_ACTOR, reason=reason
+        )
         return to
 
     def halt_unknown(self, conn: Connection, task: repo.TaskSnapshot, now: datetime) -> None:

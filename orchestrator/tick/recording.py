@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 from orchestrator.agents import runtime as agent_runtime
 from orchestrator.config import Settings
 from orchestrator.domain.decide import Decision, Outcome, decide
-from orchestrator.domain.pipeline import Status
+from orchestrator.domain.pipeline import Event, State, Status
 from orchestrator.domain.slug import slug_problem
 from orchestrator.domain.text import clean_text, one_line
 from orchestrator.ext.lookups import stage_policy
@@ -121,6 +121,8 @@ class Recorder:
                 return True, None
             fault_point("inside_record_tx")
             written = self.applier.apply(conn, task, decision, claim.attempt_id, now)
+            if decision.event is Event.AWAIT_APPROVAL:
+                written = self._open_gate(conn, claim, now) or written
             if wait is not None and decision.state.status is Status.READY:
                 # A backoff's or a pending verdict's recheck; 0: no wait at all, not "until now"
                 repo.set_backoff(conn, task.id, now + timedelta(seconds=wait) if wait else None)
@@ -218,6 +220,15 @@ class Recorder:
         if following is not None:
             self.tick.report.claimed += 1
         return ready, following
+
+    def _open_gate(self, conn: Connection, claim: Claim, now: datetime) -> State | None:
+        """A feature's opening of the gate the verdict just reached, in the
+        record's transaction; None: it waits for a person."""
+        reason = self.registry.open_gate(conn, claim, now)
+        task = None if reason is None else repo.get_task_by_id(conn, claim.task.id)
+        if reason is None or task is None:
+            return None
+        return self.applier.open_gate(conn, task, reason, now)
 
     def _usage_dir(self, claim: Claim) -> Path | None:
         """The folder whose files say what the attempt spent (never one of a bad slug)."""

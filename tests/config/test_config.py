@@ -592,7 +592,7 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
     ("[defaults]\nmax_attempts = 0\n", "defaults.max_attempts", ">= 1"),
     ("[defaults]\ntimeout_seconds = 0\n", "defaults.timeout_seconds", "> 0"),
     ("[defaults]\npass_score = 1.5\n", "defaults.pass_score", "[0, 1]"),
-    ("[defaults]\ngate = 'yes'\n", "defaults.gate", "true or false"),
+    ("[defaults]\ngate = 'yes'\n", "defaults.gate", 'true, false or "auto"'),
     ("[defaults]\nstdin = 'file'\n", "defaults.stdin", "'none' or 'prompt'"),
     ("[defaults]\nenv = { A = 1 }\n", "defaults.env.A", "expected a string"),
     ("[defaults]\nenv = 'A=1'\n", "defaults.env", "table"),
@@ -643,7 +643,7 @@ BAD_CONFIGS: list[tuple[str, str, str]] = [
         "inherited from [defaults]",
     ),
     (stage_with("prompt = 3"), "pipelines.default.stages[0] (s).prompt", "string"),
-    (stage_with("gate = 1"), "pipelines.default.stages[0] (s).gate", "true or false"),
+    (stage_with("gate = 1"), "pipelines.default.stages[0] (s).gate", 'true, false or "auto"'),
     (
         stage_with("max_attempts = 'five'"),
         "pipelines.default.stages[0] (s).max_attempts",

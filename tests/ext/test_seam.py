@@ -577,6 +577,54 @@ def test_an_attempt_env_name_outside_ours_is_refused() -> None:
         registry.attempt_env(cast(Claim, None))
 
 
+def test_a_feature_may_open_a_gate_itself_inside_the_record(project: Project) -> None:
+    """`gate = "auto"` is a gate like `true`; at its passing verdict
+    `open_gate` runs inside the record's transaction (the task already
+    waits), and its reason becomes an `approve` by `verifier`; None leaves
+    the gate to a person."""
+    make_repo(project.dir)
+    project.write_config(
+        '[pipelines.default]\nrepository = "repo"\n\n'
+        + stage("only", worker=["true"], verifier=PASS, gate="auto")
+    )
+    bench = make_bench(project)
+    bench.add("t1")
+    bench.add("t2")
+    asked: list[str] = []
+
+    def toy(kernel: Kernel) -> TickHooks:
+        def open_gate(conn: Connection, claim: Claim, now: datetime) -> str | None:
+            task = repo.get_task_by_id(conn, claim.task.id)
+            assert task is not None
+            asked.append(f"{claim.task.slug} {task.status.value}")
+            return "toy trusts it" if claim.task.slug == "t1" else None
+
+        return TickHooks(open_gate=open_gate)
+
+    try:
+        features = (Feature(name="toy", tick=toy),)
+        Ticker(bench.settings, bench.engine, features=features).tick()
+        with bench.engine.connect() as conn:
+            t1, t2 = (repo.get_task(conn, slug) for slug in ("t1", "t2"))
+            assert t1 is not None and t2 is not None
+            opened = [t for t in repo.transitions_of(conn, t1.id) if t["event"] == "approve"]
+    finally:
+        bench.engine.dispose()
+    assert sorted(asked) == ["t1 awaiting_approval", "t2 awaiting_approval"]
+    assert (t1.status.value, t2.status.value) == ("complete", "awaiting_approval")
+    assert [(t["actor"], t["reason"]) for t in opened] == [("verifier", "toy trusts it")]
+
+
+def test_the_gate_key_takes_true_false_or_auto(project: Project) -> None:
+    """Anything else is a config error naming the three."""
+    project.write_config(
+        '[pipelines.default]\nrepository = "repo"\n\n'
+        + stage("only", worker=["true"], verifier=PASS, gate="sometimes")
+    )
+    with pytest.raises(Exception, match='true, false or "auto"'):
+        make_bench(project)
+
+
 def test_the_tick_and_command_timing_points_frame_the_tick(project: Project) -> None:
     """`tick_started` comes before anything of the tick, `command_ended`
     after each command with its times and exit status, `tick_ended` last

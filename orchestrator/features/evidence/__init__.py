@@ -2,18 +2,36 @@
 agrees with the people who decided its verdicts (`verifiers`), and what
 another plateau rule would have done with the recorded runs (`simulate`).
 
-It adds no tick hook and no table: everything is read from the attempts
-and transitions the engine already writes, so a project that never asks
-pays nothing."""
+Gates that earn autonomy (`gate = "auto"`, `autogate*.py`) open a gate
+by themselves once the record says the verifier may be trusted. It adds
+no table: everything is read from the attempts, transitions and events
+the engine already writes, and a project with no `gate = "auto"` stage
+sets no hook and pays nothing."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from orchestrator.ext.hooks import Feature
+from orchestrator.ext.hooks import Feature, TickHooks
+from orchestrator.features.evidence.autogate_config import AUTOGATE_SECTION
+
+if TYPE_CHECKING:
+    from orchestrator.ext.ports import Kernel
+
+
+def _tick(kernel: Kernel) -> TickHooks:
+    # Imported when a Ticker is built; no hook is set without an auto gate.
+    from orchestrator.features.evidence.autogate_tick import tick_hooks
+
+    return tick_hooks(kernel)
+
 
 FEATURE = Feature(
     name="evidence",
+    config=(AUTOGATE_SECTION,),
+    tick=_tick,
+    explain="orchestrator.features.evidence.views:explain",
     commands=MappingProxyType(
         {
             "verifiers": "orchestrator.features.evidence.cli:verifiers",

@@ -10,13 +10,16 @@ per distinct score however many attempts the table holds."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, case, exists, func, select
+from sqlalchemy import Connection, and_, case, exists, func, select, text
 from sqlalchemy.orm import aliased
 
+from orchestrator.domain.pipeline import State, Status
+from orchestrator.ext.model import GATE_ACTOR
 from orchestrator.storage import tables
 
 attempts = tables.attempts
@@ -86,7 +89,11 @@ def decision_counts(
         )
         .join(attempts, attempts.c.id == waited.c.attempt_id)
         .join(tasks, tasks.c.id == decision.c.task_id)
-        .where(decision.c.event.in_(("approve", "reject")))
+        .where(
+            decision.c.event.in_(("approve", "reject")),
+            # A gate the verifier opened itself (`gate = "auto"`) is no person's decision.
+            func.coalesce(decision.c.actor, "") != GATE_ACTOR,
+        )
         .group_by(
             tasks.c.pipeline,
             attempts.c.stage,
@@ -184,3 +191,101 @@ def recorded_attempts(
         )
         for row in conn.execute(query)
     ]
+
+
+# An audit: a passing verdict at an auto gate left to a person on purpose
+# (`autogate.py`), an event on the verdict's attempt.
+GATE_AUDIT = "gate_audit"
+
+
+@dataclass(frozen=True)
+class GateCounts:
+    """What an auto gate's mode is computed from, since its epoch (the
+    newest person's reject of an audited verdict, if any)."""
+
+    since_reject: bool
+    decisions: int  # people's approves and rejects
+    approved: int
+    opened: int  # approves by the verifier
+    audited: int  # verdicts left to a person as audits
+
+
+def gate_counts(conn: Connection, pipeline: str, stage: str) -> GateCounts:
+    """The auto gate at (pipeline, stage), counted from the transitions and
+    the audit events: no row of its own."""
+    events = tables.events
+    awaiting = str(State(stage, Status.AWAITING_APPROVAL))
+    decision = aliased(transitions, name="decision")
+    waited = aliased(transitions, name="waited")
+    at_stage = and_(
+        decision.c.from_state == awaiting,
+        tasks.c.pipeline == pipeline,
+    )
+    by_person = func.coalesce(decision.c.actor, "") != GATE_ACTOR
+    # The epoch: the newest reject by a person of a verdict that was audited.
+    epoch = conn.execute(
+        select(func.max(decision.c.id))
+        .select_from(decision)
+        .join(tasks, tasks.c.id == decision.c.task_id)
+        .join(
+            waited,
+            and_(waited.c.task_id == decision.c.task_id, waited.c.seq == decision.c.seq - 1),
+        )
+        .join(
+            events,
+            and_(events.c.attempt_id == waited.c.attempt_id, events.c.kind == GATE_AUDIT),
+        )
+        .where(at_stage, decision.c.event == "reject", by_person)
+    ).scalar()
+    since = 0 if epoch is None else int(epoch)
+    people = conn.execute(
+        select(func.count(), func.count().filter(decision.c.event == "approve"))
+        .select_from(decision)
+        .join(tasks, tasks.c.id == decision.c.task_id)
+        .where(
+            at_stage,
+            decision.c.id > since,
+            decision.c.event.in_(("approve", "reject")),
+            by_person,
+        )
+    ).one()
+    opened = conn.execute(
+        select(func.count())
+        .select_from(decision)
+        .join(tasks, tasks.c.id == decision.c.task_id)
+        .where(
+            at_stage,
+            decision.c.id > since,
+            decision.c.event == "approve",
+            decision.c.actor == GATE_ACTOR,
+        )
+    ).scalar_one()
+    audited = conn.execute(
+        select(func.count())
+        .select_from(waited)
+        .join(tasks, tasks.c.id == waited.c.task_id)
+        .join(
+            events,
+            and_(events.c.attempt_id == waited.c.attempt_id, events.c.kind == GATE_AUDIT),
+        )
+        .where(
+            waited.c.to_state == awaiting,
+            waited.c.event == "await_approval",
+            tasks.c.pipeline == pipeline,
+            waited.c.id > since,
+        )
+    ).scalar_one()
+    return GateCounts(
+        epoch is not None, int(people[0]), int(people[1] or 0), int(opened), int(audited)
+    )
+
+
+def lock_gate(conn: Connection, pipeline: str, stage: str) -> None:
+    """Serialize the gate's decisions across hosts for the rest of the
+    transaction (PostgreSQL; SQLite's write transactions already are):
+    two records never both read the same count and both open."""
+    if conn.dialect.name != "postgresql":
+        return
+    digest = hashlib.sha256(f"autogate:{pipeline}:{stage}".encode()).digest()
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
