@@ -8,7 +8,9 @@ Killing the top of an escaped tree orphans the next level, which comes to
 the tick in turn, so `end_escaped` loops until a pass finds none alive
 and reaps none (a process reaped in a pass may have handed its children
 over after that pass listed the tick's); a process that forks while it is
-being killed hands its child to the tick the same way.
+being killed hands its child to the tick the same way. A process whose
+main thread left (`pthread_exit`) shows as a zombie while its other
+threads run on: not reapable, it is killed like a live one.
 
 What is the ending command's: a process in its group (the leader is still
 unreaped, so the group id is its own), one carrying its process tag, and,
@@ -105,17 +107,27 @@ def end_escaped(leader: int, tag: str | None, *, deadline: float) -> int:
                     and int(fields[19]) >= since
                     and not _tagged_other(pid, needle, any_tag)
                 )
-            if not ours and needle is not None and fields[0] not in ("Z", "X"):
-                ours = _has_tag(pid, needle)
+            if not ours and needle is not None:
+                # A zombie's environment is gone; a live thread's is not
+                # (its main thread may have left, the others running on).
+                ours = any(_has_tag(tid, needle) for tid in _threads(pid, fields[0]))
             if not ours:
                 continue
             if fields[0] in ("Z", "X"):
                 # Our child (adopted), dead: reaping it lets its number go.
                 # Its own children came to us as it died, which may have
                 # been after this pass listed ours: look again.
-                with contextlib.suppress(ChildProcessError):
-                    waiting = os.waitpid(pid, os.WNOHANG)[0] == pid or waiting
-                continue
+                try:
+                    reaped = os.waitpid(pid, os.WNOHANG)[0] == pid
+                except ChildProcessError:  # not ours to reap any more
+                    continue
+                if reaped:
+                    killed.discard(pid)  # its number may be another's now
+                if reaped or not _threads(pid, "Z"):
+                    waiting = True  # reaped, or its last threads exiting
+                    continue
+                # Not reapable: its main thread left (`pthread_exit`) and
+                # the others run on; still our unreaped child.
             if pid not in killed:
                 # Our unreaped child: its pid cannot have been reused.
                 with contextlib.suppress(ProcessLookupError):
@@ -127,6 +139,22 @@ def end_escaped(leader: int, tag: str | None, *, deadline: float) -> int:
             return ended
         time.sleep(delay)  # SIGKILLed: gone within the scheduler's next turn
         delay = min(delay * 2, 0.02)
+
+
+def _threads(pid: int, state: str) -> list[int]:
+    """`pid` itself when alive; for a zombie leader, its threads still alive."""
+    if state not in ("Z", "X"):
+        return [pid]
+    try:
+        tids = [int(tid.name) for tid in Path(f"/proc/{pid}/task").iterdir()]
+    except (OSError, ValueError):
+        return []
+    found = []
+    for tid in tids:
+        fields = _linux_stat_fields(tid)
+        if fields is not None and fields[0] not in ("Z", "X"):
+            found.append(tid)
+    return found
 
 
 def _start(pid: int) -> int | None:

@@ -3,10 +3,14 @@
 Git says what changed (`status`: untracked, modified, added, deleted, with
 ignored files left alone, as the stage commit leaves them). Each changed
 regular file is copied into the notes folder under its path, then the
-worktree is put back: untracked files removed, tracked ones checked out
-from HEAD. Run again after a kill at any point it finishes the move: a
-file copied but not yet removed is copied again (the same bytes), and
-what was removed is no longer listed. A link, a FIFO or a file over
+worktree is put back: untracked files removed, the index and the tracked
+files reset to HEAD (`git reset --hard`, no pathspec: a file the worker
+`git add`ed is not in HEAD, and a path is never read as pathspec magic);
+a folder git does not look into (a nested repository) is removed whole.
+A worker that committed is moved back to the attempt's starting commit
+first, its commits' files then notes too. Run again after a kill at any
+point it finishes the move: a file copied but not yet removed is copied
+again (the same bytes), and what was removed is no longer listed. A link, a FIFO or a file over
 `MAX_NOTE_BYTES` is not copied (named in the attempt's error) but is
 removed all the same: nothing of a notes stage reaches the branch.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +28,6 @@ from orchestrator import safefs
 from orchestrator.workspace.gitrun import GitSteps
 
 MAX_NOTE_BYTES = 10 * 1024 * 1024
-_CHECKOUT_BATCH = 200  # paths per `git checkout`, well under any argv limit
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,12 @@ class Moved:
     left_out: tuple[tuple[str, str], ...]
 
 
-def move_notes(git: GitSteps, workspace: Path, folder: Path) -> Moved:
+def move_notes(git: GitSteps, workspace: Path, folder: Path, start: str = "") -> Moved:
     """Move every change in `workspace` into `folder` and put the worktree
-    back at HEAD."""
+    back at HEAD; at `start` first (the attempt's starting commit), when
+    the worker committed: what it committed is then a change too."""
+    if start and git("rev-parse", "--verify", "-q", "HEAD^{commit}").strip() != start:
+        git("reset", "--quiet", "--soft", start)  # the branch back, the files kept
     listed = git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
     untracked: list[str] = []
     tracked: list[str] = []
@@ -54,12 +61,17 @@ def move_notes(git: GitSteps, workspace: Path, folder: Path) -> Moved:
             kept.append(path)
         elif why != "deleted":
             left_out.append((path, why))
-    for start in range(0, len(tracked), _CHECKOUT_BATCH):
-        git("checkout", "--quiet", "HEAD", "--", *tracked[start : start + _CHECKOUT_BATCH])
+    # Untracked first: one may stand where a tracked file is put back (a
+    # folder or a link in place of a tracked file or folder).
     for path in untracked:
-        with contextlib.suppress(FileNotFoundError):
-            (workspace / path).unlink()  # a link goes, never what it points to
-        _drop_empty_folders(workspace, (workspace / path).parent)
+        if path.endswith("/"):  # a nested repository: git lists only its folder
+            shutil.rmtree(workspace / path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                (workspace / path).unlink()  # a link goes, never what it points to
+        _drop_empty_folders(workspace, (workspace / path.rstrip("/")).parent)
+    if tracked:
+        git("reset", "--quiet", "--hard", "HEAD")
     return Moved(tuple(kept), tuple(left_out))
 
 

@@ -5,9 +5,11 @@ empty, still records that the stage passed)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from orchestrator.config import Settings
+from orchestrator.domain.decide import Outcome
 from orchestrator.ext.hooks import TickHooks
 from orchestrator.ext.model import AttemptRun, Claim
 from orchestrator.ext.ports import Kernel
@@ -41,24 +43,52 @@ def tick_hooks(kernel: Kernel) -> TickHooks:
         branch = claim.pipeline.repository is not None
         return {NOTES_ENV: str(notes_folder(settings, claim.task.slug, branch))}
 
+    # Each notes attempt's HEAD as its worker starts: a worker that
+    # committed is moved back to it, its commits' files taken as notes.
+    starts: dict[int, str] = {}
+    lock = threading.Lock()
+
+    def is_notes(claim: Claim) -> bool:
+        return (
+            NOTES_SECTION.of(claim.stage) == "notes"
+            and claim.pipeline.repository is not None
+            and claim.task.branch is not None
+        )
+
+    def note_start(claim: Claim) -> bool:
+        if is_notes(claim):
+            workspace = settings.workspace_root / claim.task.slug
+            tree = task_worktree(
+                claim.pipeline, claim.task, workspace, claim.task.base_commit or ""
+            )
+            try:
+                start = tree.steps()("rev-parse", "--verify", "-q", "HEAD^{commit}").strip()
+            except GitError:
+                start = ""
+            with lock:
+                starts[claim.attempt_id] = start
+        return False  # the engine notes it too
+
     def keep_work(claim: Claim, workspace: Path, run: AttemptRun) -> bool:
-        if (
-            NOTES_SECTION.of(claim.stage) != "notes"
-            or claim.pipeline.repository is None
-            or claim.task.branch is None
-        ):
+        with lock:
+            start = starts.pop(claim.attempt_id, "")
+        if not is_notes(claim):
             return False
         tree = task_worktree(claim.pipeline, claim.task, workspace, claim.task.base_commit or "")
+        folder = notes_folder(settings, claim.task.slug)
         try:
-            moved = move_notes(tree.steps(), workspace, notes_folder(settings, claim.task.slug))
+            moved = move_notes(tree.steps(), workspace, folder, start)
         except (GitError, OSError) as exc:
+            # Left where they are, they would be committed: the attempt
+            # fails instead, and nothing of it is committed.
             _note(run, f"notes not moved: {exc}")
-            return False
+            run.outcome = Outcome.WORKER_ERROR
+            return True
         for path, why in moved.left_out:
             _note(run, f"note {path!r} not kept ({why}); removed from the worktree")
         return False
 
-    return TickHooks(attempt_env=attempt_env, keep_work=keep_work)
+    return TickHooks(attempt_env=attempt_env, note_start=note_start, keep_work=keep_work)
 
 
 def _note(run: AttemptRun, line: str) -> None:
