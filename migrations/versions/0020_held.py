@@ -8,7 +8,7 @@ views of 0001 (and 0003's `costs`) are dropped and made again around it,
 and the claim's index is made again exactly, as in 0011.
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0018
 Create Date: 2026-12-05
 """
 
@@ -60,6 +60,7 @@ EVENTS = (
     "cancel",
     "landed",  # 0011
     "send_back",  # 0011
+    "migrate",  # 0018
 )
 NEW_STATUSES = (*STATUSES, "held")
 NEW_HALT_REASONS = (*HALT_REASONS, "pr_closed", "feedback_rounds")
