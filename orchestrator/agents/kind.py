@@ -44,6 +44,8 @@ class AgentKind:
     name: str  # `init --agent NAME`, examples/NAME/orchestrator.toml
     label: str  # how people know the CLI, for messages
     output: str | None = None  # the stage `output` format it prints; None: text
+    # Whose models it calls (OpenTelemetry's `gen_ai.system`), when one.
+    provider: str | None = None
     parse: Callable[[str], AgentOutput] | None = None
     usage_limit: Callable[[str, datetime, tzinfo], LimitSaid | None] | None = None
     # The Usage fields its own output carries: those are never taken from

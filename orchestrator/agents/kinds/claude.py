@@ -102,6 +102,7 @@ KIND = AgentKind(
     name="claude",
     label="Claude Code",
     output="claude-json",
+    provider="anthropic",
     parse=parse,
     usage_limit=usage_limit,
     carries=frozenset(f.name for f in fields(Usage)),

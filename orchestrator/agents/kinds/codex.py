@@ -112,6 +112,7 @@ KIND = AgentKind(
     name="codex",
     label="Codex CLI",
     output="codex-jsonl",
+    provider="openai",
     parse=parse,
     usage_limit=usage_limit,
     carries=frozenset({"input_tokens", "output_tokens", "turns", "session_id"}),

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 
 def _tick(kernel: Kernel) -> TickHooks:
-    # Imported when a Ticker is built; no hook is set without an auto gate.
+    # No stage with an auto gate: no hook and no import of the gate's
+    # queries (a plain tick loads nothing of this feature's).
+    pipelines = kernel.settings.pipelines.values()
+    if not any(stage.gate == "auto" for p in pipelines for stage in p.stages):
+        return TickHooks()
     from orchestrator.features.evidence.autogate_tick import tick_hooks
 
     return tick_hooks(kernel)

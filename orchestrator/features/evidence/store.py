@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, and_, case, exists, func, select, text
-from sqlalchemy.orm import aliased
 
 from orchestrator.domain.pipeline import State, Status
 from orchestrator.ext.model import GATE_ACTOR
@@ -51,9 +50,9 @@ def decision_counts(
 ) -> list[DecisionCount]:
     """Every decision at a gate, counted per (pipeline, stage, score, pass,
     approved, later fact); `since` keeps decisions made at or after it."""
-    decision = aliased(transitions, name="decision")
-    waited = aliased(transitions, name="waited")
-    after = aliased(transitions, name="after")
+    decision = transitions.alias("decision")
+    waited = transitions.alias("waited")
+    after = transitions.alias("after")
 
     def later_event(event: str) -> object:
         return exists().where(
@@ -149,7 +148,7 @@ def recorded_attempts(
     """Every finished attempt, oldest first within its task, stage and run,
     with the plateau halt that ended a run (the transition the attempt
     wrote), so a replay can tell where the recorded rule stopped."""
-    halted = aliased(transitions, name="halted")
+    halted = transitions.alias("halted")
     query = (
         select(
             tasks.c.pipeline,
@@ -215,8 +214,8 @@ def gate_counts(conn: Connection, pipeline: str, stage: str) -> GateCounts:
     the audit events: no row of its own."""
     events = tables.events
     awaiting = str(State(stage, Status.AWAITING_APPROVAL))
-    decision = aliased(transitions, name="decision")
-    waited = aliased(transitions, name="waited")
+    decision = transitions.alias("decision")
+    waited = transitions.alias("waited")
     at_stage = and_(
         decision.c.from_state == awaiting,
         tasks.c.pipeline == pipeline,

@@ -9,10 +9,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-# The provider an agent's program or output format speaks for
-# (`gen_ai.system`): the kinds of `agents/kinds/` that name one.
-PROVIDERS = {"claude": "anthropic", "claude-json": "anthropic", "codex": "openai"}
-PROVIDERS["codex-jsonl"] = "openai"
 MODEL_FLAGS = ("--model", "-m")
 # Outcomes that are the attempt's failure to run, not a verdict's no.
 VERDICT_OUTCOMES = frozenset({"passed", "failed", "pending"})
@@ -21,9 +17,16 @@ AttributeValue = str | bool | int | float
 
 
 def provider(argv: Sequence[str], output: str) -> str | None:
-    """`gen_ai.system`: by the program's name, else the stage's output format."""
+    """`gen_ai.system`: the agent kind's provider (`AgentKind.provider`), the
+    kind found by the program's name, else by the stage's output format."""
+    from orchestrator.agents import kinds
+
     program = PurePath(argv[0]).name if argv else ""
-    return PROVIDERS.get(program) or PROVIDERS.get(output)
+    for kind in kinds.KINDS:
+        if kind.provider is not None and program in (kind.name, kind.program):
+            return kind.provider
+    by_output = kinds.reading(output)
+    return None if by_output is None else by_output.provider
 
 
 def model(argv: Sequence[str]) -> str | None:
