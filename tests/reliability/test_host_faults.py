@@ -410,7 +410,7 @@ def test_folder_the_user_cannot_write(new_project: ProjectFactory, key: str) -> 
         db = home / "orchestrator.db"
         project = Project(dir=home, db_url=f"sqlite:///{db}", config=home / "orchestrator.toml")
         folder = home / ("tasks" if key == "workspace_root" else "state")
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)  # `add` keeps the pipeline's version in state/
         if os.geteuid() == 0:
             shutil.chown(home, 65534, 65534)
             for path in home.iterdir():

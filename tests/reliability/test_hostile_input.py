@@ -323,6 +323,7 @@ def test_malformed_config_is_refused(case: str, new_project: ProjectFactory) -> 
     project = new_project()
     assert project.cli("add", "t1", "--title", "waiting").exit_code == 0
     before = table_counts(project.db_url)
+    kept = files_under(project.dir / "state")  # `add` keeps the pipeline's version there
     text, words = CONFIGS[case]
     project.config.write_text(text)
     for command in (("tick",), ("approve", "t1")):
@@ -334,7 +335,12 @@ def test_malformed_config_is_refused(case: str, new_project: ProjectFactory) -> 
             assert word in line, (word, line)
     assert table_counts(project.db_url) == before
     assert not (project.dir / "orchestrator.lock").exists()
-    assert not (project.dir / "tasks").exists() and not (project.dir / "state").exists()
+    assert not (project.dir / "tasks").exists()
+    assert files_under(project.dir / "state") == kept  # nothing written under state/
+
+
+def files_under(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")} if folder.exists() else set()
 
 
 # -- hostile verdicts never crash the tick -----------------------------------------------

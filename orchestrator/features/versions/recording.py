@@ -157,15 +157,21 @@ class _TickVersions:
     def before_claims(self, options: TickOptions) -> None:
         kernel = self.kernel
         versions = {name: found.version for name, found in self.loaded().items()}
-        problem = keep_files(self.settings, self.loaded())
-        if problem is not None:
-            kernel.tick.warn(problem)
-        with read_tx(kernel.tx.engine) as conn:
-            missing = {v.hash for v in versions.values()} - store.known(
-                conn, [v.hash for v in versions.values()]
-            )
-        if missing:
-            kernel.tx.retrying(lambda _again: _keep_rows(kernel, versions, missing))
+        # A state folder that refuses the copy refuses the attempts' folders
+        # too: the tick says that once, as the host's fault; the versions
+        # then run the config as loaded (`resolve`).
+        keep_files(self.settings, self.loaded())
+
+        def missing(_again: bool) -> set[str]:
+            # Retried as every read of the tick: a dropped connection is
+            # not the host's fault until the retries are spent.
+            with read_tx(kernel.tx.engine) as conn:
+                hashes = [v.hash for v in versions.values()]
+                return set(hashes) - store.known(conn, hashes)
+
+        new = kernel.tx.retrying(missing)
+        if new:
+            kernel.tx.retrying(lambda _again: _keep_rows(kernel, versions, new))
 
     def leave_task(self, conn: Connection, task: repo.TaskSnapshot) -> str | None:
         why = self.decide(conn, task)
