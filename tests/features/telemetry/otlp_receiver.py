@@ -44,6 +44,7 @@ class Receiver:
     released: threading.Event = field(default_factory=threading.Event)
     spans: list[Received] = field(default_factory=list)
     requests: int = 0
+    answered: int = 0  # requests that got their answer
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def wait_for(self, count: int, timeout: float = 60.0) -> list[Received]:
@@ -104,6 +105,8 @@ def otlp_receiver() -> Iterator[Receiver]:
             self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
+            with receiver.lock:
+                receiver.answered += 1
 
         def log_message(self, format: str, *args: Any) -> None:
             return None

@@ -135,11 +135,11 @@ def test_a_collector_down_leaves_the_tick_as_it_was(project: Project, tmp_path: 
     retries (its flush bound is 2 s; the exporter's, 5 s)."""
     project.write_config(stage("build", worker=_agent(tmp_path), verifier=PASS))
     _tasks(project, 3)
-    done, elapsed = _tick(project, closed_port())
+    done, _ = _tick(project, closed_port())
     assert done.returncode == 0, done.stderr
     assert project.query("SELECT outcome FROM attempts") == [("passed",)] * 3
     assert "telemetry: 10 span(s) not exported" in done.stderr
-    assert elapsed < 30  # a safety net; the bench times it against no telemetry
+    # How long it takes is the bench's to time (bench/telemetry.py, collector down).
 
 
 def test_a_collector_answering_500_counts_its_drops(project: Project, tmp_path: Path) -> None:
@@ -234,18 +234,20 @@ def test_a_stalled_collector_costs_the_tick_its_flush_bound_and_no_more(
         receiver.stalled.set()
         project.write_config(
             f'[telemetry]\notlp_endpoint = "{receiver.url}"\n'
-            "queue_size = 2\nflush_seconds = 0.5\nexport_timeout = 60\n\n"
+            "queue_size = 2\nflush_seconds = 0.5\nexport_timeout = 3600\n\n"
             + stage("build", worker=_agent(tmp_path), verifier=PASS)
         )
         _tasks(project, 3)
-        done, elapsed = _tick(project, None)
+        done, _ = _tick(project, None)
         assert receiver.requests >= 1  # the first batch went out and hangs
+        # The tick ended while that request was still unanswered: its end
+        # waited the flush bound, not the exporter's hour-long timeout.
+        assert receiver.answered == 0
     assert done.returncode == 0, done.stderr
     assert project.query("SELECT outcome FROM attempts") == [("passed",)] * 3
     [said] = [line for line in done.stderr.splitlines() if "telemetry:" in line]
     assert "telemetry: 10 span(s) not exported" in said
     assert "of them met a full queue" in said
-    assert elapsed < 60
 
 
 def test_an_endpoint_without_the_sdk_says_how_to_install_it(project: Project) -> None:
